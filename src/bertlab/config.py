@@ -1,0 +1,182 @@
+"""Typed configuration: the only configuration that reaches modules.
+
+Hydra composes YAML at the edge (``bertlab.train``); these dataclasses are built from it and validate
+themselves, so a bad value fails with a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+# config.json keys that describe an architecture bertlab cannot reproduce exactly.
+_UNSUPPORTED_HF_VALUES = {
+    "position_embedding_type": {"absolute"},
+    "hidden_act": {"gelu"},
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which key and what to change."""
+
+
+@dataclass
+class EncoderConfig:
+    """BERT architecture (the fields of a Hugging Face ``BertConfig`` that change the computation)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    initializer_range: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}: change one of them (e.g. model.num_attention_heads="
+                f"{_largest_divisor(self.hidden_size, self.num_attention_heads)})"
+            )
+        if self.hidden_act != "gelu":
+            raise ConfigError(
+                f"hidden_act {self.hidden_act!r} is not supported: BERT uses exact 'gelu' (erf form)"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> EncoderConfig:
+        """Build from a Hugging Face ``config.json`` dict; refuse what is not a BERT we can reproduce."""
+        model_type = data.get("model_type")
+        if model_type is not None and model_type != "bert":
+            raise ConfigError(
+                f"{source}: model_type is {model_type!r}, not 'bert'. bertlab loads BERT checkpoints only "
+                "(BertModel / BertFor* layouts)."
+            )
+        for key, allowed in _UNSUPPORTED_HF_VALUES.items():
+            if key in data and data[key] not in allowed:
+                raise ConfigError(f"{source}: {key}={data[key]!r} is not supported (only {sorted(allowed)})")
+        missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+                   if k not in data]
+        if missing:
+            raise ConfigError(f"{source}: not a BERT config, missing keys {missing}")
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known and v is not None}
+        return cls(**kwargs)
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(model_type="bert", position_embedding_type="absolute")
+        return data
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    for d in range(min(n, at_most), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+@dataclass
+class HeadConfig:
+    """Which encoder vectors a head reads and how deep it is."""
+
+    pooling: str = "pooler"  # "pooler" (dense+tanh over [CLS], as BERT) | "cls" (raw last-layer [CLS])
+    layers: str | int = "last"  # "last" | "concat_last4" | "sum_last4" | an encoder layer index
+    hidden_layers: int = 0  # 0 = linear head; >0 = MLP probe
+    dropout: float | None = None  # None = the encoder's hidden_dropout_prob (as HF classifier_dropout)
+    cache_features: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("pooler", "cls"):
+            raise ConfigError(f"head.pooling must be 'pooler' or 'cls', got {self.pooling!r}")
+        if isinstance(self.layers, str) and self.layers.lstrip("-").isdigit():
+            self.layers = int(self.layers)
+        if not isinstance(self.layers, int) and self.layers not in ("last", "concat_last4", "sum_last4"):
+            raise ConfigError(
+                f"head.layers must be last, concat_last4, sum_last4 or a layer index, got {self.layers!r}"
+            )
+        if self.hidden_layers < 0:
+            raise ConfigError(f"head.hidden_layers must be >= 0, got {self.hidden_layers}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"head.dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def reads_all_layers(self) -> bool:
+        return self.layers != "last"
+
+    @property
+    def feature_multiplier(self) -> int:
+        return 4 if self.layers == "concat_last4" else 1
+
+
+@dataclass
+class LoraConfig:
+    r: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
+
+    def __post_init__(self) -> None:
+        if self.r <= 0:
+            raise ConfigError(f"freeze.lora.r must be positive, got {self.r}")
+
+
+FREEZE_POLICIES = ("none", "encoder", "embeddings", "bottom_k", "bitfit", "lora")
+
+
+@dataclass
+class FreezeConfig:
+    policy: str = "none"
+    k: int = 0
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = LoraConfig(**self.lora)
+        if self.policy not in FREEZE_POLICIES:
+            raise ConfigError(f"freeze.policy must be one of {', '.join(FREEZE_POLICIES)}, got {self.policy!r}")
+        if self.policy == "bottom_k" and self.k < 0:
+            raise ConfigError(f"freeze.k must be >= 0, got {self.k}")
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    layer_lr_decay: float = 1.0  # 1.0 = off; <1 scales layer l's lr by decay**(L - l)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    head_lr: float | None = None  # None = lr
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)  # type: ignore[assignment]
+        if self.lr <= 0:
+            raise ConfigError(f"optim.lr must be positive, got {self.lr}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise ConfigError(f"optim.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")

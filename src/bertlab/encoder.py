@@ -1,0 +1,236 @@
+"""The BERT encoder, top to bottom: embeddings → self-attention → attention output → MLP → layer →
+encoder → pooler → model.
+
+Submodule names are Hugging Face's (``embeddings.word_embeddings``, ``encoder.layer.N.attention.self.query``,
+``LayerNorm``, ...) so checkpoints map one to one (``bertlab.hf_weights``). Outputs equal
+``transformers.BertModel`` on the same weights to float32 rounding: exact (erf) GELU, post-LN residuals,
+learned absolute positions, LayerNorm eps from the config, a padding mask hiding padded keys, tanh pooler on token 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.config import EncoderConfig
+
+
+@dataclass
+class EncoderOutput:
+    last_hidden_state: torch.Tensor  # (B, T, H)
+    pooler_output: torch.Tensor | None  # (B, H), None without a pooler
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # L + 1 tensors (B, T, H): embeddings, then each layer
+
+
+class BertEmbeddings(nn.Module):
+    """token + segment + learned position embeddings, summed, then LayerNorm and dropout (BERT §3.2)."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        seq_len = input_ids.shape[1]
+        if seq_len > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds max_position_embeddings "
+                f"{self.position_embeddings.num_embeddings}: lower data.max_seq_length"
+            )
+        x = self.word_embeddings(input_ids)  # (B, T, H)
+        x = x + self.position_embeddings.weight[:seq_len]  # (T, H) broadcast over the batch
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]  # segment A everywhere
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        # Separate q/k/v Linears (not fused) keep the checkpoint key map an identity.
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        q, k, v = self._split(self.query(hidden)), self._split(self.key(hidden)), self._split(self.value(hidden))
+        # mask: (B, 1, 1, T) bool, True where the key is a real token; None = no padding.
+        ctx = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0
+        )  # (B, nh, T, hd)
+        b, _, t, _ = ctx.shape
+        return ctx.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)  # (B, T, H)
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.output(self.self(hidden, mask), hidden)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.dense(hidden))  # exact (erf) GELU, as BERT; not the tanh approximation
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        attended = self.attention(hidden, mask)
+        return self.output(self.intermediate(attended), attended)
+
+
+class BertStack(nn.Module):
+    """HF's ``BertEncoder`` (the layer stack); named ``encoder`` inside the model for checkpoint keys."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+
+class BertPooler(nn.Module):
+    """dense + tanh over the [CLS] vector (HF ``BertPooler``)."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, last_hidden_state: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(last_hidden_state[:, 0]))  # (B, H)
+
+
+def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, T) 1/0 mask → (B, 1, 1, T) boolean "may attend" mask, or None when nothing is padded.
+
+    A boolean mask works under any autocast dtype, and None for unpadded batches lets SDPA take its
+    unmasked kernel. It hides padded keys from every query; it is not [MASK] (input content) and not the
+    loss's position selection. Every query keeps [CLS] visible, so no row is fully masked.
+    """
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+class BertEncoder(nn.Module):
+    """BERT (HF ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
+
+    def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertStack(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # BERT's initialisation: N(0, 0.02) for Linear/Embedding, zero biases, unit LayerNorm.
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        """input_ids, attention_mask, token_type_ids: (B, T) → last_hidden_state (B, T, H)."""
+        hidden = self.embeddings(input_ids, token_type_ids)
+        mask = padding_mask(attention_mask)
+        all_hidden = [hidden] if output_hidden_states else None
+        for layer in self.encoder.layer:
+            hidden = layer(hidden, mask)
+            if all_hidden is not None:
+                all_hidden.append(hidden)
+        pooled = self.pooler(hidden) if self.pooler is not None else None
+        return EncoderOutput(hidden, pooled, tuple(all_hidden) if all_hidden is not None else None)
+
+    @classmethod
+    def from_pretrained(cls, path_or_hub_id: str | Path, add_pooling_layer: bool = True) -> BertEncoder:
+        """Load a Hugging Face BERT checkpoint (folder or hub id); the load report is logged."""
+        from bertlab.hf_weights import load_encoder
+
+        return load_encoder(path_or_hub_id, add_pooling_layer=add_pooling_layer)
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write ``config.json`` + ``model.safetensors`` that ``transformers.BertModel`` loads."""
+        from bertlab.hf_weights import save_encoder
+
+        save_encoder(self, directory)
+
+
+def num_parameters(module: nn.Module, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+__all__ = ["BertEncoder", "EncoderConfig", "EncoderOutput", "padding_mask", "num_parameters"]
