@@ -1,0 +1,231 @@
+"""bertlab.compare on fake run directories: grouping, statistics, outputs, CLI exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bertlab.compare import CompareError, compare_runs, default_group_keys, find_runs, read_curve
+
+# (freeze, seed) -> (val/accuracy, val/loss)
+VALUES = {
+    ("none", 1): (0.80, 0.50),
+    ("none", 2): (0.84, 0.46),
+    ("encoder", 1): (0.70, 0.60),
+    ("encoder", 2): (0.72, 0.58),
+}
+
+
+def make_run(
+    run_dir: Path,
+    freeze: str,
+    seed: int,
+    acc: float,
+    loss: float,
+    *,
+    overrides: list[str] | None = None,
+    config: dict | None = None,
+    with_csv: bool = True,
+    val: dict | None = None,
+) -> Path:
+    """A run dir as train.py leaves it: metrics.json, .hydra/{overrides,config}.yaml, csv/metrics.csv."""
+    run_dir.mkdir(parents=True)
+    metrics = {
+        "task": "sst2", "model": "bert_tiny", "freeze": freeze, "seed": seed, "data_source": "sample",
+        "params": {"total": 5000, "trainable": 5000 if freeze == "none" else 260},
+        "val": val if val is not None else {"accuracy": acc, "loss": loss, "num_examples": 100},
+        "train": {"steps": 20, "epochs": 2, "wall_s": 10.0 + seed, "samples_per_s": 50.0,
+                  "tokens_per_s": 900.0, "resumed_from_step": None},
+        "data": {"train_examples": 80, "val_examples": 100, "skipped_examples": 0},
+        "best_checkpoint": str(run_dir / "checkpoints" / "epoch_001_step_000020.ckpt"),
+        "monitor": {"metric": "val/accuracy", "mode": "max", "value": acc},
+    }
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    (run_dir / ".hydra").mkdir()
+    if overrides is not None:
+        (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    if config is not None:
+        (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    if with_csv:
+        (run_dir / "csv").mkdir()
+        with (run_dir / "csv" / "metrics.csv").open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["epoch", "step", "train/loss", "val/accuracy", "val/loss"])
+            for step in (4, 9, 14, 19):
+                writer.writerow([step // 10, step, 1.0 / (step + 1), "", ""])
+                if step in (9, 19):  # validation rows: train cells empty, as CSVLogger writes them
+                    writer.writerow([step // 10, step, "", acc - (0.1 if step == 9 else 0.0), loss])
+    return run_dir
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    """A Hydra multirun: freeze=none,encoder x seed=1,2 in dirs 0..3."""
+    root = tmp_path / "multirun"
+    for i, ((freeze, seed), (acc, loss)) in enumerate(VALUES.items()):
+        make_run(root / str(i), freeze, seed, acc, loss,
+                 overrides=["task=sst2", f"freeze={freeze}", f"seed={seed}"])
+    return root
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-m", "bertlab.compare", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_groups_seeds_and_writes_outputs(sweep: Path) -> None:
+    result = compare_runs([sweep])
+    assert result.group_by == ["freeze"]
+    assert result.metric == "val/accuracy" and result.mode == "max"
+    assert [g.key for g in result.groups] == [{"freeze": "none"}, {"freeze": "encoder"}]
+    assert [len(g.runs) for g in result.groups] == [2, 2]
+    none, encoder = result.rows
+    assert none["n"] == 2
+    assert none["val/accuracy_mean"] == pytest.approx(0.82)
+    assert none["val/accuracy_std"] == pytest.approx(math.sqrt(((0.80 - 0.82) ** 2 + (0.84 - 0.82) ** 2) / 1))
+    assert encoder["val/loss_mean"] == pytest.approx(0.59)
+    assert encoder["val/loss_std"] == pytest.approx(statistics.stdev([0.60, 0.58]))
+    assert encoder["params/trainable_mean"] == 260 and encoder["params/trainable_std"] == 0.0
+    assert none["train/wall_s_mean"] == pytest.approx(11.5)
+    assert result.best == 0
+
+    assert result.csv_path == sweep / "comparison.csv"
+    rows = read_csv(result.csv_path)
+    assert list(rows[0])[:2] == ["freeze", "n"]
+    assert {"val/accuracy_mean", "val/accuracy_std", "val/loss_mean", "train/samples_per_s_std"} <= set(rows[0])
+    assert [r["freeze"] for r in rows] == ["none", "encoder"] and rows[1]["n"] == "2"
+    assert float(rows[1]["val/accuracy_mean"]) == pytest.approx(0.71)
+
+    md = result.md_path.read_text()
+    assert "| freeze | n | val/accuracy |" in md
+    assert "**0.82 ± 0.02828**" in md  # best group bold on the monitored metric
+    assert "0.71 ± 0.01414" in md and "**0.71" not in md
+    assert "- freeze=none (n=2): `0`, `1`" in md
+    assert result.png_path.stat().st_size > 1000
+
+
+def test_min_mode_metric_picks_lowest(sweep: Path, tmp_path: Path) -> None:
+    result = compare_runs([sweep], out=tmp_path / "out", metric="loss")  # bare name means val/loss
+    assert result.metric == "val/loss" and result.mode == "min"
+    assert result.best == 0  # freeze=none has the lower loss
+    assert (tmp_path / "out" / "comparison.png").stat().st_size > 0
+
+
+def test_cli_writes_into_out_and_prints_table(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    proc = run_cli(str(sweep), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "val/accuracy" in proc.stdout and "encoder" in proc.stdout
+    for name in ("comparison.csv", "comparison.md", "comparison.png"):
+        assert (out / name).stat().st_size > 0
+    assert not (sweep / "comparison.csv").exists()
+
+
+def test_group_by_forces_keys(sweep: Path) -> None:
+    by_seed = compare_runs([sweep], group_by=["seed"])
+    assert [g.key for g in by_seed.groups] == [{"seed": 1}, {"seed": 2}]
+    assert by_seed.rows[0]["val/accuracy_mean"] == pytest.approx(0.75)
+
+    proc = run_cli(str(sweep), "--group-by", "task,freeze", "--metric", "val/loss")
+    assert proc.returncode == 0, proc.stderr
+    rows = read_csv(sweep / "comparison.csv")
+    assert [(r["task"], r["freeze"], r["n"]) for r in rows] == [("sst2", "none", "2"), ("sst2", "encoder", "2")]
+
+
+def test_no_runs_exits_2_naming_the_dir(tmp_path: Path) -> None:
+    empty = tmp_path / "empty_sweep"
+    empty.mkdir()
+    proc = run_cli(str(empty))
+    assert proc.returncode == 2
+    assert "metrics.json" in proc.stderr and "empty_sweep" in proc.stderr
+    with pytest.raises(CompareError, match="not a directory"):
+        compare_runs([tmp_path / "missing"])
+
+
+def test_missing_metric_is_an_empty_cell(sweep: Path) -> None:
+    # A single freeze=lora run without loss, test block or learning curves.
+    make_run(sweep / "4", "lora", 1, 0.9, 0.0, overrides=["task=sst2", "freeze=lora", "seed=1"],
+             with_csv=False, val={"accuracy": 0.9, "num_examples": 100})
+    result = compare_runs([sweep])
+    lora = result.rows[2]
+    assert lora["n"] == 1 and lora["val/loss_mean"] is None and lora["val/accuracy_std"] is None
+    row = read_csv(result.csv_path)[2]
+    assert row["freeze"] == "lora" and row["val/loss_mean"] == "" and row["val/accuracy_std"] == ""
+    assert float(row["val/accuracy_mean"]) == 0.9
+    assert "| lora | 1 | **0.9** |  |" in result.md_path.read_text()
+    assert result.best == 2
+
+
+def test_unreadable_metrics_json_is_skipped_with_warning(sweep: Path, caplog: pytest.LogCaptureFixture) -> None:
+    broken = sweep / "9"
+    broken.mkdir()
+    (broken / "metrics.json").write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="bertlab.compare"):
+        runs = find_runs([sweep])
+    assert len(runs) == 4
+    assert any(str(broken / "metrics.json") in r.getMessage() for r in caplog.records)
+
+
+def test_without_overrides_or_csv_uses_config_and_single_panel(tmp_path: Path) -> None:
+    # Separate single runs with no overrides.yaml: keys come from metrics.json fields + config.yaml.
+    # freeze.policy follows freeze (adds no split), paths differ per run (excluded), optim.lr is a real choice.
+    for i, (freeze, lr, seed) in enumerate([("none", 1e-4, 1), ("none", 1e-4, 2), ("encoder", 1e-3, 1),
+                                            ("encoder", 1e-4, 1)]):
+        config = {"seed": seed, "freeze": {"policy": freeze, "k": None}, "optim": {"lr": lr, "betas": [0.9, 0.999]},
+                  "paths": {"output_dir": f"logs/run{i}"}, "trainer": {"default_root_dir": f"logs/run{i}"}}
+        make_run(tmp_path / "runs" / f"r{i}", freeze, seed, 0.8 + i / 100, 0.5, config=config, with_csv=False)
+    runs = find_runs([tmp_path / "runs"])
+    assert default_group_keys(runs) == ["freeze", "optim.lr"]
+    result = compare_runs([tmp_path / "runs"])
+    assert [(g.key["freeze"], g.key["optim.lr"], len(g.runs)) for g in result.groups] == [
+        ("none", 1e-4, 2), ("encoder", 1e-3, 1), ("encoder", 1e-4, 1)]
+    assert result.png_path.stat().st_size > 0
+
+
+def test_override_values_match_config_values(tmp_path: Path) -> None:
+    # optim.lr=1e-4 on the command line and 0.0001 in another run's config.yaml are the same choice.
+    make_run(tmp_path / "a", "none", 1, 0.8, 0.5, overrides=["optim.lr=1e-4", "seed=1"], with_csv=False)
+    make_run(tmp_path / "b", "none", 2, 0.9, 0.5, overrides=["seed=2"], config={"optim": {"lr": 0.0001}},
+             with_csv=False)
+    make_run(tmp_path / "c", "none", 1, 0.7, 0.5, overrides=["optim.lr=3e-5", "seed=1"], with_csv=False)
+    result = compare_runs([tmp_path])
+    assert result.group_by == ["optim.lr"]
+    assert [len(g.runs) for g in result.groups] == [2, 1]
+
+
+def test_unknown_group_key_or_metric_is_a_clear_error(sweep: Path) -> None:
+    with pytest.raises(CompareError, match="optim.lrr"):
+        compare_runs([sweep], group_by=["optim.lrr"])
+    proc = run_cli(str(sweep), "--metric", "val/f1")
+    assert proc.returncode == 2 and "val/f1" in proc.stderr and "val/accuracy" in proc.stderr
+
+
+@pytest.mark.filterwarnings("error")  # matplotlib warns on an empty legend; our plots must not
+def test_curves_on_different_steps_and_step_suffixed_columns(tmp_path: Path) -> None:
+    for i, steps in enumerate([(5, 10), (6, 12)]):
+        run = make_run(tmp_path / str(i), "none", i, 0.8, 0.5, overrides=[f"seed={i}"], with_csv=False)
+        (run / "csv" / "version_0").mkdir(parents=True)
+        lines = ["step,train/loss_step,train/loss_epoch,val/accuracy"]
+        lines += [row for s in steps for row in (f"{s},{1 / s},,", f"{s},,0.5,0.7")]
+        (run / "csv" / "version_0" / "metrics.csv").write_text("\n".join(lines) + "\n")
+    assert read_curve(tmp_path / "0", "train/loss") == {5: 0.2, 10: 0.1}
+    assert read_curve(tmp_path / "1", "val/accuracy") == {6: 0.7, 12: 0.7}
+    result = compare_runs([tmp_path])
+    assert len(result.groups) == 1 and result.group_by == []
+    assert result.png_path.stat().st_size > 0
