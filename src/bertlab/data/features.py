@@ -1,0 +1,221 @@
+"""Examples → model features, one function per task family (tokenized once, batched, in Rust).
+
+Each returns a :class:`Split`: ``features`` (one dict per model input row, unpadded; the collator pads per
+batch) plus what evaluation needs to score whole examples (word-level gold tags for NER, the examples and
+windows for QA). Over-long inputs are not bad input: they are truncated (or windowed) and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertlab.config import DataConfig, TaskSpec
+from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
+from bertlab.tokenization import BertTokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Split:
+    name: str
+    features: list[dict[str, Any]]
+    num_examples: int
+    skipped: int = 0
+    truncated: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)  # family-specific evaluation data
+
+
+class LabelMap:
+    """Label strings exactly as in the data files ↔ ids; unknown labels are errors naming file and line."""
+
+    def __init__(self, labels: list[str]):
+        self.labels = list(labels)
+        self.index = {label: i for i, label in enumerate(self.labels)}
+
+    def id(self, label: str, where: str) -> int:
+        try:
+            return self.index[label]
+        except KeyError:
+            raise DataError(
+                f"{where}: label {label!r} is not in the task's label set {self.labels}; fix the file, or use a "
+                "generic task (task=text_classification / token_classification) that derives labels from train"
+            ) from None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sequence (single texts and pairs)
+
+
+def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer,
+                   labels: LabelMap | None, regression: bool, labelled: bool = True,
+                   max_examples: int | None = None) -> Split:
+    policy = BadExamplePolicy(data.on_bad_example)
+    examples = read_table(path, data.text_column, data.text_pair_column,
+                          data.label_column if labelled else None, policy)
+    if max_examples is not None:
+        examples = examples[:max_examples]
+    if not examples:
+        raise DataError(f"{path}: no usable examples")
+    tok = tokenizer.tokenizer
+    tok.enable_truncation(data.max_seq_length, strategy="longest_first")
+    try:
+        encodings = tokenizer.encode_batch([e.text for e in examples],
+                                           [e.text_pair for e in examples] if data.text_pair_column else None)
+    finally:
+        tok.no_truncation()
+    features, truncated = [], 0
+    for i, (ex, enc) in enumerate(zip(examples, encodings)):
+        truncated += bool(enc.overflowing)
+        feature = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "index": i}
+        if labelled:
+            if regression:
+                try:
+                    feature["labels"] = float(ex.label)
+                except ValueError:
+                    raise DataError(f"{ex.where}: regression label {ex.label!r} is not a number") from None
+            else:
+                feature["labels"] = labels.id(ex.label, ex.where)
+        features.append(feature)
+    return Split(name, features, len(examples), policy.skipped, truncated,
+                 meta={"texts": [e.text for e in examples]})
+
+
+def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
+    """Generic tasks: the label set of the training split, sorted (so ids do not depend on file order)."""
+    policy = BadExamplePolicy("skip")
+    if family == "token":
+        tags = {t for s in read_conll(path, data.tag_column, policy) for t in s.tags}
+        if data.tag_scheme == "iob1":
+            tags |= {"B-" + t[2:] for t in tags if t.startswith("I-")}
+        return sorted(tags, key=lambda t: (t != "O", t[2:], t[:2]))
+    return sorted({e.label for e in read_table(path, data.text_column, data.text_pair_column,
+                                                data.label_column, policy)})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Token classification (NER)
+
+
+def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labels: LabelMap,
+                task: TaskSpec, max_examples: int | None = None) -> Split:
+    from bertlab.tasks.ner import align_labels, iob1_to_iob2, validate_iob2
+
+    policy = BadExamplePolicy(data.on_bad_example)
+    sentences = read_conll(path, data.tag_column, policy)
+    if max_examples is not None:
+        sentences = sentences[:max_examples]
+    if not sentences:
+        raise DataError(f"{path}: no sentences")
+    kept = []
+    for s in sentences:
+        tags = iob1_to_iob2(s.tags) if data.tag_scheme == "iob1" else s.tags
+        try:
+            validate_iob2(tags, where=s.where)
+            ids = [labels.id(t, s.where) for t in tags]
+        except DataError:
+            raise
+        except ValueError as err:
+            policy.bad(str(err) + " (is the file IOB1? set data.tag_scheme=iob1)")
+            continue
+        kept.append((s, tags, ids))
+    b_to_i = {labels.index[t]: labels.index.get("I-" + t[2:], labels.index[t])
+              for t in labels.labels if t.startswith("B-")}
+    tok = tokenizer.tokenizer
+    tok.enable_truncation(data.max_seq_length)
+    try:
+        encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept])
+    finally:
+        tok.no_truncation()
+    features, gold, word_ids_all, truncated = [], [], [], 0
+    for i, ((_, tags, ids), enc) in enumerate(zip(kept, encodings)):
+        word_ids = enc.word_ids
+        truncated += bool(enc.overflowing)
+        aligned = align_labels(word_ids, ids, task.label_all_tokens, b_to_i)
+        features.append({"input_ids": enc.ids, "token_type_ids": enc.type_ids, "labels": aligned, "index": i})
+        gold.append(tags)
+        word_ids_all.append([-1 if w is None else w for w in word_ids])
+    if truncated:
+        log.info("%s: %d sentences truncated at %d tokens; their cut words are predicted O and still scored",
+                 path, truncated, data.max_seq_length)
+    return Split(name, features, len(kept), policy.skipped, truncated,
+                 meta={"gold_tags": gold, "word_ids": word_ids_all})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Extractive QA
+
+
+def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, train: bool,
+             max_examples: int | None = None) -> Split:
+    from bertlab.tasks.qa import prepare_qa_features
+
+    policy = BadExamplePolicy(data.on_bad_example)
+    examples = read_squad(path, train=train, policy=policy)
+    if max_examples is not None:
+        examples = examples[:max_examples]
+    if not examples:
+        raise DataError(f"{path}: no questions")
+    # Evaluation windows get the first answer's positions too (when every question has one), so val/loss
+    # is the same span loss as in training.
+    labelled = all(e.answers for e in examples)
+    qa = prepare_qa_features(examples, tokenizer.tokenizer, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                             train=labelled, max_seq_length=data.max_seq_length, doc_stride=data.doc_stride,
+                             max_query_length=data.max_query_length)
+    features = []
+    for i in range(len(qa)):
+        f = {"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}
+        if labelled:
+            f["start_positions"] = qa.start_positions[i]
+            f["end_positions"] = qa.end_positions[i]
+        features.append(f)
+    windows = len(qa) - len({*qa.example_index})
+    return Split(name, features, len(examples), policy.skipped, windows,
+                 meta={"examples": examples, "qa_features": qa})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Pre-training (MLM, optionally NSP)
+
+
+def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTokenizer, task: TaskSpec,
+              seed: int, max_examples: int | None = None) -> Split:
+    from bertlab.data.mlm import build_nsp_examples, max_num_tokens_for, pack_pair
+    from bertlab.data.rawtext import read_corpus
+
+    fmt = "wikitext" if data.text_format == "wikitext" else "auto"
+    try:
+        documents = read_corpus(paths, fmt=fmt)
+    except FileNotFoundError as err:
+        raise DataError(str(err)) from None
+    sentences = [s for doc in documents for s in doc]
+    encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
+    it = iter(encodings)
+    tokenized = [[next(it).ids for _ in doc] for doc in documents]
+    # A fixed rng per split: the same pairs every run; fresh masks come per batch from the collator.
+    rng = random.Random(f"{seed}-{name}")
+    examples = build_nsp_examples(tokenized, None, max_num_tokens_for(data.max_seq_length, task.nsp), rng,
+                                  short_seq_prob=data.short_seq_prob, nsp=task.nsp)
+    if max_examples is not None:
+        examples = examples[:max_examples]
+    features = []
+    for i, ex in enumerate(examples):
+        ids, types = pack_pair(ex.tokens_a, ex.tokens_b, tokenizer.cls_id, tokenizer.sep_id)
+        f = {"input_ids": ids, "token_type_ids": types, "index": i}
+        if task.nsp:
+            f["next_sentence_label"] = ex.next_sentence_label
+        features.append(f)
+    return Split(name, features, len(features), meta={"documents": len(documents)})
+
+
+def lengths(features: list[dict[str, Any]]) -> np.ndarray:
+    return np.fromiter((len(f["input_ids"]) for f in features), dtype=np.int64, count=len(features))

@@ -1,0 +1,237 @@
+"""Readers for the file formats users bring: TSV/CSV/JSONL tables, CoNLL column files, SQuAD JSON.
+
+Every example keeps where it came from (``file:line`` or an id) so a bad example ends in an error that says
+where it is and what to change, or, with ``on_bad_example=skip``, is skipped and counted — never dropped
+silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, the line or example id, and what to change."""
+
+
+@dataclass
+class BadExamplePolicy:
+    """``error`` raises at the first bad example; ``skip`` counts and warns."""
+
+    mode: str = "error"
+    skipped: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("error", "skip"):
+            raise DataError(f"data.on_bad_example must be 'error' or 'skip', got {self.mode!r}")
+
+    def bad(self, message: str) -> None:
+        if self.mode == "error":
+            raise DataError(message + " (set data.on_bad_example=skip to skip such examples and count them)")
+        self.skipped += 1
+        if len(self.reasons) < 20:
+            self.reasons.append(message)
+        if self.skipped <= 5:
+            log.warning("skipping bad example: %s", message)
+
+
+def read_text_lines(path: Path) -> list[str]:
+    """All lines of a UTF-8 file (a BOM is ignored); non-UTF-8 bytes are an error naming the line."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}:{line}: bytes that are not UTF-8 ({raw[err.start:err.start + 4]!r}); "
+            "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    return text.splitlines()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tables (GLUE TSV, CSV, JSONL)
+
+
+@dataclass
+class TextExample:
+    text: str
+    text_pair: str | None
+    label: str | None
+    where: str  # "file:line"
+
+
+def _table_rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    lines = read_text_lines(path)
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json"):
+        rows = []
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{i}: not a JSON object per line ({err.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
+            rows.append((i, {k: (None if v is None else str(v)) for k, v in obj.items()}))
+        header = sorted({k for _, r in rows for k in r})
+        return header, rows
+    # GLUE TSVs are not quoted (SST-2 sentences hold bare quote marks): read them with QUOTE_NONE.
+    delimiter = "," if suffix == ".csv" else "\t"
+    quoting = csv.QUOTE_MINIMAL if suffix == ".csv" else csv.QUOTE_NONE
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
+    header = [h.strip() for h in next(reader)]
+    rows = []
+    for i, cells in enumerate(reader, 2):
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            rows.append((i, {"__bad__": f"{len(cells)} columns where the header has {len(header)}"}))
+            continue
+        rows.append((i, dict(zip(header, cells))))
+    return header, rows
+
+
+def read_table(
+    path: Path,
+    text_column: str,
+    text_pair_column: str | None,
+    label_column: str | None,
+    policy: BadExamplePolicy,
+) -> list[TextExample]:
+    """Rows of a TSV/CSV/JSONL file as examples; ``label_column=None`` reads unlabelled (predict) files."""
+    header, rows = _table_rows(path)
+    for key, column in (("text_column", text_column), ("text_pair_column", text_pair_column),
+                        ("label_column", label_column)):
+        if column is not None and column not in header:
+            raise DataError(
+                f"{path}: no column {column!r} (data.{key}); the header has {header}. "
+                f"Set data.{key} to one of them"
+            )
+    examples = []
+    for line, row in rows:
+        where = f"{path}:{line}"
+        if "__bad__" in row:
+            policy.bad(f"{where}: {row['__bad__']}")
+            continue
+        text = (row.get(text_column) or "").strip()
+        pair = (row.get(text_pair_column) or "").strip() if text_pair_column else None
+        label = (row.get(label_column) or "").strip() if label_column else None
+        if not text or (text_pair_column and not pair):
+            policy.bad(f"{where}: empty text in column {text_column if not text else text_pair_column!r}")
+            continue
+        if label_column and not label:
+            policy.bad(f"{where}: empty label in column {label_column!r}")
+            continue
+        examples.append(TextExample(text, pair, label, where))
+    return examples
+
+
+# ----------------------------------------------------------------------------------------------------------
+# CoNLL column files
+
+
+@dataclass
+class TaggedSentence:
+    words: list[str]
+    tags: list[str]
+    where: str  # "file:line" of the first word
+
+
+def read_conll(path: Path, tag_column: int, policy: BadExamplePolicy) -> list[TaggedSentence]:
+    """Sentences of a CoNLL column file. Blank or whitespace-only lines end a sentence (WNUT-17 uses
+    tab-only lines); ``-DOCSTART-`` lines mark documents and are not sentences."""
+    lines = read_text_lines(path)
+    sentences: list[TaggedSentence] = []
+    words: list[str] = []
+    tags: list[str] = []
+    start = 0
+    bad: str | None = None
+
+    def flush() -> None:
+        nonlocal words, tags, bad
+        if bad is not None:
+            policy.bad(bad)
+        elif words:
+            sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
+        words, tags, bad = [], [], None
+
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            flush()
+            continue
+        cells = line.split()
+        if cells[0] == "-DOCSTART-":
+            flush()
+            continue
+        if not words and bad is None:
+            start = i
+        needed = tag_column + 1 if tag_column >= 0 else -tag_column + 1
+        if len(cells) < max(2, needed):
+            bad = bad or (
+                f"{path}:{i}: {len(cells)} column(s) where word and tag (column {tag_column}) are needed: {line!r}"
+            )
+            continue
+        words.append(cells[0])
+        tags.append(cells[tag_column])
+    flush()
+    return sentences
+
+
+# ----------------------------------------------------------------------------------------------------------
+# SQuAD JSON
+
+
+def read_squad(path: Path, train: bool, policy: BadExamplePolicy):
+    """Questions of a SQuAD v1.1/v2.0 file as ``QAExample`` s, each checked (answer text at answer_start)."""
+    from bertlab.tasks.qa import QADataError, QAExample, validate_example
+
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        data = json.loads(read_text_lines_joined(path))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not isinstance(data, dict) or "data" not in data:
+        raise DataError(f"{path}: not SQuAD format (no top-level 'data' list)")
+    examples = []
+    for a, article in enumerate(data["data"]):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            context = paragraph.get("context")
+            for q, qa in enumerate(paragraph.get("qas", [])):
+                where = f"{path}: data[{a}].paragraphs[{p}].qas[{q}]"
+                try:
+                    qid, question = qa["id"], qa["question"]
+                    answers = [{"text": x["text"], "answer_start": int(x["answer_start"])}
+                               for x in qa.get("answers", [])]
+                except (KeyError, TypeError, ValueError) as err:
+                    policy.bad(f"{where}: missing or malformed key {err}")
+                    continue
+                example = QAExample(id=str(qid), question=question, context=context or "", answers=answers,
+                                    is_impossible=bool(qa.get("is_impossible", False)))
+                try:
+                    validate_example(example, train=train)
+                except QADataError as err:
+                    policy.bad(f"{path}: {err}")
+                    continue
+                examples.append(example)
+    return examples
+
+
+def read_text_lines_joined(path: Path) -> str:
+    return "\n".join(read_text_lines(path))

@@ -1,0 +1,196 @@
+"""The LightningModule: one composed class for every task (the family supplies head, loss and metrics)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from bertlab.config import OptimConfig
+from bertlab.data.features import Split
+from bertlab.freeze import FreezePlan, optimizer_param_groups
+from bertlab.heads import TaskModel
+from bertlab.tasks.families import EvalState, Family
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (a list of one element without torch.distributed)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        out: list[Any] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(out, obj)
+        return out
+    return [obj]
+
+
+class BertTaskModule(L.LightningModule):
+    def __init__(
+        self,
+        model: TaskModel,
+        family: Family,
+        freeze_plan: FreezePlan,
+        optim: OptimConfig,
+        splits: dict[str, Split] | None = None,
+        output_dir: str | Path | None = None,
+        on_nonfinite_loss: str = "error",
+        hparams: dict[str, Any] | None = None,
+    ):
+        super().__init__()
+        self.model = model
+        self.family = family
+        self.freeze_plan = freeze_plan
+        self.optim = optim
+        self.splits = splits if splits is not None else {}
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        if on_nonfinite_loss not in ("error", "skip"):
+            raise ValueError(f"on_nonfinite_loss must be 'error' or 'skip', got {on_nonfinite_loss!r}")
+        self.on_nonfinite_loss = on_nonfinite_loss
+        self.skipped_nonfinite = 0
+        # Plain values only (no modules, no DictConfig) so checkpoints stay loadable and small.
+        self.save_hyperparameters(hparams or {}, logger=False)
+        self._eval: EvalState | None = None
+        self._validated_step: int | None = None
+        self.last_metrics: dict[str, dict[str, float]] = {}
+
+    # ------------------------------------------------------------------------------------------------
+    # Forward
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> Any:
+        kwargs = self.family.head_kwargs(batch)
+        if self.freeze_plan.encoder_frozen:
+            # A frozen encoder keeps no activations: no autograd graph below the head.
+            with torch.no_grad():
+                features = self.model.encode(batch)
+            return self.model.head(features, **kwargs)
+        return self.model(batch, **kwargs)
+
+    # ------------------------------------------------------------------------------------------------
+    # Training
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
+        loss = self.family.loss(self(batch), batch)
+        if not torch.isfinite(loss):
+            message = (f"non-finite training loss ({loss.item()}) at global step {self.global_step}, "
+                       f"epoch {self.current_epoch}, batch {batch_idx} (example indices "
+                       f"{batch['index'][:8].tolist()}…)")
+            if self.on_nonfinite_loss == "error":
+                raise NonFiniteLossError(
+                    message + ". Lower optim.lr, check the data, or set on_nonfinite_loss=skip to skip such "
+                    "batches; the last good checkpoint is kept in checkpoints/last.ckpt"
+                )
+            self.skipped_nonfinite += 1
+            log.warning("skipping batch: %s", message)
+            return None  # Lightning skips the optimizer step for this batch
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(batch["index"]))
+        return loss
+
+    def configure_optimizers(self):
+        groups = optimizer_param_groups(
+            self.model, weight_decay=self.optim.weight_decay, lr=self.optim.lr,
+            layer_lr_decay=self.optim.layer_lr_decay, head_lr=self.optim.head_lr,
+        )
+        for g in groups:
+            g.pop("name", None)
+        # foreach AdamW: one kernel per group instead of one per tensor.
+        optimizer = torch.optim.AdamW(groups, lr=self.optim.lr, betas=self.optim.betas, eps=self.optim.eps,
+                                      foreach=True)
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = int(math.ceil(total * self.optim.warmup_ratio))
+
+        def linear_warmup_decay(step: int) -> float:
+            # BERT's schedule: linear warm-up to the peak lr, then linear decay to 0 at the last step.
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return max(0.0, (total - step) / max(1, total - warmup))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup_decay)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ------------------------------------------------------------------------------------------------
+    # Evaluation (exact under DDP: gather then score once)
+
+    def _eval_start(self) -> None:
+        self._eval = EvalState()
+
+    def _eval_step(self, batch: dict[str, torch.Tensor]) -> None:
+        self.family.eval_step(self(batch), batch, self._eval)
+
+    def _eval_end(self, stage: str) -> dict[str, float]:
+        state = self._eval
+        local = (torch.cat(state.index).numpy() if state.index else np.zeros(0, dtype=np.int64),
+                 state.outputs, state.loss_sum, state.loss_count, state.extra)
+        parts = gather_objects(local)
+        index = np.concatenate([p[0] for p in parts])
+        outputs = [o for p in parts for o in p[1]]
+        loss_sum = sum(p[2] for p in parts)
+        loss_count = sum(p[3] for p in parts)
+        extra: dict[str, float] = {}
+        for p in parts:
+            for k, v in p[4].items():
+                extra[k] = extra.get(k, 0.0) + v
+        unique, first = np.unique(index, return_index=True)
+        if len(unique) != len(index):  # defensive: a sampler that repeated examples must not count twice
+            log.warning("%s: %d duplicated examples dropped before scoring", stage, len(index) - len(unique))
+            index = index[first]
+            outputs = [outputs[i] for i in first] if outputs else outputs
+        split = self.splits.get(stage)
+        loss = loss_sum / loss_count if loss_count else float("nan")
+        scores = self.family.score(index, outputs, split, loss, extra)
+        if "num_examples" not in scores:
+            scores["num_examples"] = len(index)
+        self._eval = None
+        return scores
+
+    def on_validation_epoch_start(self) -> None:
+        self._eval_start()
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        scores = self._eval_end("val")
+        self._log_scores("val", scores)
+
+    def on_test_epoch_start(self) -> None:
+        self._eval_start()
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_scores("test", self._eval_end("test"))
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, Any]:
+        out = self(batch)
+        if isinstance(out, tuple):
+            out = out[0]
+        return {"index": batch["index"].cpu(), "logits": out.float().cpu(),
+                "lengths": batch["attention_mask"].sum(1).cpu()}
+
+    def _log_scores(self, stage: str, scores: dict[str, float]) -> None:
+        if self.trainer.sanity_checking:
+            return
+        for name, value in scores.items():
+            if name == "num_examples":
+                continue
+            # Every rank holds the same gathered value: no further reduction needed.
+            self.log(f"{stage}/{name}", float(value), prog_bar=name in ("accuracy", "f1", "loss"), sync_dist=False)
+        self.last_metrics[stage] = scores
+        if stage == "val" and self.trainer.state.fn == "fit":
+            self._validated_step = self.global_step
+        predictions = getattr(self.family, "last_predictions", None)
+        if predictions is not None and self.output_dir is not None and self.trainer.is_global_zero:
+            out = self.output_dir / "predictions" / f"{stage}_predictions.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")

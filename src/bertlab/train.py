@@ -1,0 +1,291 @@
+"""``run(cfg)``: the training recipe, top to bottom.
+
+seed → tokenizer → data → model (+ freeze policy) → trainer → fit → final validation → best checkpoint →
+validate (+ test) → metrics.json → return the monitored value (for sweepers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+
+from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer
+from bertlab.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
+from bertlab.data.datamodule import TaskDataModule
+from bertlab.encoder import num_parameters
+from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
+from bertlab.module import BertTaskModule
+from bertlab.tasks.families import build_family
+
+log = logging.getLogger(__name__)
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+class Throughput(Callback):
+    """Training throughput over the whole loop (data loading, host syncs, optimizer), validation excluded."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+        self.t_end: float | None = None
+        self.val_time = 0.0
+        self._val_t0: float | None = None
+        self.samples = 0
+        self.tokens = 0
+        self.steps = 0
+        self.first_step: int | None = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
+            self.first_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.samples += len(batch["index"])
+        self.tokens += int(batch.get("num_tokens", 0))
+        self.t_end = time.perf_counter()
+
+    def on_validation_start(self, trainer, pl_module):
+        if trainer.training or trainer.state.fn == "fit":
+            self._val_t0 = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module):
+        if self._val_t0 is not None and self.t0 is not None:
+            self.val_time += time.perf_counter() - self._val_t0
+        self._val_t0 = None
+
+    def summary(self, world_size: int) -> dict[str, float]:
+        if self.t0 is None or self.t_end is None:
+            return {"wall_s": 0.0, "samples_per_s": 0.0, "tokens_per_s": 0.0}
+        wall = max(self.t_end - self.t0 - self.val_time, 1e-9)
+        # Counted on this rank; every rank processes the same number of batches, so scale by world size.
+        return {"wall_s": round(wall, 3), "samples_per_s": round(self.samples * world_size / wall, 3),
+                "tokens_per_s": round(self.tokens * world_size / wall, 3)}
+
+
+def _instantiate_group(group: DictConfig | None) -> list[Any]:
+    out = []
+    for _, node in (group or {}).items():
+        if isinstance(node, DictConfig) and "_target_" in node:
+            out.append(hydra.utils.instantiate(node))
+    return out
+
+
+def _filter_known_warnings() -> None:
+    # Lightning 2.6's own pytree helper calls an API torch 2.13 deprecated; nothing bertlab can change.
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
+    # Tiny demo/test runs have fewer batches than the logging interval; the logged step curve is still right.
+    warnings.filterwarnings("ignore", message=r"The number of training batches .* is smaller than the logging")
+
+
+def _quiet_lightning_logging() -> None:
+    # Lightning attaches its own console handlers; under Hydra the root logger already prints (and writes
+    # train.log), so every line would appear twice.
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Train and/or evaluate one configuration; returns the monitored validation value."""
+    _quiet_lightning_logging()
+    _filter_known_warnings()
+    L.seed_everything(cfg.seed, workers=True)
+    if cfg.trainer.get("deterministic"):
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    run_dir = Path(cfg.paths.output_dir)
+
+    task = TaskSpec(**_plain(cfg.task))
+    data_cfg = DataConfig(**_plain(cfg.data))
+    head_cfg = HeadConfig(**_plain(cfg.head))
+    freeze_cfg = FreezeConfig(**_plain(cfg.freeze))
+    optim_cfg = OptimConfig(**_plain(cfg.optim))
+    model_cfg = _plain(cfg.model)
+
+    # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model).
+    datamodule: TaskDataModule | None = None
+
+    def training_texts() -> list[str]:
+        return datamodule.training_texts()
+
+    datamodule = TaskDataModule(task, data_cfg, tokenizer=None, seed=cfg.seed)  # type: ignore[arg-type]
+    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(model_cfg.get("init_from")), training_texts,
+                                data_cfg.cache_dir)
+    datamodule.tokenizer = tokenizer
+
+    family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
+    model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
+    freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
+    hparams = {
+        "encoder_config": dataclasses.asdict(model.bert.config),
+        "task": dataclasses.asdict(task),
+        "labels": datamodule.labels,
+        "head": dataclasses.asdict(head_cfg),
+        "head_kind": model.head_kind,
+        "freeze": dataclasses.asdict(freeze_cfg),
+        "model_name": model_cfg.get("name"),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+    module = BertTaskModule(model, family, freeze_plan, optim_cfg, splits=datamodule.splits, output_dir=run_dir,
+                            on_nonfinite_loss=cfg.on_nonfinite_loss, hparams=hparams)
+
+    checkpoint = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints",
+        # No "=" in names (they must pass as Hydra overrides) and no metric name (its "/" makes folders).
+        filename="epoch_{epoch:03d}_step_{step:06d}",
+        auto_insert_metric_name=False,
+        monitor=task.monitor, mode=task.mode, save_last=True, save_top_k=1,
+        every_n_train_steps=cfg.get("save_every_n_steps"),
+    )
+    throughput = Throughput()
+    callbacks = [checkpoint, throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
+    callbacks += _instantiate_group(cfg.get("callbacks"))
+    loggers = _instantiate_group(cfg.get("logger"))
+    trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
+    trainer = L.Trainer(
+        **trainer_kwargs, callbacks=callbacks, logger=loggers or False, default_root_dir=str(run_dir),
+        # bertlab's own samplers split training batches across ranks and evaluate every example exactly once.
+        use_distributed_sampler=False,
+    )
+
+    if trainer.is_global_zero:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer.save(run_dir / "tokenizer")
+    if not cfg.train and not cfg.get("ckpt_path"):
+        raise ValueError("train=false needs ckpt_path=<checkpoint to evaluate>")
+
+    resumed_from = None
+    best_path = cfg.get("ckpt_path")
+    if cfg.train:
+        ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
+        if ckpt_path is not None:
+            resumed_from = int(torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", 0))
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        best_path = _final_validation(trainer, module, datamodule, checkpoint)
+
+    metrics: dict[str, Any] = {}
+    val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+    metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
+    if cfg.test and data_cfg.test_file:
+        trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+        metrics["test"] = module.last_metrics.get("test", {})
+
+    if trainer.is_global_zero:
+        result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics,
+                               best_path, resumed_from)
+        (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        _print_summary(run_dir, result)
+    value = metrics["val"].get(task.monitor.split("/", 1)[-1])
+    return float(value) if value is not None else None
+
+
+def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:
+    if ckpt_path is None:
+        return None
+    if ckpt_path == "last":
+        last = run_dir / "checkpoints" / "last.ckpt"
+        if not last.is_file():
+            raise FileNotFoundError(f"ckpt_path=last: {last} does not exist (pass hydra.run.dir=<the run to resume>)")
+        return str(last)
+    if not Path(ckpt_path).is_file():
+        raise FileNotFoundError(f"ckpt_path={ckpt_path}: no such checkpoint file")
+    return str(ckpt_path)
+
+
+def _final_validation(trainer: L.Trainer, module: BertTaskModule, datamodule: TaskDataModule,
+                      checkpoint: ModelCheckpoint) -> str:
+    """Validate the final weights when training ended between validations (max_steps, limit batches), save
+    them as a checkpoint, and let them compete for "best" — every run ends with validation and a best file."""
+    validated_at = getattr(module, "_validated_step", None)
+    if checkpoint.best_model_path and checkpoint.last_model_path and validated_at == trainer.global_step:
+        return checkpoint.best_model_path
+    trainer.validate(module, datamodule=datamodule, verbose=False)
+    scores = module.last_metrics.get("val", {})
+    value = scores.get(module.family.task.monitor.split("/", 1)[-1])
+    path = Path(checkpoint.dirpath) / f"epoch_{trainer.current_epoch:03d}_step_{trainer.global_step:06d}.ckpt"
+    trainer.save_checkpoint(path)
+    best = checkpoint.best_model_score
+    better = best is None or value is None or (
+        value > float(best) if checkpoint.mode == "max" else value < float(best)
+    ) or not checkpoint.best_model_path
+    if better:
+        checkpoint.best_model_path = str(path)
+        if value is not None:
+            checkpoint.best_model_score = torch.tensor(value)
+    return checkpoint.best_model_path or str(path)
+
+
+def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics, best_path,
+                  resumed_from) -> dict[str, Any]:
+    def clean(block: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in block.items():
+            k = k.split("/", 1)[-1]
+            v = float(v)
+            out[k] = int(v) if k == "num_examples" else (v if math.isfinite(v) else None)
+        return out
+
+    splits = datamodule.splits
+    train_split = splits.get("train")
+    val_split = splits.get("val")
+    metric_name = task.monitor.split("/", 1)[-1]
+    result = {
+        "task": task.name,
+        "model": cfg.model.get("name"),
+        "freeze": module.freeze_plan.policy,
+        "seed": cfg.seed,
+        "data_source": data_cfg.source,
+        "params": {"total": num_parameters(module.model), "trainable": num_parameters(module.model, True)},
+        "val": clean(metrics.get("val", {})),
+        "train": {"steps": trainer.global_step, "epochs": trainer.current_epoch,
+                  **throughput.summary(trainer.world_size), "resumed_from_step": resumed_from,
+                  "skipped_nonfinite_batches": module.skipped_nonfinite},
+        "data": {"train_examples": train_split.num_examples if train_split else None,
+                 "val_examples": val_split.num_examples if val_split else None,
+                 "skipped_examples": sum(s.skipped for s in splits.values())},
+        "best_checkpoint": str(Path(best_path).resolve()) if best_path else None,
+        "monitor": {"metric": task.monitor, "mode": task.mode,
+                    "value": clean(metrics.get("val", {})).get(metric_name)},
+    }
+    if "test" in metrics:
+        result["test"] = clean(metrics["test"])
+    if data_cfg.source == "sample":
+        result["note"] = "trained and evaluated on the small bundled sample: a smoke run, not a result"
+    return result
+
+
+@rank_zero_only
+def _print_summary(run_dir: Path, result: dict[str, Any]) -> None:
+    monitor = result["monitor"]
+    lines = [
+        f"run dir:          {run_dir}",
+        f"best checkpoint:  {result['best_checkpoint']}",
+        f"{monitor['metric']}: {monitor['value']}  ({monitor['mode']})",
+        "val:              " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                         for k, v in result["val"].items()),
+        f"train:            {result['train']['steps']} steps, {result['train']['samples_per_s']} samples/s",
+    ]
+    if "test" in result:
+        lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
+    if result.get("note"):
+        lines.append(f"NOTE: {result['note']}")
+    print("\n".join(lines))
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
