@@ -157,6 +157,15 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
             f"the tokenizer has {tokenizer.vocab_size} tokens but the encoder's vocabulary holds "
             f"{config.vocab_size}: use the checkpoint's own tokenizer"
         )
+    if head_cfg.layers in ("concat_last4", "sum_last4") and config.num_hidden_layers < 3:
+        raise ConfigError(
+            f"head.layers={head_cfg.layers} reads the last four hidden states, but this encoder has "
+            f"{config.num_hidden_layers} layers (+ embeddings): use head.layers=last or a layer index"
+        )
+    if isinstance(head_cfg.layers, int) and not -config.num_hidden_layers - 1 <= head_cfg.layers <= config.num_hidden_layers:
+        raise ConfigError(
+            f"head.layers={head_cfg.layers} is outside 0..{config.num_hidden_layers} (0 = embeddings output)"
+        )
     head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family == "sequence" else \
         (family.task.family == "mlm" and family.task.nsp)
     bert = BertEncoder(config, add_pooling_layer=head_needs_pooler)

@@ -68,6 +68,8 @@ class BertTaskModule(L.LightningModule):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> Any:
         kwargs = self.family.head_kwargs(batch)
+        if "features" in batch:  # cached frozen-encoder features: only the head runs
+            return self.model.head(batch["features"], **kwargs)
         if self.freeze_plan.encoder_frozen:
             # A frozen encoder keeps no activations: no autograd graph below the head.
             with torch.no_grad():

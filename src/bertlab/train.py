@@ -90,6 +90,8 @@ def _instantiate_group(group: DictConfig | None) -> list[Any]:
 def _filter_known_warnings() -> None:
     # Lightning 2.6's own pytree helper calls an API torch 2.13 deprecated; nothing bertlab can change.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
+    # Frozen modules run in eval mode on purpose (dropout off for fixed features; see bertlab.freeze).
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
     # Tiny demo/test runs have fewer batches than the logging interval; the logged step curve is still right.
     warnings.filterwarnings("ignore", message=r"The number of training batches .* is smaller than the logging")
 
@@ -142,6 +144,8 @@ def run(cfg: DictConfig) -> float | None:
         "model_name": model_cfg.get("name"),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+    if head_cfg.cache_features:
+        _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, head_cfg)
     module = BertTaskModule(model, family, freeze_plan, optim_cfg, splits=datamodule.splits, output_dir=run_dir,
                             on_nonfinite_loss=cfg.on_nonfinite_loss, hparams=hparams)
 
@@ -193,6 +197,22 @@ def run(cfg: DictConfig) -> float | None:
         _print_summary(run_dir, result)
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
+
+
+def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, head_cfg) -> None:
+    """freeze=encoder + head.cache_features: run the frozen encoder once per split, train the head on the result."""
+    from bertlab.feature_cache import attach_features, check_cacheable, weights_fingerprint
+    from bertlab.tokenization import content_hash
+
+    check_cacheable(family.task.family, freeze_plan.encoder_frozen)
+    datamodule.setup("fit")
+    if data_cfg.test_file:
+        datamodule.setup("test")
+    weights = weights_fingerprint(model.bert)
+    for name, split in datamodule.splits.items():
+        key = content_hash(weights, datamodule.split_key(name), head_cfg.pooling, str(head_cfg.layers))
+        attach_features(model, split, datamodule.collator(train=False), data_cfg.eval_batch_size, key,
+                        data_cfg.cache_dir)
 
 
 def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:

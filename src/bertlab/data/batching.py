@@ -148,12 +148,23 @@ class Collator:
             values = [f["labels"] for f in features]
             dtype = torch.float32 if isinstance(values[0], float) else torch.long
             batch["labels"] = torch.tensor(values, dtype=dtype)
+        if "features" in features[0]:  # cached frozen-encoder features (bertlab.feature_cache)
+            batch["features"] = self._stack_features([f["features"] for f in features], longest)
         for key in ("start_positions", "end_positions", "next_sentence_label"):
             if key in features[0]:
                 batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
         if self.mlm is not None:
             self._mask(batch)
         return batch
+
+    @staticmethod
+    def _stack_features(rows: list[np.ndarray], longest: int) -> torch.Tensor:
+        if rows[0].ndim == 1:
+            return torch.from_numpy(np.stack(rows))  # (B, D)
+        out = torch.zeros((len(rows), longest, rows[0].shape[-1]), dtype=torch.float32)
+        for i, x in enumerate(rows):
+            out[i, : len(x)] = torch.from_numpy(x)  # (B, T, D), zeros at padding
+        return out
 
     def _mask(self, batch: dict[str, torch.Tensor]) -> None:
         cfg = self.mlm

@@ -134,19 +134,23 @@ class TaskDataModule(L.LightningDataModule):
     # ------------------------------------------------------------------------------------------------
     # Featurizing (cached)
 
-    def _cache_path(self, split: str, files: list[Path]) -> Path | None:
-        if self.cfg.cache_dir is None:
-            return None
+    def split_key(self, split: str) -> str:
+        """Content hash of a split's files, the data/task settings and the tokenizer."""
+        path = self.split_file(split)
+        files = path if isinstance(path, list) else [path]
         settings = json.dumps({"data": asdict(self.cfg), "task": asdict(self.task), "labels": self.labels,
                                "seed": self.seed, "split": split, "v": _CACHE_VERSION},
                               sort_keys=True, default=str)
-        key = content_hash(settings, self.tokenizer.fingerprint(), *files)
-        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{key}.pkl"
+        return content_hash(settings, self.tokenizer.fingerprint(), *files)
+
+    def _cache_path(self, split: str) -> Path | None:
+        if self.cfg.cache_dir is None:
+            return None
+        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.pkl"
 
     def _build(self, split: str) -> Split:
         path = self.split_file(split)
-        files = path if isinstance(path, list) else [path]
-        cache = self._cache_path(split, files)
+        cache = self._cache_path(split)
         if cache is not None and cache.is_file():
             with open(cache, "rb") as f:
                 return pickle.load(f)  # our own cache, written below: a trusted file
@@ -193,7 +197,9 @@ class TaskDataModule(L.LightningDataModule):
             return
         for split in self._splits_for(None):
             if self.split_file(split) is not None:
-                self._build(split)
+                cache = self._cache_path(split)
+                if not cache.is_file():
+                    self._build(split)
 
     def setup(self, stage: str | None = None) -> None:
         for split in self._splits_for(stage):
@@ -207,7 +213,7 @@ class TaskDataModule(L.LightningDataModule):
     # ------------------------------------------------------------------------------------------------
     # Loaders
 
-    def _collator(self, train: bool) -> Collator:
+    def collator(self, train: bool) -> Collator:
         mlm = None
         if self.task.family == "mlm":
             vocab = self.tokenizer.tokenizer.get_vocab()
@@ -245,7 +251,7 @@ class TaskDataModule(L.LightningDataModule):
     def _loader(self, split: Split, batch_sampler, train: bool) -> DataLoader:
         workers = self.cfg.num_workers
         return DataLoader(FeatureDataset(split.features), batch_sampler=batch_sampler,
-                          collate_fn=self._collator(train), num_workers=workers,
+                          collate_fn=self.collator(train), num_workers=workers,
                           persistent_workers=workers > 0, pin_memory=False)
 
     # ------------------------------------------------------------------------------------------------

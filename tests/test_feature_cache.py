@@ -1,0 +1,24 @@
+"""The frozen-feature cache gives the same results as running the frozen encoder at every step."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertlab.config import ConfigError
+
+COMMON = ("model=bert_tiny", "freeze=encoder", "trainer.max_epochs=2", "seed=3", "trainer.deterministic=true")
+
+
+@pytest.mark.parametrize("task,extra", [("sst2", ()), ("conll2003", ()), ("sst2", ("head.pooling=cls",
+                                                                                    "head.layers=1"))])
+def test_cached_equals_uncached(train_run, task, extra):
+    plain = train_run(*COMMON, f"task={task}", *extra, name="plain")
+    cached = train_run(*COMMON, f"task={task}", *extra, "head.cache_features=true", name="cached")
+    for key, value in plain["val"].items():
+        assert cached["val"][key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
+    assert cached["params"] == plain["params"]
+
+
+def test_cache_needs_frozen_encoder(train_run):
+    with pytest.raises(ConfigError, match="needs a frozen encoder"):
+        train_run("model=bert_tiny", "task=sst2", "freeze=none", "head.cache_features=true")
