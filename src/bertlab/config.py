@@ -217,7 +217,6 @@ class DataConfig:
 
     source: str = "files"  # files | hub | sample
     data_dir: str = "data"
-    sample_name: str | None = None  # folder of the bundled sample (defaults to the task name)
     hub_dataset: str | None = None  # e.g. "glue/sst2" for source=hub
     train_file: str | list[str] | None = None
     val_file: str | None = None

@@ -27,8 +27,10 @@ from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenize
 from bertlab.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.encoder import num_parameters
+from bertlab.export import export_checkpoint
 from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
 from bertlab.module import BertTaskModule
+from bertlab.predict import run_predict
 from bertlab.tasks.families import build_family
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,8 @@ def run(cfg: DictConfig) -> float | None:
 
     task = TaskSpec(**_plain(cfg.task))
     data_cfg = DataConfig(**_plain(cfg.data))
+    if not cfg.get("predict"):
+        data_cfg = dataclasses.replace(data_cfg, predict_file=None)  # read only when predictions are asked for
     head_cfg = HeadConfig(**_plain(cfg.head))
     freeze_cfg = FreezeConfig(**_plain(cfg.freeze))
     optim_cfg = OptimConfig(**_plain(cfg.optim))
@@ -189,12 +193,16 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.test and data_cfg.test_file:
         trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
         metrics["test"] = module.last_metrics.get("test", {})
+    if cfg.get("predict"):
+        run_predict(trainer, module, datamodule, best_path, run_dir)  # <run_dir>/predictions/predict_*
 
     if trainer.is_global_zero:
         result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics,
                                best_path, resumed_from)
         (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         _print_summary(run_dir, result)
+    if cfg.get("export") and trainer.is_global_zero:
+        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
 

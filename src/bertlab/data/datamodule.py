@@ -41,14 +41,6 @@ SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 _CACHE_VERSION = "1"
 
 
-def sample_dir(name: str) -> Path:
-    path = SAMPLES_DIR / name
-    if not path.is_dir():
-        known = sorted(p.name for p in SAMPLES_DIR.iterdir() if p.is_dir()) if SAMPLES_DIR.is_dir() else []
-        raise DataError(f"no bundled sample named {name!r} (data.sample_name); bundled samples: {known}")
-    return path
-
-
 class TaskDataModule(L.LightningDataModule):
     """Reads, tokenizes and batches the data of one task (any family)."""
 
@@ -66,9 +58,8 @@ class TaskDataModule(L.LightningDataModule):
     # Files
 
     def _root(self) -> Path:
-        if self.cfg.source == "sample":
-            return sample_dir(self.cfg.sample_name or self.task.name)
-        return Path(self.cfg.data_dir)
+        # The bundled samples use the same layout as a data folder (sst2/train.tsv, squad_v1.1/dev.json, ...).
+        return SAMPLES_DIR if self.cfg.source == "sample" else Path(self.cfg.data_dir)
 
     def resolve(self, name: str | None) -> Path | None:
         """A configured file as an absolute path; a missing file names the path and how to get the data."""
