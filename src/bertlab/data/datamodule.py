@@ -62,22 +62,37 @@ class TaskDataModule(L.LightningDataModule):
         return SAMPLES_DIR if self.cfg.source == "sample" else Path(self.cfg.data_dir)
 
     def resolve(self, name: str | None) -> Path | None:
-        """A configured file as an absolute path; a missing file names the path and how to get the data."""
+        """A configured file as an absolute path.
+
+        ``source=files``: the file under ``paths.data_dir``, else (for preset tasks) the hub when ``datasets``
+        is installed and online. ``source=hub``: the hub first. A file found nowhere is an error naming the
+        path it looked for and the ways to get the data.
+        """
         if name is None:
             return None
         path = Path(os.path.expanduser(str(name)))
-        if not path.is_absolute():
+        relative = not path.is_absolute()
+        if relative:
             path = self._root() / path
-        if not path.is_file():
-            raise DataError(
-                f"data file not found: {path}\n"
-                f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})\n"
-                "  Get the data in one of these ways:\n"
-                "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of README §Data,\n"
-                "   - data.source=hub to load it with the `datasets` library (needs network),\n"
-                "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."
-            )
-        return path
+        if path.is_file() and self.cfg.source != "hub":
+            return path
+        hub_reason = "data.source=sample does not use the hub"
+        if self.cfg.source != "sample" and relative:
+            from bertlab.data.hub import HubUnavailable, fetch_preset
+
+            try:
+                return fetch_preset(self.task.name, str(name), Path(self.cfg.cache_dir or ".cache/bertlab") / "hub")
+            except HubUnavailable as err:
+                hub_reason = str(err)
+        raise DataError(
+            f"data file not found: {path}\n"
+            f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})\n"
+            f"  The Hugging Face hub could not provide it either: {hub_reason}\n"
+            "  Get the data in one of these ways:\n"
+            "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of README \"Data\",\n"
+            "   - be online with the `datasets` library installed: preset tasks are then fetched from the hub,\n"
+            "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."
+        )
 
     def split_file(self, split: str) -> Path | list[Path] | None:
         value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,

@@ -1,0 +1,119 @@
+"""Hugging Face hub datasets → bertlab's file layout, through the optional ``datasets`` library.
+
+A preset task whose files are missing under ``paths.data_dir`` (or ``data.source=hub``) is fetched with
+``datasets.load_dataset`` and written once, in the same formats as the local files (GLUE TSV, CoNLL columns,
+SQuAD JSON), under ``<cache_dir>/hub/<task>/``; the readers then treat it like any data folder. Offline, or
+without ``datasets``, this raises :class:`HubUnavailable` and the caller names the local files it looked for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class HubUnavailable(RuntimeError):
+    pass
+
+
+# task → (hub id, config, {our split file: hub split})
+PRESETS = {
+    "sst2": ("glue", "sst2", {"sst2/train.tsv": "train", "sst2/dev.tsv": "validation", "sst2/test.tsv": "test"}),
+    "mrpc": ("glue", "mrpc", {"mrpc/train.tsv": "train", "mrpc/dev.tsv": "validation", "mrpc/test.tsv": "test"}),
+    "rte": ("glue", "rte", {"rte/train.tsv": "train", "rte/dev.tsv": "validation", "rte/test.tsv": "test"}),
+    "conll2003": ("conll2003", None, {"conll2003/eng.train": "train", "conll2003/eng.testa": "validation",
+                                      "conll2003/eng.testb": "test"}),
+    "wnut17": ("wnut_17", None, {"wnut17/wnut17train.conll": "train", "wnut17/emerging.dev.conll": "validation"}),
+    "squad": ("squad", None, {"squad_v1.1/train.json": "train", "squad_v1.1/dev.json": "validation"}),
+}
+
+
+def _load(hub_id: str, config: str | None, split: str):
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        raise HubUnavailable("HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set, so the hub was not asked")
+    try:
+        import datasets
+    except ImportError as err:
+        raise HubUnavailable("the `datasets` library is not installed (pip install datasets)") from err
+    try:
+        return datasets.load_dataset(hub_id, config, split=split)
+    except Exception as err:  # offline, unknown id, no such split
+        raise HubUnavailable(f"datasets.load_dataset({hub_id!r}, {config!r}) failed: {type(err).__name__}: {err}") \
+            from err
+
+
+def _label_names(ds, column: str) -> list[str] | None:
+    feature = ds.features.get(column)
+    names = getattr(feature, "names", None) or getattr(getattr(feature, "feature", None), "names", None)
+    return list(names) if names else None
+
+
+def _write_glue(ds, task: str, path: Path) -> None:
+    names = _label_names(ds, "label")
+    rows = []
+    if task == "sst2":
+        header = ["sentence", "label"]
+        for r in ds:
+            rows.append([r["sentence"], str(r["label"])])
+    elif task == "mrpc":
+        header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+        for r in ds:
+            rows.append([str(r["label"]), str(r["idx"]), str(r["idx"]), r["sentence1"], r["sentence2"]])
+    else:  # rte: labels are class names in the GLUE files
+        header = ["index", "sentence1", "sentence2", "label"]
+        for r in ds:
+            label = names[r["label"]] if names and r["label"] >= 0 else str(r["label"])
+            rows.append([str(r["idx"]), r["sentence1"], r["sentence2"], label])
+    if all(r[-1 if task != "mrpc" else 0] in ("-1", "") for r in rows):  # GLUE test splits carry no labels
+        header = [h for h in header if h not in ("label", "Quality")]
+        rows = [r[:-1] if task != "mrpc" else r[1:] for r in rows]
+        if task == "sst2":
+            header, rows = ["index", "sentence"], [[str(i), r[0]] for i, r in enumerate(rows)]
+    clean = [[c.replace("\t", " ").replace("\n", " ") for c in r] for r in rows]
+    path.write_text("\t".join(header) + "\n" + "".join("\t".join(r) + "\n" for r in clean), encoding="utf-8")
+
+
+def _write_conll(ds, path: Path) -> None:
+    names = _label_names(ds, "ner_tags")
+    lines = []
+    for r in ds:
+        for word, tag in zip(r["tokens"], r["ner_tags"]):
+            lines.append(f"{word}\t{names[tag] if names else tag}")
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _write_squad(ds, path: Path) -> None:
+    paragraphs = []
+    for r in ds:
+        answers = [{"text": t, "answer_start": int(s)} for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"])]
+        paragraphs.append({"context": r["context"], "qas": [{"id": r["id"], "question": r["question"],
+                                                             "answers": answers}]})
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "hub", "paragraphs": paragraphs}]}),
+                    encoding="utf-8")
+
+
+def fetch_preset(task: str, relative: str, root: Path) -> Path:
+    """Write the hub split that corresponds to ``relative`` (e.g. ``sst2/dev.tsv``) under ``root``."""
+    if task not in PRESETS or relative not in PRESETS[task][2]:
+        raise HubUnavailable(f"no hub mapping for task={task} file {relative}")
+    hub_id, config, splits = PRESETS[task]
+    target = root / relative
+    if target.is_file():
+        return target
+    ds = _load(hub_id, config, splits[relative])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    if task in ("sst2", "mrpc", "rte"):
+        _write_glue(ds, task, tmp)
+    elif task in ("conll2003", "wnut17"):
+        _write_conll(ds, tmp)
+    else:
+        _write_squad(ds, tmp)
+    os.replace(tmp, target)
+    log.info("fetched %s (%s) split %s from the hub into %s", hub_id, config, splits[relative], target)
+    return target
