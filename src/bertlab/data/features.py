@@ -148,7 +148,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
         log.info("%s: %d sentences truncated at %d tokens; their cut words are predicted O and still scored",
                  path, truncated, data.max_seq_length)
     return Split(name, features, len(kept), policy.skipped, truncated,
-                 meta={"gold_tags": gold, "word_ids": word_ids_all})
+                 meta={"gold_tags": gold, "word_ids": word_ids_all, "words": [s.words for s, _, _ in kept]})
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""Pre-train → fine-tune: ``task=mlm`` then ``task=sst2 model.init_from=<run dir | .ckpt | HF export folder>``.
+
+The fine-tuning run must use the pre-training run's tokenizer and encoder architecture, load every encoder
+tensor unchanged, drop the pre-training heads with a logged report, and initialise the pooler afresh when
+the pre-training had no NSP (and load it when it had).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from conftest import compose, run_train
+from omegaconf import OmegaConf
+
+from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer
+from bertlab.config import HeadConfig, TaskSpec
+from bertlab.tasks.families import build_family
+from bertlab.tokenization import load_tokenizer
+
+QUICK = ("trainer.max_epochs=1", "trainer.limit_train_batches=2")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """MLM runs of bert_tiny on the wikitext2 fixture: nsp → run dir (with export/)."""
+    root = tmp_path_factory.mktemp("pretrain")
+    cache = {}
+
+    def get(nsp: bool):
+        if nsp not in cache:
+            run_dir = root / f"mlm_nsp_{nsp}"
+            run_train(["model=bert_tiny", "task=mlm", f"task.nsp={str(nsp).lower()}", "export=true", *QUICK],
+                      run_dir)
+            cache[nsp] = run_dir
+        return cache[nsp]
+
+    return get
+
+
+def _best_encoder_tensors(run_dir) -> dict[str, torch.Tensor]:
+    best = json.loads((run_dir / "metrics.json").read_text())["best_checkpoint"]
+    state = torch.load(best, map_location="cpu", weights_only=False)["state_dict"]
+    return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
+
+
+def _build_sst2(init_from, tmp_path, model="bert_tiny"):
+    """What train.run builds for a fine-tuning run (tokenizer, model, load report), without training."""
+    cfg = compose([f"model={model}", "task=sst2", f"model.init_from={init_from}"], tmp_path / "compose")
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+
+    def scratch_texts():
+        raise AssertionError("a scratch tokenizer was about to be trained instead of using init_from's")
+
+    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(init_from), scratch_texts, None)
+    task = TaskSpec(**OmegaConf.to_container(cfg.task, resolve=True))
+    family = build_family(task, len(task.labels), task.labels, None)
+    head = HeadConfig(**OmegaConf.to_container(cfg.head, resolve=True))
+    model, report = build_model(model_cfg, head, family, tokenizer)
+    return tokenizer, model, report
+
+
+@pytest.mark.parametrize("nsp", [False, True])
+def test_init_from_run_dir_loads_the_pretrained_encoder(pretrained, tmp_path, nsp):
+    mlm_dir = pretrained(nsp)
+    # model=bert_mini on purpose: the architecture comes from the checkpoint, not from the model group.
+    tokenizer, model, report = _build_sst2(mlm_dir, tmp_path, model="bert_mini")
+    assert tokenizer.fingerprint() == load_tokenizer(mlm_dir / "tokenizer").fingerprint()
+    mlm_config = json.loads((mlm_dir / "export" / "config.json").read_text())
+    assert model.bert.config.hidden_size == mlm_config["hidden_size"] == 128
+    assert model.bert.config.num_hidden_layers == mlm_config["num_hidden_layers"] == 2
+
+    encoder = _best_encoder_tensors(mlm_dir)
+    own = model.state_dict()
+    for key, value in encoder.items():
+        torch.testing.assert_close(own[key], value, atol=0, rtol=0)
+    assert any(k.startswith("head.predictions.") for k in report.dropped)
+    assert ("head.seq_relationship.weight" in report.dropped) == nsp
+    assert {"head.classifier.weight", "head.classifier.bias"} <= set(report.newly_initialised)
+    pooler = {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+    if nsp:  # pre-trained with NSP: the pooler was trained and is loaded
+        assert pooler <= set(report.loaded)
+    else:
+        assert pooler <= set(report.newly_initialised)
+
+
+def test_init_from_hf_export_folder(pretrained, tmp_path):
+    mlm_dir = pretrained(False)
+    tokenizer, model, report = _build_sst2(mlm_dir / "export", tmp_path)
+    assert tokenizer.fingerprint() == load_tokenizer(mlm_dir / "tokenizer").fingerprint()
+    own = model.state_dict()
+    for key, value in _best_encoder_tensors(mlm_dir).items():
+        torch.testing.assert_close(own[key], value, atol=0, rtol=0)
+    assert any(k.startswith("cls.predictions.") for k in report.dropped)
+    assert {"bert.pooler.dense.weight", "head.classifier.weight"} <= set(report.newly_initialised)
+
+
+@pytest.mark.parametrize("source", ["run_dir", "export"])
+def test_fine_tuning_run_from_a_pretraining_run(pretrained, train_run, tmp_path, caplog, source):
+    mlm_dir = pretrained(False)
+    init_from = mlm_dir if source == "run_dir" else mlm_dir / "export"
+    with caplog.at_level(logging.INFO, logger="bertlab.builders"):
+        metrics = train_run("model=bert_tiny", "task=sst2", f"model.init_from={init_from}", *QUICK, name="ft")
+    assert metrics["val"]["num_examples"] == 16
+    reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("weights:")]
+    assert len(reports) == 1 and "dropped" in reports[0] and "newly initialised" in reports[0]
+    # The fine-tuning run saved (and used) the pre-training run's tokenizer.
+    ft_dir = tmp_path / "ft"
+    assert load_tokenizer(ft_dir / "tokenizer").fingerprint() == load_tokenizer(mlm_dir / "tokenizer").fingerprint()
