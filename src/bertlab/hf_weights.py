@@ -196,13 +196,13 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torc
             if new.startswith(prefix):
                 new = new[len(prefix):]
         new = _LEGACY_LN.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", new)
+        if new != key:
+            renamed.append(key)  # a legacy LayerNorm name or a wrapper prefix
         if new.startswith(("embeddings.", "encoder.", "pooler.")):
-            new = "bert." + new  # a bare BertModel checkpoint
+            new = "bert." + new  # a bare BertModel checkpoint: the canonical task-model form
         if new.endswith("embeddings.position_ids") or new.endswith("embeddings.token_type_ids"):
             dropped.append(key)  # buffers, not weights; stale in older checkpoints
             continue
-        if new != key:
-            renamed.append(key)
         out[new] = tensor
     return out, renamed, dropped
 
