@@ -1,0 +1,51 @@
+"""Every option of every config group composes, and every declared key can be overridden without "+"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, compose
+
+GROUPS = ["model", "task", "freeze", "trainer", "logger", "callbacks", "experiment", "debug", "hparams_search"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_option_composes(tmp_path: Path, group: str, option: str):
+    cfg = compose([f"{group}={option}"], tmp_path / "run")
+    assert cfg.task.name and cfg.model.name and cfg.freeze.policy
+    assert cfg.paths.output_dir == str(tmp_path / "run")
+
+
+TRAINER_KEYS = ["accelerator", "devices", "num_nodes", "strategy", "precision", "max_epochs", "max_steps",
+                "limit_train_batches", "limit_val_batches", "limit_test_batches", "val_check_interval",
+                "accumulate_grad_batches", "gradient_clip_val", "deterministic", "log_every_n_steps",
+                "fast_dev_run", "overfit_batches", "profiler", "enable_progress_bar"]
+
+
+@pytest.mark.parametrize("trainer", options("trainer"))
+def test_trainer_files_declare_every_key(tmp_path: Path, trainer: str):
+    cfg = compose([f"trainer={trainer}"], tmp_path / "run")
+    assert set(TRAINER_KEYS) <= set(cfg.trainer), set(TRAINER_KEYS) - set(cfg.trainer)
+
+
+def test_contract_keys_exist(tmp_path: Path):
+    cfg = compose(["trainer.max_steps=5", "data.batch_size=4", "head.layers=sum_last4", "optim.lr=1e-4"],
+                  tmp_path / "run")
+    for key in ("seed", "train", "test", "predict", "ckpt_path", "save_every_n_steps", "export",
+                "on_nonfinite_loss", "tags"):
+        assert key in cfg, key
+    for key in ("source", "train_file", "val_file", "test_file", "batch_size", "eval_batch_size", "max_seq_length",
+                "num_workers", "on_bad_example", "max_train_samples", "predict_file"):
+        assert key in cfg.data, key
+    for key in ("pooling", "layers", "hidden_layers", "dropout", "cache_features"):
+        assert key in cfg.head, key
+    for key in ("lr", "weight_decay", "warmup_ratio", "layer_lr_decay", "betas", "eps"):
+        assert key in cfg.optim, key
+    for key in ("policy", "k", "lora"):
+        assert key in cfg.freeze, key
+    assert cfg.trainer.max_steps == 5 and cfg.freeze.policy == "none"
