@@ -21,6 +21,7 @@ from bertlab.hf_weights import (
     LoadReport,
     convert_hf_state_dict,
     load_into,
+    normalize_hf_keys,
     read_encoder_config,
     read_hf_config,
     read_state_dict,
@@ -74,7 +75,8 @@ def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_t
         return load_tokenizer(Path(model_cfg["tokenizer"]))
     if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
         return load_tokenizer(init_dir)
-    pretrained = resolve_pretrained(model_cfg.get("pretrained"))
+    # A recurrent model initialised from a BERT checkpoint's word embeddings needs that checkpoint's ids.
+    pretrained = resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
     if pretrained is not None:
         return load_tokenizer(pretrained)
     texts = training_texts()
@@ -139,6 +141,11 @@ def init_dir_for_tokenizer(init_from: str | None) -> Path | None:
 def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
                 ) -> tuple[TaskModel, LoadReport | None]:
     """Encoder (pretrained, ``init_from`` or scratch) + the family's head, with a load report."""
+    kind = model_cfg.get("encoder", "bert")
+    if kind == "recurrent":
+        return build_recurrent_model(model_cfg, head_cfg, family, tokenizer)
+    if kind != "bert":
+        raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {kind!r}")
     pretrained = resolve_pretrained(model_cfg.get("pretrained"))
     init_kind, init_path = _init_source(model_cfg.get("init_from"))
     if init_kind == "hf":
@@ -190,6 +197,60 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     return model, report
 
 
+def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
+                          tokenizer: BertTokenizer) -> tuple[TaskModel, LoadReport | None]:
+    """``model.encoder=recurrent`` (model=bilstm|gru|lstm): embeddings (random, or a BERT checkpoint's word
+    embeddings with ``model.init_embeddings_from``) + a (bi)LSTM/GRU, the family's head, and ``init_from``."""
+    from bertlab.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
+
+    if model_cfg.get("pretrained"):
+        raise ConfigError("model.pretrained loads a BERT encoder; a recurrent model takes a BERT checkpoint's "
+                          "word embeddings (and tokenizer) with model.init_embeddings_from=<checkpoint>")
+    names = {f.name for f in dataclasses.fields(RecurrentConfig)}
+    values = {k: v for k, v in model_cfg.items() if k in names and v is not None}
+    values["vocab_size"] = tokenizer.vocab_size
+    report, embeddings = None, None
+    source = resolve_pretrained(values.get("init_embeddings_from"))
+    if source is not None:
+        state, path = read_state_dict(source)
+        key = "bert.embeddings.word_embeddings.weight"
+        embeddings = normalize_hf_keys(state)[0].get(key)
+        if embeddings is None:
+            raise CheckpointError(f"{path}: no {key} (not a BERT checkpoint)")
+        if values.get("embedding_dim") != embeddings.shape[1]:
+            log.info("model.embedding_dim=%s replaced by the width of the checkpoint's word embeddings, %d",
+                     values.get("embedding_dim"), embeddings.shape[1])
+        values.update(vocab_size=embeddings.shape[0], embedding_dim=embeddings.shape[1])
+        report = LoadReport(source=path, loaded=["bert.embeddings.word_embeddings.weight"])
+    config = RecurrentConfig(**values)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's embeddings hold "
+                          f"{config.vocab_size}: use the checkpoint's own tokenizer (model.tokenizer=null)")
+    check_head_layers(config, head_cfg.layers)
+    task = family.task.family
+    if task == "sequence" and head_cfg.pooling == "cls" and not config.bidirectional:
+        raise ConfigError("head.pooling=cls reads the state at [CLS], which a left-to-right encoder computes "
+                          "before reading any text: use head.pooling=pooler (model.pooling picks the vector)")
+    if task == "mlm" and config.embedding_dim != config.output_size:
+        raise ConfigError(f"task=mlm ties its decoder to the word embeddings: model.embedding_dim "
+                          f"({config.embedding_dim}) must equal model.hidden_size × directions ({config.output_size})")
+    encoder = RecurrentEncoder(config)
+    if embeddings is not None:
+        encoder.load_word_embeddings(embeddings)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    # No head has a transformers layout here (head_kind None): there is no HF recurrent encoder to export to.
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "hf":
+        raise ConfigError(f"model.init_from={init_path} is a BERT checkpoint; a recurrent model starts from a "
+                          "bertlab run (dir or .ckpt), or takes BERT word embeddings with model.init_embeddings_from")
+    if init_kind == "ckpt":
+        report = _load_from_lightning_ckpt(model, init_path)
+    if report is not None:
+        log.info("weights: %s", report.summary())
+    return model, report
+
+
 def _read_ckpt(path: Path) -> dict[str, Any]:
     try:
         # Our own Lightning checkpoints (trusted files; see README "Safe loading").
@@ -203,6 +264,9 @@ def _ckpt_encoder_config(path: Path) -> EncoderConfig:
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
+    if encoder.get("encoder") == "recurrent":
+        raise ConfigError(f"model.init_from={path} holds a recurrent encoder: start from it with the same "
+                          "recurrent model (model=bilstm|gru|lstm and its sizes)")
     return EncoderConfig(**encoder)
 
 

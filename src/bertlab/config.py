@@ -199,6 +199,8 @@ class TaskSpec:
     whole_word_masking: bool = False  # mlm
     mlm_probability: float = 0.15  # mlm
     label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
+    prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
+    max_new_tokens: int = 20  # clm: at most this many pieces per continuation
 
     def __post_init__(self) -> None:
         if self.family not in TASK_FAMILIES:
@@ -209,6 +211,10 @@ class TaskSpec:
             self.labels = [str(x) for x in self.labels]
         if not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(f"task.mlm_probability must be in (0, 1), got {self.mlm_probability}")
+        if self.prompts is not None:
+            self.prompts = [str(p) for p in self.prompts]
+        if self.max_new_tokens < 0:
+            raise ConfigError(f"task.max_new_tokens must be >= 0, got {self.max_new_tokens}")
 
 
 @dataclass

@@ -17,7 +17,8 @@ Lightning fit and writes ``update_scope.json``.
 
 Policies only rely on the module names that their structure needs: ``embeddings`` (embeddings),
 ``embeddings`` + ``encoder.layer.N`` (bottom_k); ``none``, ``encoder``, ``bitfit`` and ``lora`` work on any
-``nn.Module`` encoder.
+``nn.Module`` encoder. An encoder declares the policies that do not apply to it, with the reason, in
+``unsupported_freeze_policies`` (the recurrent encoder has no ``nn.Linear`` for LoRA).
 """
 
 from __future__ import annotations
@@ -157,12 +158,20 @@ def _policy_bottom_k(encoder: nn.Module, cfg: FreezeConfig) -> list[str]:
     return ["embeddings"] + [f"encoder.layer.{i}" for i in range(cfg.k)]
 
 
+# `*bias` also matches fused names such as nn.MultiheadAttention's in_proj_bias; PyTorch's RNNs name theirs
+# bias_ih_l0, bias_hh_l0_reverse, ...
+_BIAS_RE = re.compile(r"(?:^|\.)[^.]*bias(?:_[ih]h_l\d+(?:_reverse)?)?$")
+
+
+def _is_bias(name: str) -> bool:
+    return _BIAS_RE.search(name) is not None
+
+
 def _policy_bitfit(encoder: nn.Module, cfg: FreezeConfig) -> list[str]:
-    # BitFit (Ben Zaken et al. 2022): only bias terms of the encoder train. `*bias` also matches fused
-    # names such as nn.MultiheadAttention's in_proj_bias.
+    # BitFit (Ben Zaken et al. 2022): only bias terms of the encoder train.
     biases = 0
     for name, p in encoder.named_parameters():
-        is_bias = name.rsplit(".", 1)[-1].endswith("bias")
+        is_bias = _is_bias(name)
         p.requires_grad_(is_bias)
         biases += is_bias
     if not biases:
@@ -198,6 +207,10 @@ def apply_freeze(encoder: nn.Module, head: nn.Module, cfg: FreezeConfig) -> Free
     """
     if cfg.policy not in POLICIES:
         raise ConfigError(f"freeze.policy must be one of {', '.join(POLICIES)}, got {cfg.policy!r}")
+    # An encoder may declare policies that do not apply to it, with the reason (e.g. LoRA without nn.Linear).
+    reason = getattr(encoder, "unsupported_freeze_policies", {}).get(cfg.policy)
+    if reason:
+        raise ConfigError(f"freeze={cfg.policy} does not apply to {type(encoder).__name__}: {reason}")
     # Head first, then the encoder: a tied tensor ends up with the encoder's decision.
     head.requires_grad_(True)
     encoder.requires_grad_(True)
@@ -242,7 +255,7 @@ def _no_decay_names(model: nn.Module) -> set[str]:
     for module_name, module in model.named_modules():
         is_norm = isinstance(module, _NORM_TYPES) or "LayerNorm" in module_name.rsplit(".", 1)[-1]
         for name, _ in module.named_parameters(recurse=False):
-            if is_norm or name.endswith("bias"):
+            if is_norm or _is_bias(name):
                 names.add(f"{module_name}.{name}" if module_name else name)
     return names
 

@@ -185,6 +185,43 @@ class PreTrainingHead(nn.Module):
         return mlm, nsp
 
 
+class CausalLMHead(nn.Module):
+    """Next-token decoder for a left-to-right encoder: dropout → linear to the vocabulary (+ bias).
+
+    ``tie=True`` shares the decoder weight with the word embeddings (Press & Wolf 2017; Inan et al. 2017), with
+    a linear projection from the encoder width to the embedding width first when they differ; ``tie=False``
+    gives the decoder its own weight. Like ``PreTrainingHead``, ``forward`` scores only the positions given.
+    """
+
+    reads_pooler = False
+
+    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding, tie: bool = True):
+        super().__init__()
+        vocab_size, embedding_dim = word_embeddings.weight.shape
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.projection = nn.Linear(config.hidden_size, embedding_dim) \
+            if tie and config.hidden_size != embedding_dim else None
+        self.decoder = nn.Linear(embedding_dim if tie else config.hidden_size, vocab_size)
+        _init_linear(self, config.initializer_range)  # before tying: it must not re-draw the embeddings
+        if tie:
+            self.decoder.weight = word_embeddings.weight  # one Parameter, two names in state_dict
+
+    def features(self, enc: EncoderOutput) -> torch.Tensor:
+        return enc.last_hidden_state  # (B, T, H)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, T, H); positions: (N, 2) [batch, token] indices to score, None = every position.
+
+        Returns float32 logits (N, V) or (B, T, V).
+        """
+        if positions is not None:
+            x = x[positions[:, 0], positions[:, 1]]  # (N, H)
+        x = self.dropout(x)
+        if self.projection is not None:
+            x = self.projection(x)  # (..., E)
+        return self.decoder(x).float()
+
+
 def _init_linear(module: nn.Module, std: float) -> None:
     for m in module.modules():
         if isinstance(m, nn.Linear):

@@ -199,6 +199,7 @@ def run(cfg: DictConfig) -> float | None:
     if trainer.is_global_zero:
         result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics,
                                best_path, resumed_from)
+        result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
         (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         _print_summary(run_dir, result)
     if cfg.get("export") and trainer.is_global_zero:
@@ -311,6 +312,8 @@ def _print_summary(run_dir: Path, result: dict[str, Any]) -> None:
     ]
     if "test" in result:
         lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
+    for sample in result.get("samples", []):
+        lines.append(f"sample:           {sample['prompt']!r} → {sample['continuation']!r}")
     if result.get("note"):
         lines.append(f"NOTE: {result['note']}")
     print("\n".join(lines))
