@@ -37,6 +37,8 @@ def compose(overrides: list[str], run_dir: Path, data_dir: Path = FIXTURE_DATA):
                 f"paths.cache_dir={run_dir.parent / 'cache'}",
                 "trainer.enable_progress_bar=false",
                 "trainer.accelerator=cpu",
+                # The default logger (many = csv + wandb) would start wandb: tests choose it explicitly.
+                *([] if any(o.startswith("logger=") for o in overrides) else ["logger=csv"]),
                 *overrides,
             ],
         )

@@ -29,6 +29,7 @@ from bertlab.data.datamodule import TaskDataModule
 from bertlab.encoder import num_parameters
 from bertlab.export import export_checkpoint
 from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
+from bertlab.loggers import build_loggers, finish_wandb
 from bertlab.module import BertTaskModule
 from bertlab.predict import run_predict
 from bertlab.tasks.families import build_family
@@ -108,6 +109,17 @@ def _quiet_lightning_logging() -> None:
 
 def run(cfg: DictConfig) -> float | None:
     """Train and/or evaluate one configuration; returns the monitored validation value."""
+    failed = True
+    try:
+        value = _run(cfg)
+        failed = False
+        return value
+    finally:
+        # Multirun jobs share one process: an unfinished wandb run would swallow the next job's logs.
+        finish_wandb(failed=failed)
+
+
+def _run(cfg: DictConfig) -> float | None:
     _quiet_lightning_logging()
     _filter_known_warnings()
     L.seed_everything(cfg.seed, workers=True)
@@ -164,7 +176,7 @@ def run(cfg: DictConfig) -> float | None:
     throughput = Throughput()
     callbacks = [checkpoint, throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += _instantiate_group(cfg.get("callbacks"))
-    loggers = _instantiate_group(cfg.get("logger"))
+    loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"))
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
     trainer = L.Trainer(
         **trainer_kwargs, callbacks=callbacks, logger=loggers or False, default_root_dir=str(run_dir),
@@ -279,6 +291,7 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, 
         "model": cfg.model.get("name"),
         "freeze": module.freeze_plan.policy,
         "seed": cfg.seed,
+        "tags": list(_plain(cfg.get("tags")) or []),
         "data_source": data_cfg.source,
         "params": {"total": num_parameters(module.model), "trainable": num_parameters(module.model, True)},
         "val": clean(metrics.get("val", {})),
