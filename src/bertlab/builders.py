@@ -8,12 +8,15 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bertlab.config import ConfigError, EncoderConfig, HeadConfig
+from bertlab.distributed import cache_lock
 from bertlab.encoder import BertEncoder
 from bertlab.heads import TaskModel
 from bertlab.hf_weights import (
@@ -84,17 +87,18 @@ def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_t
     lowercase = bool(model_cfg.get("lowercase", True))
     key = content_hash("wordpiece", str(vocab_size), str(lowercase), *texts)
     cached = Path(cache_dir) / "tokenizers" / key if cache_dir else None
-    if cached is not None and (cached / "tokenizer.json").is_file():
-        return load_tokenizer(cached)
-    log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
-    tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
-    if cached is not None:
-        tmp = cached.with_name(cached.name + f".tmp{id(tokenizer)}")
-        tokenizer.save(tmp)
-        try:
-            tmp.rename(cached)
-        except OSError:  # another rank won the race: same content
-            pass
+    with cache_lock(cached):  # processes started together (torchrun, SLURM) train it once; the others load it
+        if cached is not None and (cached / "tokenizer.json").is_file():
+            return load_tokenizer(cached)
+        log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
+        tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
+        if cached is not None:
+            tmp = cached.with_name(cached.name + f".tmp{os.getpid()}-{id(tokenizer)}")
+            tokenizer.save(tmp)
+            try:
+                tmp.rename(cached)
+            except OSError:  # another process won the race (a file system without locks): same content
+                shutil.rmtree(tmp, ignore_errors=True)
     return tokenizer
 
 

@@ -72,7 +72,8 @@ class SequenceClassificationHead(nn.Module):
         x = self.dropout(x)
         if self.mlp is not None:
             x = self.mlp(x)
-        return self.classifier(x)  # (B, num_labels)
+        # Logits in float32 as the other heads' (a bf16/fp16 logit keeps ~3 significant digits: ties, coarse loss).
+        return self.classifier(x).float()  # (B, num_labels)
 
 
 class TokenClassificationHead(nn.Module):

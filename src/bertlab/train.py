@@ -26,6 +26,14 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer
 from bertlab.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
+from bertlab.distributed import (
+    BatchSizeReport,
+    HydraDDPJob,
+    SameTokenizerOnEveryRank,
+    build_strategy,
+    check_precision,
+    resolve_pad_multiple,
+)
 from bertlab.encoder import num_parameters
 from bertlab.export import export_checkpoint
 from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
@@ -95,6 +103,9 @@ def _filter_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     # Frozen modules run in eval mode on purpose (dropout off for fixed features; see bertlab.freeze).
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
+    # val/* and test/* are logged after all ranks' predictions were gathered and scored once (exact
+    # evaluation): every rank logs the same value, so Lightning's advice to average them is moot.
+    warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|test)/")
     # Tiny demo/test runs have fewer batches than the logging interval; the logged step curve is still right.
     warnings.filterwarnings("ignore", message=r"The number of training batches .* is smaller than the logging")
 
@@ -111,7 +122,8 @@ def run(cfg: DictConfig) -> float | None:
     """Train and/or evaluate one configuration; returns the monitored validation value."""
     failed = True
     try:
-        value = _run(cfg)
+        with HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job in this job's run folder
+            value = _run(cfg, job)
         failed = False
         return value
     finally:
@@ -119,7 +131,7 @@ def run(cfg: DictConfig) -> float | None:
         finish_wandb(failed=failed)
 
 
-def _run(cfg: DictConfig) -> float | None:
+def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     _quiet_lightning_logging()
     _filter_known_warnings()
     L.seed_everything(cfg.seed, workers=True)
@@ -131,6 +143,9 @@ def _run(cfg: DictConfig) -> float | None:
     data_cfg = DataConfig(**_plain(cfg.data))
     if not cfg.get("predict"):
         data_cfg = dataclasses.replace(data_cfg, predict_file=None)  # read only when predictions are asked for
+    check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
+    data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
+        data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
     head_cfg = HeadConfig(**_plain(cfg.head))
     freeze_cfg = FreezeConfig(**_plain(cfg.freeze))
     optim_cfg = OptimConfig(**_plain(cfg.optim))
@@ -143,7 +158,10 @@ def _run(cfg: DictConfig) -> float | None:
         return datamodule.training_texts()
 
     datamodule = TaskDataModule(task, data_cfg, tokenizer=None, seed=cfg.seed)  # type: ignore[arg-type]
-    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(model_cfg.get("init_from")), training_texts,
+    # A checkpoint to resume or evaluate brings its run's tokenizer: a scratch WordPiece vocabulary trained
+    # again (in another process, with another cache) can differ, as the trainer breaks ties at random.
+    tokenizer_from = model_cfg.get("init_from") or _checkpoint_file(cfg.get("ckpt_path"), run_dir)
+    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from), training_texts,
                                 data_cfg.cache_dir)
     datamodule.tokenizer = tokenizer
 
@@ -175,14 +193,18 @@ def _run(cfg: DictConfig) -> float | None:
     )
     throughput = Throughput()
     callbacks = [checkpoint, throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
+    callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
     callbacks += _instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"))
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
+    trainer_kwargs["strategy"] = build_strategy(trainer_kwargs.get("strategy", "auto"))  # a name or a _target_
     trainer = L.Trainer(
         **trainer_kwargs, callbacks=callbacks, logger=loggers or False, default_root_dir=str(run_dir),
         # bertlab's own samplers split training batches across ranks and evaluate every example exactly once.
         use_distributed_sampler=False,
     )
+    if job is not None:
+        job.trainer = trainer
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -234,6 +256,14 @@ def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, he
         key = content_hash(weights, datamodule.split_key(name), head_cfg.pooling, str(head_cfg.layers))
         attach_features(model, split, datamodule.collator(train=False), data_cfg.eval_batch_size, key,
                         data_cfg.cache_dir)
+
+
+def _checkpoint_file(ckpt_path: str | None, run_dir: Path) -> str | None:
+    """``ckpt_path`` as an existing .ckpt file (``last`` → this run's last.ckpt), else None."""
+    if not ckpt_path:
+        return None
+    path = run_dir / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(str(ckpt_path))
+    return str(path) if path.is_file() and path.suffix == ".ckpt" else None
 
 
 def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:

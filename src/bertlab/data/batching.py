@@ -73,8 +73,9 @@ class TrainBatchSampler(Sampler[list[int]]):
             perm = rng.permutation(len(rest))
             batches = [batches[longest]] + [rest[i] for i in perm]
         per_rank = math.ceil(len(batches) / self.world_size)
-        batches = (batches * 2)[: per_rank * self.world_size] if len(batches) < per_rank * self.world_size \
-            and len(batches) else batches
+        if batches and len(batches) < per_rank * self.world_size:
+            # Cycled to a multiple of the world size (any world size, even more ranks than batches).
+            batches = [batches[i % len(batches)] for i in range(per_rank * self.world_size)]
         return batches[self.rank::self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -171,18 +172,27 @@ class Collator:
         ids = batch["input_ids"]
         special = torch.isin(ids, cfg["special_ids"]) | (batch["attention_mask"] == 0)
         generator = cfg.get("generator")
-        if cfg.get("fixed_eval_masks"):
-            # Evaluation masks depend only on which examples are in the batch, so every validation pass
-            # scores the same corruption and val/loss curves are comparable across epochs.
-            key = hash((cfg["seed"], tuple(sorted(batch["index"].tolist())))) & 0x7FFFFFFF
-            generator = torch.Generator().manual_seed(key)
         word_ids = None
         if cfg.get("whole_word") and cfg.get("continuation") is not None:
             # A piece starting with "##" continues the previous word (BERT's whole-word masking).
             cont = cfg["continuation"][ids] & ~special
             word_ids = torch.cumsum((~cont).long(), dim=1)
             word_ids[special] = -1
-        masked, labels = mask_tokens(ids, special, cfg["vocab_size"], cfg["mask_id"], generator=generator,
-                                     mlm_probability=cfg["probability"], word_ids=word_ids)
+        if cfg.get("fixed_eval_masks"):
+            # Evaluation masks depend only on (seed, example index), never on the batch, its padding or the
+            # rank: every validation pass scores the same corruption (comparable val/loss curves), and any
+            # eval batch size or world size scores exactly the same masked tokens.
+            masked, labels = ids.clone(), torch.full_like(ids, IGNORE_INDEX)
+            lengths = batch["attention_mask"].sum(1).tolist()
+            for row, (index, t) in enumerate(zip(batch["index"].tolist(), lengths)):
+                seed = int(np.random.SeedSequence([cfg["seed"], index]).generate_state(1)[0])
+                m, lab = mask_tokens(ids[row:row + 1, :t], special[row:row + 1, :t], cfg["vocab_size"],
+                                     cfg["mask_id"], generator=torch.Generator().manual_seed(seed),
+                                     mlm_probability=cfg["probability"],
+                                     word_ids=word_ids[row:row + 1, :t] if word_ids is not None else None)
+                masked[row, :t], labels[row, :t] = m[0], lab[0]
+        else:
+            masked, labels = mask_tokens(ids, special, cfg["vocab_size"], cfg["mask_id"], generator=generator,
+                                         mlm_probability=cfg["probability"], word_ids=word_ids)
         batch["input_ids"] = masked
         batch["labels"] = labels

@@ -33,6 +33,7 @@ from bertlab.data.features import (
     token_split,
 )
 from bertlab.data.readers import DataError
+from bertlab.distributed import cache_lock
 from bertlab.tokenization import BertTokenizer, content_hash
 
 log = logging.getLogger(__name__)
@@ -157,16 +158,19 @@ class TaskDataModule(L.LightningDataModule):
     def _build(self, split: str) -> Split:
         path = self.split_file(split)
         cache = self._cache_path(split)
-        if cache is not None and cache.is_file():
-            with open(cache, "rb") as f:
-                return pickle.load(f)  # our own cache, written below: a trusted file
-        split_obj = self._featurize(split, path)
-        if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".tmp{os.getpid()}")
-            with open(tmp, "wb") as f:
-                pickle.dump(split_obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)  # atomic: a concurrent reader never sees half a file
+        # Processes started together (torchrun, SLURM) tokenize once: the first takes the lock, the others
+        # wait and load its file. (Lightning's own DDP launcher starts the other ranks after this ran.)
+        with cache_lock(cache):
+            if cache is not None and cache.is_file():
+                with open(cache, "rb") as f:
+                    return pickle.load(f)  # our own cache, written below: a trusted file
+            split_obj = self._featurize(split, path)
+            if cache is not None:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache.with_suffix(f".tmp{os.getpid()}")
+                with open(tmp, "wb") as f:
+                    pickle.dump(split_obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, cache)  # atomic: a concurrent reader never sees half a file
         return split_obj
 
     def _featurize(self, split: str, path) -> Split:

@@ -153,10 +153,14 @@ class QAFamily(Family):
         return SpanHead(config, head)
 
     def loss(self, logits, batch):
-        # Mean of start and end cross-entropies, as BertForQuestionAnswering.
+        # Mean of start and end cross-entropies, as BertForQuestionAnswering, over the real tokens only: with
+        # dynamic padding the pad positions of a window depend on its batch, so counting them in the softmax
+        # would make the loss (and val/loss) depend on the batch size and the world size.
         t = logits.shape[1]
         start = batch["start_positions"].clamp(0, t - 1)
         end = batch["end_positions"].clamp(0, t - 1)
+        if "attention_mask" in batch:
+            logits = logits.masked_fill(~batch["attention_mask"].bool()[..., None], -1e4)  # float32 logits
         return (F.cross_entropy(logits[..., 0], start) + F.cross_entropy(logits[..., 1], end)) / 2
 
     def eval_step(self, logits, batch, state):
