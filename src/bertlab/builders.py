@@ -256,11 +256,20 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
 
 
 def _read_ckpt(path: Path) -> dict[str, Any]:
+    """A bertlab Lightning checkpoint (``model.init_from``), read with ``weights_only=True``.
+
+    bertlab's checkpoints hold tensors and plain values only (Lightning reloads them the same way on
+    resume), so even a checkpoint from someone else cannot run code when it is read (README "Safe
+    loading"). A file that needs full unpickling is refused, not trusted.
+    """
     try:
-        # Our own Lightning checkpoints (trusted files; see README "Safe loading").
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise CheckpointError(f"{path}: not a readable Lightning checkpoint ({err})") from err
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"{path}: not a readable bertlab checkpoint ({type(err).__name__}: {first}); model.init_from takes "
+            "a bertlab run dir or .ckpt (tensors and plain values only), or a Hugging Face folder"
+        ) from None
 
 
 def _ckpt_encoder_config(path: Path) -> EncoderConfig:

@@ -82,7 +82,9 @@ class BertTaskModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
         loss = self.family.loss(self(batch), batch)
-        if not torch.isfinite(loss):
+        # Every rank must take the same branch (a rank that skips while the others step would hang DDP's
+        # gradient all-reduce): a non-finite loss on any rank stops, or skips, the batch on all of them.
+        if self.trainer.strategy.reduce_boolean_decision(not bool(torch.isfinite(loss)), all=False):
             message = (f"non-finite training loss ({loss.item()}) at global step {self.global_step}, "
                        f"epoch {self.current_epoch}, batch {batch_idx} (example indices "
                        f"{batch['index'][:8].tolist()}…)")

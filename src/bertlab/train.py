@@ -24,7 +24,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer
-from bertlab.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
+from bertlab.config import ConfigError, DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.distributed import (
     BatchSizeReport,
@@ -37,9 +37,18 @@ from bertlab.distributed import (
 from bertlab.encoder import num_parameters
 from bertlab.export import export_checkpoint
 from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
+from bertlab.hf_weights import CheckpointError
 from bertlab.loggers import build_loggers, finish_wandb
 from bertlab.module import BertTaskModule
 from bertlab.predict import run_predict
+from bertlab.reliability import (
+    AtomicCheckpointIO,
+    ResumeStateCallback,
+    check_resume_checkpoint,
+    continue_csv_logs,
+    debug_hooks_from_env,
+    preflight,
+)
 from bertlab.tasks.families import build_family
 
 log = logging.getLogger(__name__)
@@ -103,6 +112,9 @@ def _filter_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     # Frozen modules run in eval mode on purpose (dropout off for fixed features; see bertlab.freeze).
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
+    # The data module saves and restores the training order itself (TaskDataModule.state_dict), which
+    # Lightning's check for a stateful DataLoader cannot see.
+    warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch")
     # val/* and test/* are logged after all ranks' predictions were gathered and scored once (exact
     # evaluation): every rank logs the same value, so Lightning's advice to average them is moot.
     warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|test)/")
@@ -167,7 +179,10 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
     family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
     model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
+    preflight(task, data_cfg, model.bert.config.max_position_embeddings)
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
+    # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
+    _read_splits(datamodule, cfg, data_cfg)
     hparams = {
         "encoder_config": dataclasses.asdict(model.bert.config),
         "task": dataclasses.asdict(task),
@@ -189,15 +204,24 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         filename="epoch_{epoch:03d}_step_{step:06d}",
         auto_insert_metric_name=False,
         monitor=task.monitor, mode=task.mode, save_last=True, save_top_k=1,
-        every_n_train_steps=cfg.get("save_every_n_steps"),
+        enable_version_counter=False,  # one last.ckpt, overwritten (atomically), never last-v1.ckpt
     )
     throughput = Throughput()
     callbacks = [checkpoint, throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
+    if cfg.get("save_every_n_steps"):
+        # last.ckpt inside long epochs, from a checkpoint of its own: the monitored one above would rank
+        # "best" at these steps on the score of the previous validation (stale).
+        callbacks.append(ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
+                                         every_n_train_steps=int(cfg.save_every_n_steps),
+                                         enable_version_counter=False))
+    callbacks += [ResumeStateCallback(), *debug_hooks_from_env()]
     callbacks += _instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"))
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
     trainer_kwargs["strategy"] = build_strategy(trainer_kwargs.get("strategy", "auto"))  # a name or a _target_
+    if "deepspeed" not in str(trainer_kwargs.get("strategy", "")):  # DeepSpeed writes its own checkpoints
+        trainer_kwargs.setdefault("plugins", [AtomicCheckpointIO()])
     trainer = L.Trainer(
         **trainer_kwargs, callbacks=callbacks, logger=loggers or False, default_root_dir=str(run_dir),
         # bertlab's own samplers split training batches across ranks and evaluate every example exactly once.
@@ -210,14 +234,17 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         run_dir.mkdir(parents=True, exist_ok=True)
         tokenizer.save(run_dir / "tokenizer")
     if not cfg.train and not cfg.get("ckpt_path"):
-        raise ValueError("train=false needs ckpt_path=<checkpoint to evaluate>")
+        raise ConfigError("train=false needs ckpt_path=<checkpoint to evaluate>")
 
     resumed_from = None
-    best_path = cfg.get("ckpt_path")
+    ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
+    # Another architecture's checkpoint is refused here, with what differs, not by a strict load mid-fit.
+    ckpt_step = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    best_path = ckpt_path
     if cfg.train:
-        ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
-        if ckpt_path is not None:
-            resumed_from = int(torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", 0))
+        resumed_from = ckpt_step
+        if resumed_from is not None and trainer.is_global_zero:
+            continue_csv_logs(trainer.loggers, resumed_from)  # the resumed run extends the same metrics.csv
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         best_path = _final_validation(trainer, module, datamodule, checkpoint)
 
@@ -258,6 +285,15 @@ def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, he
                         data_cfg.cache_dir)
 
 
+def _read_splits(datamodule: TaskDataModule, cfg: DictConfig, data_cfg: DataConfig) -> None:
+    """Read and featurize the splits this run will use (Lightning's setup later finds them done)."""
+    datamodule.setup("fit" if cfg.train else "validate")
+    if cfg.test and data_cfg.test_file:
+        datamodule.setup("test")
+    if cfg.get("predict") and data_cfg.predict_file:
+        datamodule.setup("predict")
+
+
 def _checkpoint_file(ckpt_path: str | None, run_dir: Path) -> str | None:
     """``ckpt_path`` as an existing .ckpt file (``last`` → this run's last.ckpt), else None."""
     if not ckpt_path:
@@ -272,10 +308,13 @@ def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:
     if ckpt_path == "last":
         last = run_dir / "checkpoints" / "last.ckpt"
         if not last.is_file():
-            raise FileNotFoundError(f"ckpt_path=last: {last} does not exist (pass hydra.run.dir=<the run to resume>)")
+            raise CheckpointError(
+                f"ckpt_path=last: {last} does not exist; pass hydra.run.dir=<the run dir to resume> (its "
+                "checkpoints/last.ckpt is resumed) or ckpt_path=<a .ckpt file>"
+            )
         return str(last)
     if not Path(ckpt_path).is_file():
-        raise FileNotFoundError(f"ckpt_path={ckpt_path}: no such checkpoint file")
+        raise CheckpointError(f"ckpt_path={ckpt_path}: no such checkpoint file")
     return str(ckpt_path)
 
 

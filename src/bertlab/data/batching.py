@@ -9,7 +9,8 @@ contiguous, non-overlapping shards — every example is seen exactly once whatev
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,14 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from bertlab.data.mlm import IGNORE_INDEX, mask_tokens
+
+
+class IndexBatch(list):
+    """A training batch of feature indices that carries ``mask_seed``: the seed of its MLM masks, a function
+    of (seed, epoch, batch position) only. Masks then do not depend on which DataLoader worker collates the
+    batch, nor on whether the run was resumed mid-epoch."""
+
+    mask_seed: int | None = None
 
 
 class FeatureDataset(Dataset):
@@ -28,6 +37,12 @@ class FeatureDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         return self.features[i]
+
+    def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:
+        # The DataLoader hands the batch sampler's list here (also inside workers): pass its mask seed on.
+        batch = IndexBatch(self.features[i] for i in indices)
+        batch.mask_seed = getattr(indices, "mask_seed", None)
+        return batch
 
 
 def _dist() -> tuple[int, int]:
@@ -55,9 +70,31 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
         self.epoch = 0
+        # Mid-epoch resume: batches of the current epoch the training loop has consumed. Read from the
+        # trainer (set by the data module), because loader workers prefetch batches before steps use them.
+        self.progress: Callable[[], int] | None = None
+        self._resume_at: tuple[int, int] | None = None
+        self.sampler = _EpochOrder(self)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the epoch stands (saved in checkpoints by the data module)."""
+        done = self.progress() if self.progress is not None else 0
+        return {"seed": self.seed, "epoch": self.epoch, "batches_done": int(done)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue after the ``batches_done`` batches of epoch ``epoch`` (same seed → same order)."""
+        epoch, done = int(state["epoch"]), int(state["batches_done"])
+        if int(state.get("seed", self.seed)) != self.seed:
+            warnings.warn(f"resuming with seed={self.seed} but the checkpoint was trained with seed="
+                          f"{state['seed']}: the rest of the epoch follows the new seed's order", stacklevel=2)
+        if done >= len(self):
+            epoch, done = epoch + 1, 0
+        # Set now, not only by Lightning's set_epoch: a loader with workers starts drawing batches earlier.
+        self.epoch = epoch
+        self._resume_at = (epoch, done)
 
     def _batches(self) -> list[np.ndarray]:
         rng = np.random.default_rng([self.seed, self.epoch])
@@ -79,11 +116,39 @@ class TrainBatchSampler(Sampler[list[int]]):
         return batches[self.rank::self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self._batches():
-            yield batch.tolist()
+        start = 0
+        if self._resume_at is not None:
+            epoch, done = self._resume_at
+            self._resume_at = None
+            if epoch == self.epoch:
+                start = done  # the checkpointed run had already trained on these
+        batches = self._batches()
+        for pos in range(start, len(batches)):
+            batch = IndexBatch(batches[pos].tolist())
+            global_pos = pos * self.world_size + self.rank
+            batch.mask_seed = int(np.random.SeedSequence([self.seed, self.epoch, global_pos]).generate_state(1)[0])
+            yield batch
 
     def __len__(self) -> int:
         return math.ceil(math.ceil(len(self.lengths) / self.batch_size) / self.world_size)
+
+
+class _EpochOrder(Sampler[int]):
+    """The examples of a :class:`TrainBatchSampler`'s epoch, in batch order. It stands at
+    ``batch_sampler.sampler`` because that is where Lightning calls ``set_epoch`` — never on a batch sampler
+    itself, so without it every epoch would repeat the first one's order."""
+
+    def __init__(self, owner: TrainBatchSampler):
+        self.owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self.owner.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        return (i for batch in self.owner._batches() for i in batch.tolist())
+
+    def __len__(self) -> int:
+        return sum(len(batch) for batch in self.owner._batches())
 
 
 class EvalBatchSampler(Sampler[list[int]]):
@@ -114,7 +179,8 @@ class EvalBatchSampler(Sampler[list[int]]):
 
 class Collator:
     """Pads each batch to its longest sequence (optionally a multiple of 8 for tensor cores / AMX) and, for
-    MLM, masks it afresh (dynamic masking) with a generator seeded per epoch and batch position."""
+    MLM, masks it afresh (dynamic masking) with a generator seeded per epoch and batch position (the
+    ``mask_seed`` of :class:`IndexBatch`; the collator's own generator for batches without one)."""
 
     def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None, mlm: dict[str, Any] | None = None):
         self.pad_id = pad_id
@@ -155,7 +221,7 @@ class Collator:
             if key in features[0]:
                 batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
         if self.mlm is not None:
-            self._mask(batch)
+            self._mask(batch, getattr(features, "mask_seed", None))
         return batch
 
     @staticmethod
@@ -167,11 +233,13 @@ class Collator:
             out[i, : len(x)] = torch.from_numpy(x)  # (B, T, D), zeros at padding
         return out
 
-    def _mask(self, batch: dict[str, torch.Tensor]) -> None:
+    def _mask(self, batch: dict[str, torch.Tensor], mask_seed: int | None = None) -> None:
         cfg = self.mlm
         ids = batch["input_ids"]
         special = torch.isin(ids, cfg["special_ids"]) | (batch["attention_mask"] == 0)
         generator = cfg.get("generator")
+        if mask_seed is not None:
+            generator = torch.Generator().manual_seed(mask_seed)
         word_ids = None
         if cfg.get("whole_word") and cfg.get("continuation") is not None:
             # A piece starting with "##" continues the previous word (BERT's whole-word masking).

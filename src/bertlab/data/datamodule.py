@@ -54,6 +54,8 @@ class TaskDataModule(L.LightningDataModule):
         self.seed = seed
         self._labels = labels
         self.splits: dict[str, Split] = {}
+        self._train_sampler: TrainBatchSampler | None = None
+        self._sampler_state: dict[str, int] | None = None  # from a checkpoint, for the next training sampler
 
     # ------------------------------------------------------------------------------------------------
     # Files
@@ -219,6 +221,9 @@ class TaskDataModule(L.LightningDataModule):
                 log.info("%s: %d examples → %d features%s%s", split, s.num_examples, len(s.features),
                          f", {s.skipped} skipped" if s.skipped else "",
                          f", {s.truncated} truncated/extra windows" if s.truncated else "")
+                if s.skipped:
+                    log.warning("%s: skipped %d bad examples (data.on_bad_example=skip; the first are named "
+                                "above); metrics.json counts them in data.skipped_examples", split, s.skipped)
 
     # ------------------------------------------------------------------------------------------------
     # Loaders
@@ -243,7 +248,18 @@ class TaskDataModule(L.LightningDataModule):
         split = self.splits["train"]
         sampler = TrainBatchSampler(lengths(split.features), self.cfg.batch_size, self.seed,
                                     group_by_length=self.cfg.group_by_length)
+        sampler.progress = self._train_batches_done
+        if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped
+            sampler.load_state_dict(self._sampler_state)
+            self._sampler_state = None
+        self._train_sampler = sampler
         return self._loader(split, sampler, train=True)
+
+    def _train_batches_done(self) -> int:
+        # Lightning's own count of the batches consumed in this epoch: on resume it continues batch_idx from
+        # it, and the sampler skips exactly that many (see TrainBatchSampler.load_state_dict).
+        trainer = self.trainer
+        return trainer.fit_loop.epoch_loop.batch_progress.current.ready if trainer is not None else 0
 
     def _eval_loader(self, name: str) -> DataLoader:
         split = self.splits[name]
@@ -260,15 +276,29 @@ class TaskDataModule(L.LightningDataModule):
 
     def _loader(self, split: Split, batch_sampler, train: bool) -> DataLoader:
         workers = self.cfg.num_workers
+        # An own generator: starting a loader iterator must not draw from the global RNG (dropout's), or a
+        # resumed run would draw other dropout masks than the uninterrupted one.
         return DataLoader(FeatureDataset(split.features), batch_sampler=batch_sampler,
                           collate_fn=self.collator(train), num_workers=workers,
-                          persistent_workers=workers > 0, pin_memory=False)
+                          persistent_workers=workers > 0, pin_memory=False,
+                          generator=torch.Generator().manual_seed(self.seed))
 
     # ------------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {"labels": self.labels}
+        state: dict[str, Any] = {"labels": self.labels}
+        if self._train_sampler is not None:
+            # Data order for a mid-epoch resume. Kept here, not as a stateful DataLoader: Lightning restores
+            # loader states only into loaders built after the restore, and configure_optimizers
+            # (estimated_stepping_batches) builds the training loader before it.
+            state["train_sampler"] = self._train_sampler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("labels") is not None:
             self._labels = state["labels"]
+        if state.get("train_sampler") is not None:
+            if self._train_sampler is not None:  # strategies that restore after building the loaders
+                self._train_sampler.load_state_dict(state["train_sampler"])
+            else:
+                self._sampler_state = state["train_sampler"]

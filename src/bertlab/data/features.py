@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.config import DataConfig, TaskSpec
+from bertlab.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
 from bertlab.tokenization import BertTokenizer
 
@@ -44,8 +44,10 @@ class LabelMap:
             return self.index[label]
         except KeyError:
             raise DataError(
-                f"{where}: label {label!r} is not in the task's label set {self.labels}; fix the file, or use a "
-                "generic task (task=text_classification / token_classification) that derives labels from train"
+                f"{where}: label {label!r} is not in the task's label set {self.labels} (a preset task's "
+                "declared labels, or for a generic task the labels of the training split); fix the file, or "
+                "for another label set use a generic task (task=text_classification / token_classification) "
+                "whose training split has this label"
             ) from None
 
     def __len__(self) -> int:
@@ -157,7 +159,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
 
 def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, train: bool,
              max_examples: int | None = None) -> Split:
-    from bertlab.tasks.qa import prepare_qa_features
+    from bertlab.tasks.qa import QADataError, prepare_qa_features
 
     policy = BadExamplePolicy(data.on_bad_example)
     examples = read_squad(path, train=train, policy=policy)
@@ -168,9 +170,20 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
     # Evaluation windows get the first answer's positions too (when every question has one), so val/loss
     # is the same span loss as in training.
     labelled = all(e.answers for e in examples)
-    qa = prepare_qa_features(examples, tokenizer.tokenizer, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                             train=labelled, max_seq_length=data.max_seq_length, doc_stride=data.doc_stride,
-                             max_query_length=data.max_query_length)
+    try:
+        qa = prepare_qa_features(examples, tokenizer.tokenizer, cls_id=tokenizer.cls_id,
+                                 sep_id=tokenizer.sep_id, train=labelled, max_seq_length=data.max_seq_length,
+                                 doc_stride=data.doc_stride, max_query_length=data.max_query_length)
+    except QADataError as err:
+        raise DataError(f"{path}: {err}") from None
+    except ValueError as err:  # window sizes that do not fit together: a configuration error
+        raise ConfigError(str(err)) from None
+    long_questions = sum(len(enc.ids) > data.max_query_length for enc in tokenizer.encode_batch(
+        [e.question for e in examples], add_special_tokens=False))
+    if long_questions:
+        # As BERT's run_squad: a question keeps its first max_query_length tokens (the context is windowed).
+        log.warning("%s: %d questions longer than data.max_query_length=%d tokens were cut to that length",
+                    path, long_questions, data.max_query_length)
     features = []
     for i in range(len(qa)):
         f = {"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}

@@ -57,7 +57,7 @@ def read_text_lines(path: Path) -> list[str]:
             "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
         ) from None
     if not text.strip():
-        raise DataError(f"{path}: the file is empty")
+        raise DataError(f"{path}: the file is empty; point the data.*_file setting at a file with examples")
     return text.splitlines()
 
 

@@ -1,0 +1,315 @@
+"""What keeps a run trustworthy when things go wrong: clean user errors, checks before training, atomic
+checkpoints, exact resume (RNG included), and a test hook that kills a run mid-epoch.
+
+- :func:`user_errors` turns the errors a user can fix (bad data, bad config, bad checkpoint, a non-finite
+  loss) into one paragraph on stderr and exit status 1, instead of a 60-line traceback.
+- :func:`preflight` checks what can be checked before any data is read or any step is taken.
+- :func:`check_resume_checkpoint` refuses a checkpoint of another architecture with a message that says
+  what differs, before Lightning's strict ``load_state_dict`` fails with a wall of tensor names.
+- :class:`AtomicCheckpointIO` writes every checkpoint to a temporary file in the same folder and renames
+  it over the old one, so a kill during a save never leaves ``last.ckpt`` half written.
+- :class:`ResumeStateCallback` stores the global RNG states (dropout!) in checkpoints and restores them
+  at the first training batch after a resume, so a resumed run draws the same dropout masks as an
+  uninterrupted one; it also flushes the loggers at each checkpoint.
+- :class:`KillAtStep` is a test hook (``BERTLAB_TEST_KILL_AT_STEP=k``): the process SIGKILLs itself after
+  optimizer step ``k``, as a pre-empted job would die. Only enabled by that environment variable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from bertlab.config import ConfigError, DataConfig, TaskSpec
+from bertlab.data.readers import DataError
+from bertlab.hf_weights import CheckpointError
+
+log = logging.getLogger(__name__)
+
+KILL_AT_STEP_ENV = "BERTLAB_TEST_KILL_AT_STEP"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# User errors on the command line
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Errors whose message is the whole story: the user fixes the data, the config or the checkpoint."""
+    from bertlab.module import NonFiniteLossError
+
+    return (DataError, ConfigError, CheckpointError, NonFiniteLossError)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Print a user error as one paragraph (``bertlab: error: <message>``) and exit with status 1.
+
+    ``HYDRA_FULL_ERROR=1`` keeps the full traceback (for debugging bertlab itself); any other exception
+    is a bug and keeps its traceback too. In a multirun the error is logged and re-raised, so that Hydra
+    (or a sweeper) records the failed job instead of the whole sweep exiting.
+    """
+    try:
+        yield
+    except user_error_types() as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        log.error("%s: %s", type(err).__name__, err)  # also into <run_dir>/train.log
+        if _in_multirun():
+            raise
+        sys.stderr.write(f"\nbertlab: error: {err}\n")
+        sys.stderr.flush()
+        sys.exit(1)
+
+
+def _in_multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:  # no Hydra context (library use): behave as a single run
+        return False
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Checks before training
+
+
+def preflight(task: TaskSpec, data: DataConfig, max_position_embeddings: int) -> None:
+    """Configuration mistakes that would otherwise surface late (mid-epoch) or never (a leaky monitor)."""
+    if not task.monitor.startswith("val/"):
+        raise ConfigError(
+            f"task.monitor={task.monitor}: checkpoint selection and early stopping must read a validation "
+            "metric (val/<name>); selecting on test or training metrics leaks them into the result"
+        )
+    if data.max_seq_length > max_position_embeddings:
+        raise ConfigError(
+            f"data.max_seq_length={data.max_seq_length} is larger than the model's position table "
+            f"(max_position_embeddings={max_position_embeddings}): set data.max_seq_length to "
+            f"{max_position_embeddings} or less"
+        )
+
+
+def check_resume_checkpoint(path: str | Path, module: L.LightningModule) -> int:
+    """The global step of a checkpoint this run can resume from or evaluate; :class:`CheckpointError`
+    (naming what differs) when it cannot be loaded into ``module``.
+
+    Loaded with ``weights_only=True`` (as Lightning then loads it): tensors and plain values only.
+    """
+    path = Path(path)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # truncated file, another program's pickle, not a zip archive, ...
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"ckpt_path={path}: not a readable bertlab checkpoint ({type(err).__name__}: {first}). "
+            "Pass a .ckpt file written by bertlab (<run_dir>/checkpoints/last.ckpt or the best one)"
+        ) from None
+    state = ckpt.get("state_dict") if isinstance(ckpt, dict) else None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"ckpt_path={path}: no state_dict in it; it is not a Lightning checkpoint")
+    own = module.state_dict()
+    # Slim checkpoints (LoRA: only what trained) leave the frozen tensors out on purpose.
+    missing = sorted(own.keys() - state.keys()) if getattr(module, "strict_loading", True) else []
+    if ckpt.get("bertlab_base_weights") is not None:
+        # A LoRA checkpoint stores only what trained; the frozen base weights come from its reference.
+        trained = {f"model.{n}" for n, p in module.model.named_parameters() if p.requires_grad}
+        missing = [k for k in missing if k in trained]
+    unexpected = sorted(state.keys() - own.keys())
+    mismatched = [f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in own.keys() & state.keys()
+                  if tuple(state[k].shape) != tuple(own[k].shape)]
+    if missing or unexpected or mismatched:
+        theirs = (ckpt.get("hyper_parameters") or {}).get("encoder_config") or {}
+        ours = (getattr(module, "hparams", {}) or {}).get("encoder_config") or {}
+        diffs = [f"{k}={theirs[k]} (checkpoint) vs {ours.get(k)} (this run)" for k in sorted(theirs)
+                 if k in ours and theirs[k] != ours[k] and k not in ("hidden_dropout_prob",
+                                                                      "attention_probs_dropout_prob")]
+        parts = [f"{len(mismatched)} tensors differ in shape (e.g. {mismatched[0]})" if mismatched else "",
+                 f"{len(missing)} missing (e.g. {missing[0]})" if missing else "",
+                 f"{len(unexpected)} unexpected (e.g. {unexpected[0]})" if unexpected else ""]
+        raise CheckpointError(
+            f"ckpt_path={path} was saved from a different architecture than this run builds"
+            + (f": {', '.join(diffs)}" if diffs else "")
+            + f"; {'; '.join(p for p in parts if p)}. Resume or evaluate it with the model=/task=/freeze= "
+            "settings it was trained with (its run dir's .hydra/config.yaml), or start a new run from its "
+            "encoder weights with model.init_from=<that .ckpt>"
+        )
+    return int(ckpt.get("global_step", 0))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Atomic checkpoints
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``torch.save`` to ``<name>.tmp-<pid>`` in the checkpoint's own folder, fsync, then ``os.replace``.
+
+    Lightning's default goes through an fsspec transaction whose temporary file lives in the system temp
+    folder: when that is another filesystem (a tmpfs ``/tmp``, a cluster's scratch disk) the final move is
+    a copy, and a kill during the copy leaves a truncated ``last.ckpt`` — the only copy. A rename within one
+    folder is atomic on POSIX filesystems: readers see the old file or the new one, never half of one.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} does not take storage_options, got {storage_options!r}")
+        if "://" in str(path):  # remote filesystems (s3://, gs://): Lightning's fsspec writer
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        with contextlib.suppress(OSError):  # make the rename itself durable (not possible on every OS)
+            fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# RNG state in checkpoints
+
+
+def _rng_state() -> dict[str, Any]:
+    # Tensors and plain values only, so the checkpoint still loads with weights_only=True.
+    np_state = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": {"key": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "python": list(_flatten_python_state(random.getstate())),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _flatten_python_state(state: tuple) -> Iterator[Any]:
+    version, internal, gauss = state
+    yield version
+    yield list(internal)
+    yield gauss
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        cuda_states = state["cuda"]
+        if len(cuda_states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+class ResumeStateCallback(Callback):
+    """What a resume needs beyond Lightning's own checkpoint state.
+
+    - The global RNG states (dropout masks), saved with each checkpoint and applied at the first training
+      batch after a resume — not when the checkpoint is read, so whatever Lightning does in between (sanity
+      validation, building loaders) cannot shift them.
+    - The loggers' files, flushed at each checkpoint: a run killed later has every logged row up to its
+      last checkpoint on disk, and the resumed run appends the rest to the same files (the CSV logger
+      otherwise writes every 100 steps, and a kill loses what was not written).
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Any] | None = None
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        for logger in trainer.loggers:
+            logger.save()
+
+    def state_dict(self) -> dict[str, Any]:
+        return _rng_state()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = state_dict or None
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if self._pending is not None:
+            _set_rng_state(self._pending)
+            self._pending = None
+
+
+def continue_csv_logs(loggers: list[Any], resumed_from_step: int) -> None:
+    """Let each CSV logger of a resumed run continue its ``metrics.csv`` instead of starting it afresh.
+
+    Lightning's CSV writer deletes an existing ``metrics.csv`` when it starts. Here the rows logged before
+    the checkpoint (``step < resumed_from_step``) are kept and the writer appends to them; rows logged after
+    the checkpoint by the killed run are dropped, since the resumed run logs those steps again. Call on
+    global rank 0, before training.
+    """
+    import csv
+
+    from lightning.pytorch.loggers import CSVLogger
+
+    for logger in loggers:
+        if not isinstance(logger, CSVLogger):
+            continue
+        path = Path(logger.log_dir) / "metrics.csv"
+        if not path.is_file():
+            continue
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("step", "") != "" and float(r["step"]) < resumed_from_step]
+        writer = logger.experiment  # created now: this deletes the old file
+        with open(path, "w", newline="") as f:
+            out = csv.DictWriter(f, fieldnames=header)
+            out.writeheader()
+            out.writerows(rows)
+        writer.metrics_keys = sorted(header)  # later rows append (the header is rewritten if keys are new)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Test hook
+
+
+class KillAtStep(Callback):
+    """Test hook: SIGKILL this process once ``global_step`` reaches ``step`` (no cleanup, no final save),
+    as a pre-empted or out-of-memory-killed job dies. Enabled only by ``BERTLAB_TEST_KILL_AT_STEP``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if trainer.global_step >= self.step:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def debug_hooks_from_env() -> list[Callback]:
+    value = os.environ.get(KILL_AT_STEP_ENV)
+    if not value:
+        return []
+    log.warning("%s=%s: this run kills itself after step %s (a test hook)", KILL_AT_STEP_ENV, value, value)
+    return [KillAtStep(int(value))]

@@ -1,0 +1,194 @@
+"""Non-finite losses, safe loading, leak-free evaluation and determinism."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from conftest import FIXTURE_DATA, ROOT, run_train
+from test_bad_input import cli, data_dir
+from test_resume import _load, nan_loss_at
+
+from bertlab.config import ConfigError
+from bertlab.hf_weights import CheckpointError
+from bertlab.module import BertTaskModule, NonFiniteLossError
+from bertlab.tokenization import load_tokenizer
+
+RUN = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.batch_size=8", "save_every_n_steps=2")
+TIMINGS = ("wall_s", "samples_per_s", "tokens_per_s")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Non-finite losses
+
+
+def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    nan_loss_at(monkeypatch, {3})
+    with pytest.raises(NonFiniteLossError) as err:
+        run_train(list(RUN), tmp_path / "run")
+    message = str(err.value)
+    assert message.startswith("non-finite training loss (nan) at global step 3, epoch 0, batch 3 (example indices [")
+    assert "set on_nonfinite_loss=skip to skip such batches" in message
+    assert "the last good checkpoint is kept in checkpoints/last.ckpt" in message
+    last = _load(tmp_path / "run" / "checkpoints" / "last.ckpt")  # whole, and loadable weights-only
+    assert last["global_step"] == 2
+    assert all(torch.isfinite(t).all() for t in last["state_dict"].values())
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_nonfinite_loss_reaches_the_terminal_with_exit_status_1(tmp_path):
+    script = tmp_path / "nan_train.py"
+    script.write_text(
+        "import runpy, sys\n"
+        "from bertlab.tasks.families import SequenceFamily\n"
+        "loss = SequenceFamily.loss\n"
+        "SequenceFamily.loss = lambda self, out, batch: loss(self, out, batch) * float('inf')\n"
+        f"sys.argv = [{str(ROOT / 'train.py')!r}, *sys.argv[1:]]\n"
+        f"runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')\n"
+    )
+    out = cli(tmp_path, "model=bert_tiny", "task=sst2", f"hydra.run.dir={tmp_path / 'run'}", script=script)
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert "bertlab: error: non-finite training loss (inf) at global step 0, epoch 0, batch 0" in out.stderr
+
+
+def test_nonfinite_loss_skip_counts_skipped_batches(tmp_path, monkeypatch):
+    nan_loss_at(monkeypatch, {1, 6})
+    metrics = run_train([*RUN, "on_nonfinite_loss=skip"], tmp_path / "run")
+    assert metrics["train"]["skipped_nonfinite_batches"] == 2
+    assert all(v is not None and math.isfinite(v) for v in metrics["val"].values())
+    # Lightning still counts a step for a skipped batch, but no gradient exists, so nothing is updated.
+    assert metrics["train"]["steps"] == 10
+
+
+def test_skipped_batches_update_nothing(tmp_path, monkeypatch):
+    nan_loss_at(monkeypatch, set(range(5)))
+    metrics = run_train([*RUN, "on_nonfinite_loss=skip", "trainer.max_epochs=1"], tmp_path / "run")
+    assert metrics["train"]["skipped_nonfinite_batches"] == 5
+    assert _load(tmp_path / "run" / "checkpoints" / "last.ckpt")["optimizer_states"][0]["state"] == {}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Safe loading: files from elsewhere cannot run code when bertlab reads them
+
+
+class _Evil:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))  # would create the marker file when unpickled
+
+
+def test_pickled_code_in_weights_is_never_run(train_run, tmp_path):
+    marker = tmp_path / "code_ran"
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1,
+                                                "num_attention_heads": 2, "intermediate_size": 64,
+                                                "vocab_size": 300}))
+    torch.save({"bert.embeddings.word_embeddings.weight": _Evil(marker)}, hf / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin could not be read as a weights-only torch file"):
+        train_run("model=bert_tiny", "task=sst2", f"model.init_from={hf}")
+
+    evil_ckpt = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {"x": _Evil(marker)}, "global_step": 1}, evil_ckpt)
+    with pytest.raises(CheckpointError, match=r"evil\.ckpt: not a readable bertlab checkpoint"):
+        train_run("model=bert_tiny", "task=sst2", f"model.init_from={evil_ckpt}")
+    with pytest.raises(CheckpointError, match=r"ckpt_path=.*evil\.ckpt: not a readable bertlab checkpoint"):
+        train_run("model=bert_tiny", "task=sst2", f"ckpt_path={evil_ckpt}")
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Leak-free evaluation
+
+
+def test_scratch_vocabulary_is_fit_on_the_training_split_only(train_run, tmp_path):
+    train = (FIXTURE_DATA / "sst2" / "train.tsv").read_text()
+    train += "a zorblaxian film .\t1\nanother zorblaxian film .\t1\n"
+    dev = (FIXTURE_DATA / "sst2" / "dev.tsv").read_text() + "a quuxberry film .\t0\n" * 3
+    test = "sentence\tlabel\n" + "a flimwhistle film .\t1\n" * 3 + "a dull film .\t0\n"
+    root = data_dir(tmp_path, "sst2", {"train.tsv": train, "dev.tsv": dev, "test.tsv": test})
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_epochs=1", "data.test_file=sst2/test.tsv",
+              name="run", data_dir=root)
+    vocab = load_tokenizer(tmp_path / "run" / "tokenizer").tokenizer.get_vocab()
+    assert "zorblaxian" in vocab  # the training split's word is learned whole ...
+    assert "quuxberry" not in vocab and "flimwhistle" not in vocab  # ... the dev and test words are not
+
+
+def test_selection_reads_validation_only_and_test_runs_once_on_the_best_checkpoint(tmp_path, monkeypatch):
+    from bertlab.data.datamodule import TaskDataModule
+
+    events: list[tuple[str, object]] = []
+    fit, test, test_loader = L.Trainer.fit, L.Trainer.test, TaskDataModule.test_dataloader
+    monkeypatch.setattr(L.Trainer, "fit", lambda self, *a, **k: (events.append(("fit", None)), fit(self, *a, **k))[1])
+    monkeypatch.setattr(L.Trainer, "test", lambda self, *a, **k: (events.append(("test", k.get("ckpt_path"))),
+                                                                   test(self, *a, **k))[1])
+    monkeypatch.setattr(TaskDataModule, "test_dataloader",
+                        lambda self: (events.append(("test_dataloader", None)), test_loader(self))[1])
+    scores = []
+    end = BertTaskModule.on_test_epoch_end
+    monkeypatch.setattr(BertTaskModule, "on_test_epoch_end", lambda self: (scores.append(1), end(self))[1])
+
+    metrics = run_train(["model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.test_file=sst2/dev.tsv",
+                         "callbacks=early_stopping"], tmp_path / "run")
+    assert [e for e, _ in events] == ["fit", "test", "test_dataloader"]  # test data untouched during fit
+    assert events[1][1] == metrics["best_checkpoint"] and len(scores) == 1
+    assert metrics["monitor"]["metric"].startswith("val/")
+    assert metrics["monitor"]["value"] == metrics["val"][metrics["monitor"]["metric"].split("/")[1]]
+    assert "test" in metrics
+
+
+def test_a_non_validation_monitor_is_refused(train_run):
+    with pytest.raises(ConfigError, match=r"task\.monitor=test/accuracy: checkpoint selection and early stopping "
+                                          r"must read a validation metric"):
+        train_run("model=bert_tiny", "task=sst2", "task.monitor=test/accuracy")
+
+
+@pytest.mark.parametrize("task", sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml")))
+def test_every_task_selects_and_stops_on_validation(task, tmp_path):
+    from conftest import compose
+
+    cfg = compose([f"task={task}", "callbacks=early_stopping"], tmp_path / "run")
+    assert cfg.task.monitor.startswith("val/")
+    assert cfg.callbacks.early_stopping.monitor == cfg.task.monitor
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Determinism
+
+
+def _without_timings(metrics: dict) -> dict:
+    out = json.loads(json.dumps(metrics))
+    for key in TIMINGS:
+        out["train"].pop(key)
+    out.pop("best_checkpoint")
+    return out
+
+
+def test_same_seed_same_metrics(tmp_path):
+    shared = f"paths.cache_dir={tmp_path / 'cache'}"  # one scratch vocabulary (huggingface/tokenizers#1794)
+    overrides = ["model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "trainer.deterministic=true",
+                 "data.batch_size=8", "seed=7", "trainer.log_every_n_steps=1", shared]
+    first = run_train(overrides, tmp_path / "first")
+    second = run_train(overrides, tmp_path / "second")
+    assert _without_timings(first) == _without_timings(second)
+    assert first["seed"] == 7
+
+    def rows(run: str) -> list[dict[str, str]]:
+        with open(tmp_path / run / "csv" / "metrics.csv", newline="") as f:
+            return [{k: v for k, v in r.items() if not k.endswith(TIMINGS)} for r in csv.DictReader(f)]
+
+    assert rows("first") == rows("second")
+    other = run_train([*overrides, "seed=8"], tmp_path / "other")
+    assert _load(tmp_path / "other" / "checkpoints" / "last.ckpt")["state_dict"]["model.head.classifier.bias"] \
+        .ne(_load(tmp_path / "first" / "checkpoints" / "last.ckpt")["state_dict"]["model.head.classifier.bias"]) \
+        .any()
+    assert other["seed"] == 8
+

@@ -1,0 +1,228 @@
+"""Resume: a run killed (SIGKILL) or crashed in the middle of an epoch and resumed from its last checkpoint
+ends exactly where the same run uninterrupted ends — weights, optimizer, schedule, data order, dropout RNG,
+metrics and the logger's metrics.csv — and records ``train.resumed_from_step``.
+
+``BERTLAB_TEST_KILL_AT_STEP=k`` is a test hook (bertlab.reliability.KillAtStep): the run SIGKILLs itself
+after optimizer step k, as a pre-empted job dies (no cleanup, no final save).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import run_train
+from lightning.fabric.utilities.data import _set_sampler_epoch
+from test_bad_input import cli
+from torch.utils.data import DataLoader
+
+from bertlab.data.batching import Collator, FeatureDataset, TrainBatchSampler
+from bertlab.hf_weights import CheckpointError
+from bertlab.module import NonFiniteLossError
+from bertlab.reliability import KILL_AT_STEP_ENV, AtomicCheckpointIO
+
+# sst2 fixture: 40 examples, batch 8 → 5 steps per epoch; step checkpoints at 2, 4, 6, 8; epoch ends at 5, 10.
+RUN = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "trainer.deterministic=true", "data.batch_size=8",
+       "save_every_n_steps=2", "trainer.log_every_n_steps=1")
+TIMINGS = ("wall_s", "samples_per_s", "tokens_per_s")
+
+
+def _load(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same_training(a: Path, b: Path) -> None:
+    """Two run dirs ended in the same state: metrics.json (timings aside) and last.ckpt tensors."""
+    ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (a, b))
+    assert ma["val"] == mb["val"]
+    assert ma["monitor"] == mb["monitor"]
+    assert {k: v for k, v in ma["train"].items() if k not in (*TIMINGS, "resumed_from_step")} == \
+        {k: v for k, v in mb["train"].items() if k not in (*TIMINGS, "resumed_from_step")}
+    assert Path(ma["best_checkpoint"]).name == Path(mb["best_checkpoint"]).name
+    ca, cb = _load(a / "checkpoints" / "last.ckpt"), _load(b / "checkpoints" / "last.ckpt")
+    assert ca["global_step"] == cb["global_step"]
+    for name, tensor in ca["state_dict"].items():
+        assert torch.equal(tensor, cb["state_dict"][name]), name
+    for sa, sb in zip(ca["optimizer_states"][0]["state"].values(), cb["optimizer_states"][0]["state"].values()):
+        assert torch.equal(sa["exp_avg"], sb["exp_avg"]) and torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
+    assert ca["lr_schedulers"][0]["last_epoch"] == cb["lr_schedulers"][0]["last_epoch"]
+
+
+def csv_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv", newline="") as f:
+        return [{k: v for k, v in row.items() if not k.endswith(TIMINGS)} for row in csv.DictReader(f)]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# SIGKILL in the middle of an epoch, resumed from the command line
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_matches_the_uninterrupted_run(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    common = (*RUN, "trainer.accelerator=cpu")
+    out = cli(tmp_path, *common, f"hydra.run.dir={a}")
+    assert out.returncode == 0, out.stderr[-3000:]
+
+    out = cli(tmp_path, *common, f"hydra.run.dir={b}", env={KILL_AT_STEP_ENV: "8"})
+    assert out.returncode == -signal.SIGKILL
+    assert not (b / "metrics.json").exists()
+    last = _load(b / "checkpoints" / "last.ckpt")
+    assert last["global_step"] == 6  # saved after the first batch of epoch 1: mid-epoch
+    assert last["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["ready"] == 1
+    assert last["TaskDataModule"]["train_sampler"] == {"seed": 42, "epoch": 1, "batches_done": 1}
+
+    out = cli(tmp_path, *common, f"hydra.run.dir={b}", "ckpt_path=last")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert_same_training(a, b)
+    assert json.loads((a / "metrics.json").read_text())["train"]["resumed_from_step"] is None
+    assert json.loads((b / "metrics.json").read_text())["train"]["resumed_from_step"] == 6
+    # The logger run continues: the killed run's rows up to the checkpoint, then the resumed run's.
+    assert csv_rows(a) == csv_rows(b)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A crash (non-finite loss) mid-epoch, resumed in-process from last.ckpt and from a checkpoint file
+
+
+def nan_loss_at(monkeypatch, calls: set[int]) -> None:
+    """Make the training loss NaN at these training-batch numbers (0-based, counted across epochs)."""
+    from bertlab.tasks.families import SequenceFamily
+
+    original = SequenceFamily.loss
+    seen = {"n": 0}
+
+    def loss(self, logits, batch):
+        value = original(self, logits, batch)
+        n = seen["n"]
+        seen["n"] += 1
+        return value * float("nan") if n in calls else value
+
+    monkeypatch.setattr(SequenceFamily, "loss", loss)
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> str:
+    # One scratch vocabulary for every run here: the tokenizers WordPiece trainer breaks ties in hash-map
+    # order (huggingface/tokenizers#1794), so runs that each train their own vocabulary may differ.
+    return f"paths.cache_dir={tmp_path_factory.mktemp('cache')}"
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, shared_cache) -> Path:
+    run_dir = tmp_path_factory.mktemp("resume") / "a"
+    run_train([*RUN, shared_cache], run_dir)
+    return run_dir
+
+
+def test_crash_mid_epoch_then_resume_from_last(uninterrupted, shared_cache, tmp_path, monkeypatch):
+    b = tmp_path / "b"
+    with monkeypatch.context() as patch:
+        nan_loss_at(patch, {7})
+        with pytest.raises(NonFiniteLossError, match=r"at global step 7, epoch 1, batch 2"):
+            run_train([*RUN, shared_cache], b)
+    assert _load(b / "checkpoints" / "last.ckpt")["global_step"] == 6
+
+    metrics = run_train([*RUN, shared_cache, "ckpt_path=last"], b)
+    assert metrics["train"]["resumed_from_step"] == 6
+    assert_same_training(uninterrupted, b)
+
+
+def test_crash_then_resume_from_an_epoch_end_checkpoint_file(uninterrupted, shared_cache, tmp_path, monkeypatch):
+    c = tmp_path / "c"
+    with monkeypatch.context() as patch:
+        nan_loss_at(patch, {8})
+        with pytest.raises(NonFiniteLossError, match=r"at global step 8, epoch 1, batch 3"):
+            run_train([*RUN, shared_cache], c)
+    epoch_end = c / "checkpoints" / "epoch_000_step_000005.ckpt"
+    metrics = run_train([*RUN, shared_cache, f"ckpt_path={epoch_end}"], c)
+    assert metrics["train"]["resumed_from_step"] == 5
+    assert_same_training(uninterrupted, c)
+
+
+def test_ckpt_path_last_without_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match=r"ckpt_path=last: .*/checkpoints/last\.ckpt does not exist; pass "
+                                              r"hydra\.run\.dir=<the run dir to resume>"):
+        run_train([*RUN, "ckpt_path=last"], tmp_path / "fresh")
+
+
+def test_step_checkpoints_never_choose_best_on_stale_scores(uninterrupted):
+    # Steps 2, 4, 6, 8 come between validations; only validated steps (5, 10) may become "best".
+    best = json.loads((uninterrupted / "metrics.json").read_text())["best_checkpoint"]
+    assert Path(best).name in ("epoch_000_step_000005.ckpt", "epoch_001_step_000010.ckpt")
+    names = sorted(p.name for p in (uninterrupted / "checkpoints").iterdir())
+    assert names == sorted({"last.ckpt", Path(best).name})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The pieces
+
+
+def test_batch_sampler_resumes_the_rest_of_its_epoch():
+    lengths = np.arange(3, 43)
+    sampler = TrainBatchSampler(lengths, batch_size=4, seed=3)
+    loader = DataLoader(FeatureDataset([{"i": i} for i in range(40)]), batch_sampler=sampler, collate_fn=list)
+    _set_sampler_epoch(loader, 2)  # what Lightning calls at each epoch start
+    assert sampler.epoch == 2
+    epoch2 = [list(b) for b in sampler]
+    _set_sampler_epoch(loader, 3)
+    assert [list(b) for b in sampler] != epoch2  # each epoch its own order
+
+    done = 4
+    sampler.progress = lambda: done
+    sampler.set_epoch(2)
+    state = sampler.state_dict()
+    assert state == {"seed": 3, "epoch": 2, "batches_done": 4}
+    resumed = TrainBatchSampler(lengths, batch_size=4, seed=3)
+    resumed.load_state_dict(state)
+    assert resumed.epoch == 2
+    assert [list(b) for b in resumed] == epoch2[done:]
+    assert [list(b) for b in resumed] == epoch2  # only the resumed epoch is shortened
+
+    finished = TrainBatchSampler(lengths, batch_size=4, seed=3)
+    finished.load_state_dict({"seed": 3, "epoch": 2, "batches_done": len(finished)})
+    assert finished.epoch == 3 and len(list(finished)) == len(finished)
+
+
+def test_mlm_masks_depend_on_seed_epoch_and_position_only():
+    torch.manual_seed(0)
+    features = [{"input_ids": [2, *torch.randint(10, 90, (20,)).tolist(), 3], "token_type_ids": [0] * 22,
+                 "index": i} for i in range(16)]
+    mlm = {"vocab_size": 100, "mask_id": 4, "special_ids": torch.tensor([0, 1, 2, 3, 4]), "probability": 0.3,
+           "whole_word": False, "continuation": None, "generator": torch.Generator().manual_seed(0),
+           "fixed_eval_masks": False, "seed": 0}
+    sampler = TrainBatchSampler(np.full(16, 22), batch_size=4, seed=5)
+    dataset = FeatureDataset(features)
+
+    def epoch_masks(collator, skip=0):
+        return [collator(dataset.__getitems__(b))["input_ids"] for b in list(sampler)[skip:]]
+
+    first = epoch_masks(Collator(0, None, dict(mlm)))
+    # A fresh collator (another worker, or a resumed run) draws the same masks for the same batches.
+    again = epoch_masks(Collator(0, None, dict(mlm, generator=torch.Generator().manual_seed(99))), skip=2)
+    assert all(torch.equal(x, y) for x, y in zip(first[2:], again))
+    sampler.set_epoch(1)
+    other_epoch = epoch_masks(Collator(0, None, dict(mlm)))
+    assert not all(torch.equal(x, y) for x, y in zip(first, other_epoch))
+
+
+def test_atomic_checkpoint_io_never_leaves_a_half_written_file(tmp_path, monkeypatch):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io.save_checkpoint({"global_step": 1, "w": torch.ones(3)}, path)
+    assert _load(path)["global_step"] == 1
+
+    def dies_halfway(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt  # the process is interrupted in the middle of writing
+
+    monkeypatch.setattr(torch, "save", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"global_step": 2, "w": torch.zeros(3)}, path)
+    assert _load(path)["global_step"] == 1  # the previous checkpoint, whole
+    assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]  # no temporary file left
