@@ -255,7 +255,7 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
     return model, report
 
 
-def _read_ckpt(path: Path) -> dict[str, Any]:
+def read_checkpoint(path: Path) -> dict[str, Any]:
     """A bertlab Lightning checkpoint (``model.init_from``), read with ``weights_only=True``.
 
     bertlab's checkpoints hold tensors and plain values only (Lightning reloads them the same way on
@@ -273,7 +273,7 @@ def _read_ckpt(path: Path) -> dict[str, Any]:
 
 
 def _ckpt_encoder_config(path: Path) -> EncoderConfig:
-    ckpt = _read_ckpt(path)
+    ckpt = read_checkpoint(path)
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
@@ -285,7 +285,7 @@ def _ckpt_encoder_config(path: Path) -> EncoderConfig:
 
 def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
     """Encoder tensors of a bertlab checkpoint (pre-training or another task); its head is dropped."""
-    ckpt = _read_ckpt(path)
+    ckpt = read_checkpoint(path)
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     report = LoadReport(source=str(path))
     own = model.state_dict()

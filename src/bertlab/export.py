@@ -20,8 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from bertlab.builders import read_checkpoint
 from bertlab.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.encoder import BertEncoder
 from bertlab.heads import TaskModel
@@ -54,14 +53,6 @@ class CheckpointModel:
     path: Path
 
 
-def _read_ckpt(path: Path) -> dict[str, Any]:
-    try:
-        # bertlab's own Lightning checkpoints (trusted files; they hold plain hyper-parameters).
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:
-        raise CheckpointError(f"{path}: not a readable Lightning checkpoint ({err})") from err
-
-
 def resolve_checkpoint(path: str | Path) -> Path:
     """A ``.ckpt`` file, or a run dir (→ the best checkpoint its metrics.json names, else ``last.ckpt``)."""
     path = Path(path).expanduser()
@@ -85,7 +76,7 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     returned model still carries them (``merge_lora`` folds them in for export).
     """
     path = Path(ckpt_path)
-    ckpt = _read_ckpt(path)
+    ckpt = read_checkpoint(path)  # weights_only: a checkpoint from elsewhere cannot run code
     hp = ckpt.get("hyper_parameters") or {}
     missing = [k for k in ("encoder_config", "task", "head", "head_kind") if k not in hp]
     if missing:
@@ -104,15 +95,37 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     bert = BertEncoder(config, add_pooling_layer="bert.pooler.dense.weight" in state)
     head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
     model = TaskModel(bert, head, hp["head_kind"], output_hidden_states=head_cfg.reads_all_layers)
+    base = ckpt.get("bertlab_base_weights")
+    if base is not None:  # a LoRA checkpoint: frozen base weights come from the referenced checkpoint
+        _load_base_weights(model, base, path)
     if any(k.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES for k in state):
         inject_lora(model.bert, FreezeConfig(**hp["freeze"]).lora)
     try:
-        model.load_state_dict(state, strict=True)
+        if base is not None:
+            unknown = set(state) - set(model.state_dict())
+            if unknown:
+                raise RuntimeError(f"unexpected keys {sorted(unknown)[:5]}")
+            model.load_state_dict(state, strict=False)
+        else:
+            model.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
             from err
     model.eval()
     return CheckpointModel(model, hp, task, head_cfg, labels, path)
+
+
+def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
+    from bertlab.builders import resolve_pretrained
+    from bertlab.hf_weights import convert_hf_state_dict, load_into, read_state_dict
+
+    directory = resolve_pretrained(base)
+    if directory is None:
+        raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
+    tensors, source = read_state_dict(directory)
+    converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None, source=source)
+    load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
+    log.info("LoRA base weights: %s", report.summary())
 
 
 def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:

@@ -21,6 +21,12 @@ from bertlab.tasks.families import EvalState, Family
 log = logging.getLogger(__name__)
 
 
+# Fused AdamW (one kernel over all tensors, CPU and CUDA): on a 2-core CPU its step takes ~1/5 of the
+# for-loop's and foreach's time, which is ~15 % of a MiniLM train step (benchmarks/ablations.py, RESULTS.md).
+# benchmarks/encoder_speed.py times bertlab's train step with this same kernel.
+ADAMW_KERNEL: dict[str, bool] = {"fused": True}
+
+
 class NonFiniteLossError(RuntimeError):
     pass
 
@@ -61,6 +67,11 @@ class BertTaskModule(L.LightningModule):
         self.save_hyperparameters(hparams or {}, logger=False)
         self._eval: EvalState | None = None
         self._validated_step: int | None = None
+        # LoRA checkpoints hold only what trained (adapters + head) and a reference to the base weights, which
+        # the model was built from; Lightning must then accept the missing (frozen) keys.
+        # (Without a reference, e.g. a scratch model, the full state is kept.)
+        self._slim_checkpoints = freeze_plan.policy == "lora" and (hparams or {}).get("base_weights") is not None
+        self.strict_loading = not self._slim_checkpoints
         self.last_metrics: dict[str, dict[str, float]] = {}
 
     # ------------------------------------------------------------------------------------------------
@@ -76,6 +87,24 @@ class BertTaskModule(L.LightningModule):
                 features = self.model.encode(batch)
             return self.model.head(features, **kwargs)
         return self.model(batch, **kwargs)
+
+    # ------------------------------------------------------------------------------------------------
+    # Checkpoints
+
+    def _trainable_keys(self) -> set[str]:
+        return {f"model.{n}" for n, p in self.model.named_parameters() if p.requires_grad}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self._slim_checkpoints:
+            keep = self._trainable_keys()
+            checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
+            checkpoint["bertlab_base_weights"] = self.hparams.get("base_weights")
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if not self.strict_loading:
+            missing = sorted(self._trainable_keys() - set(checkpoint["state_dict"]))
+            if missing:
+                raise KeyError(f"LoRA checkpoint lacks trained tensors: {missing[:5]}")
 
     # ------------------------------------------------------------------------------------------------
     # Training
@@ -106,9 +135,13 @@ class BertTaskModule(L.LightningModule):
         )
         for g in groups:
             g.pop("name", None)
-        # foreach AdamW: one kernel per group instead of one per tensor.
+        kernel = ADAMW_KERNEL
+        if self.trainer.gradient_clip_val and "mixed" in str(self.trainer.precision):
+            # A fused AdamW unscales gradients inside its step, so Lightning's mixed-precision plugin could not
+            # clip them first (it refuses): 16/bf16-mixed with gradient clipping uses the foreach kernel.
+            kernel = {"foreach": True}
         optimizer = torch.optim.AdamW(groups, lr=self.optim.lr, betas=self.optim.betas, eps=self.optim.eps,
-                                      foreach=True)
+                                      **kernel)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = int(math.ceil(total * self.optim.warmup_ratio))
 

@@ -59,22 +59,23 @@ def _plain(node: Any) -> Any:
 
 
 class Throughput(Callback):
-    """Training throughput over the whole loop (data loading, host syncs, optimizer), validation excluded."""
+    """Training throughput over the whole loop (data loading, host syncs, optimizer), validation excluded.
+
+    Wall time runs from the start of the first training batch to the end of the last one, minus the
+    validations that ran in between (a validation after the last batch is not inside that span).
+    """
 
     def __init__(self) -> None:
         self.t0: float | None = None
         self.t_end: float | None = None
-        self.val_time = 0.0
+        self.validations: list[tuple[float, float]] = []
         self._val_t0: float | None = None
         self.samples = 0
         self.tokens = 0
-        self.steps = 0
-        self.first_step: int | None = None
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if self.t0 is None:
             self.t0 = time.perf_counter()
-            self.first_step = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.samples += len(batch["index"])
@@ -82,18 +83,18 @@ class Throughput(Callback):
         self.t_end = time.perf_counter()
 
     def on_validation_start(self, trainer, pl_module):
-        if trainer.training or trainer.state.fn == "fit":
-            self._val_t0 = time.perf_counter()
+        self._val_t0 = time.perf_counter()
 
     def on_validation_end(self, trainer, pl_module):
-        if self._val_t0 is not None and self.t0 is not None:
-            self.val_time += time.perf_counter() - self._val_t0
+        if self._val_t0 is not None:
+            self.validations.append((self._val_t0, time.perf_counter()))
         self._val_t0 = None
 
     def summary(self, world_size: int) -> dict[str, float]:
         if self.t0 is None or self.t_end is None:
             return {"wall_s": 0.0, "samples_per_s": 0.0, "tokens_per_s": 0.0}
-        wall = max(self.t_end - self.t0 - self.val_time, 1e-9)
+        inside = sum(end - start for start, end in self.validations if start >= self.t0 and end <= self.t_end)
+        wall = max(self.t_end - self.t0 - inside, 1e-9)
         # Counted on this rank; every rank processes the same number of batches, so scale by world size.
         return {"wall_s": round(wall, 3), "samples_per_s": round(self.samples * world_size / wall, 3),
                 "tokens_per_s": round(self.tokens * world_size / wall, 3)}
@@ -191,6 +192,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         "head_kind": model.head_kind,
         "freeze": dataclasses.asdict(freeze_cfg),
         "model_name": model_cfg.get("name"),
+        # Where the frozen weights come from: LoRA checkpoints store only what trained plus this reference.
+        "base_weights": model_cfg.get("pretrained") or model_cfg.get("init_from"),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
     if head_cfg.cache_features:
