@@ -41,6 +41,23 @@ def _mlp(in_dim: int, hidden_dim: int, depth: int, dropout: float) -> nn.Sequent
     return nn.Sequential(*blocks)
 
 
+def _add_classifier(module: nn.Module, config: EncoderConfig, head: HeadConfig, num_labels: int) -> None:
+    """dropout → [MLP probe] → ``classifier`` on ``module``, named as HF's heads (so exports load there)."""
+    dropout = config.hidden_dropout_prob if head.dropout is None else head.dropout
+    in_dim = config.hidden_size * head.feature_multiplier
+    module.dropout = nn.Dropout(dropout)
+    module.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, dropout) if head.hidden_layers else None
+    module.classifier = nn.Linear(config.hidden_size if module.mlp is not None else in_dim, num_labels)
+    _init_linear(module, config.initializer_range)
+
+
+def _classify(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    x = module.dropout(x)
+    if module.mlp is not None:
+        x = module.mlp(x)
+    return module.classifier(x)
+
+
 class SequenceClassificationHead(nn.Module):
     """[CLS] → (pooler | raw) → dropout → [MLP] → linear. ``num_labels=1`` is regression.
 
@@ -50,12 +67,7 @@ class SequenceClassificationHead(nn.Module):
     def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
         super().__init__()
         self.pooling, self.layers = head.pooling, head.layers
-        dropout = config.hidden_dropout_prob if head.dropout is None else head.dropout
-        in_dim = config.hidden_size * head.feature_multiplier
-        self.dropout = nn.Dropout(dropout)
-        self.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, dropout) if head.hidden_layers else None
-        self.classifier = nn.Linear(config.hidden_size if self.mlp is not None else in_dim, num_labels)
-        _init_linear(self, config.initializer_range)
+        _add_classifier(self, config, head, num_labels)
 
     @property
     def reads_pooler(self) -> bool:
@@ -69,11 +81,8 @@ class SequenceClassificationHead(nn.Module):
         return select_layers(enc, self.layers)[:, 0]  # (B, H·m): the raw [CLS] vector
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.dropout(x)
-        if self.mlp is not None:
-            x = self.mlp(x)
         # Logits in float32 as the other heads' (a bf16/fp16 logit keeps ~3 significant digits: ties, coarse loss).
-        return self.classifier(x).float()  # (B, num_labels)
+        return _classify(self, x).float()  # (B, num_labels)
 
 
 class TokenClassificationHead(nn.Module):
@@ -84,22 +93,14 @@ class TokenClassificationHead(nn.Module):
     def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
         super().__init__()
         self.layers = head.layers
-        dropout = config.hidden_dropout_prob if head.dropout is None else head.dropout
-        in_dim = config.hidden_size * head.feature_multiplier
-        self.dropout = nn.Dropout(dropout)
-        self.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, dropout) if head.hidden_layers else None
-        self.classifier = nn.Linear(config.hidden_size if self.mlp is not None else in_dim, num_labels)
-        _init_linear(self, config.initializer_range)
+        _add_classifier(self, config, head, num_labels)
 
     def features(self, enc: EncoderOutput) -> torch.Tensor:
         return select_layers(enc, self.layers)  # (B, T, H·m)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.dropout(x)
-        if self.mlp is not None:
-            x = self.mlp(x)
         # Tag logits in float32: half-precision logits are a known source of NaN/low scores in NER.
-        return self.classifier(x).float()  # (B, T, num_labels)
+        return _classify(self, x).float()  # (B, T, num_labels)
 
 
 class SpanHead(nn.Module):
