@@ -26,6 +26,37 @@ class EncoderOutput:
     hidden_states: tuple[torch.Tensor, ...] | None = None  # L + 1 tensors (B, T, H): embeddings, then each layer
 
 
+# Attention dropout masks on CPU: torch draws every element's Bernoulli from its own double (``bernoulli_``,
+# ~6 ns an element, single-threaded); 31-bit random integers against a threshold give the same Bernoulli(1 - p)
+# (p to 2⁻³¹) in less than half the time. False = torch's dropout (benchmarks/ablations.py switches it).
+CPU_FAST_DROPOUT = True
+
+
+class _CPUDropout(torch.autograd.Function):
+    """x · keep / (1 - p), keep ~ Bernoulli(1 - p) from 31-bit random integers; backward reuses the bool mask."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        keep = torch.empty(x.shape, dtype=torch.int32).random_(0, 2**31) >= round(p * 2**31)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return (x * keep).mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (keep,) = ctx.saved_tensors
+        return (grad * keep).mul_(ctx.scale), None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout (``F.dropout``); on CPU with the faster mask above."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu" or p >= 1.0 or not CPU_FAST_DROPOUT:
+        return F.dropout(x, p, training=True)
+    return _CPUDropout.apply(x, p)
+
+
 class BertEmbeddings(nn.Module):
     """token + segment + learned position embeddings, summed, then LayerNorm and dropout (BERT §3.2)."""
 
@@ -53,6 +84,41 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))
 
 
+# SDPA has no CPU kernel with attention dropout, so training on CPU takes its math path, which allocates
+# several (B, nh, T, T) tensors per layer. Past glibc's mmap threshold (≤ 32 MiB) each one is a fresh mmap,
+# page-faulted in and unmapped again on every step: at 8 × 384 that kernel time is ~1/4 of a MiniLM train
+# step. Computing attention over slices of (batch, head) rows whose scores stay under this budget keeps those
+# buffers on the reused heap (3× fewer page faults): +38 % train-step throughput at 8 × 384, +2 % at 16 × 128
+# on a 2-core EPYC (benchmarks/ablations.py, "cpu_dropout"). The price is RSS: freed heap memory is kept for
+# reuse, so a 32 × 384 batch peaks ~25 % higher than one SDPA call. 0 = one slice.
+CPU_ATTENTION_SLICE_BYTES = 32 * 2**20
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              dropout_p: float) -> torch.Tensor:
+    """Scaled dot-product attention: q, k, v (B, nh, T, hd), mask (B, 1, 1, T) bool or None → (B, nh, T, hd).
+
+    SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
+    · v, over slices of (batch, head) rows (each row attends only within itself).
+    """
+    if dropout_p == 0.0 or q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    b, nh, t, hd = q.shape
+    rows = b * nh
+    if CPU_ATTENTION_SLICE_BYTES:
+        rows = min(rows, max(1, CPU_ATTENTION_SLICE_BYTES // (t * t * q.element_size())))
+    qs, ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (q, k, v))  # slices of (rows, T, hd)
+    masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
+             else (None,) * len(qs))  # (rows, 1, T)
+    ctx = []
+    for qi, ki, vi, mi in zip(qs, ks, vs, masks):
+        scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, T, T)
+        if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
+            scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
+        ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True), vi))  # (rows, T, hd)
+    return torch.cat(ctx).view(b, nh, t, hd)
+
+
 class BertSelfAttention(nn.Module):
     def __init__(self, config: EncoderConfig):
         super().__init__()
@@ -71,9 +137,7 @@ class BertSelfAttention(nn.Module):
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         q, k, v = self._split(self.query(hidden)), self._split(self.key(hidden)), self._split(self.value(hidden))
         # mask: (B, 1, 1, T) bool, True where the key is a real token; None = no padding.
-        ctx = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0
-        )  # (B, nh, T, hd)
+        ctx = attention(q, k, v, mask, self.dropout_p if self.training else 0.0)  # (B, nh, T, hd)
         b, _, t, _ = ctx.shape
         return ctx.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)  # (B, T, H)
 

@@ -1,0 +1,236 @@
+"""``make bench``: every benchmark, bertlab and the Hugging Face reference in the same run, then one results
+table — ratios first, absolute numbers second, the machine last.
+
+Each benchmark runs as its own process (threads set the same for every side) and leaves a JSON; this script
+collects them into ``benchmarks/results/RESULTS.md`` and ``benchmarks/results/results.json``
+(``--quick``: ``benchmarks/results/quick/``, so a smoke check never overwrites a full measurement).
+
+    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess]
+                                 [--ablations] [--compile] [--data-dir ../shared/data]
+
+Absolute times drift between machines and between runs on a shared machine: read the ratios, which are
+measured side by side (encoder repeats interleaved; end-to-end processes alternating).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    RESULTS_DIR,
+    SHARED_DATA,
+    load_average,
+    machine_description,
+    markdown_table,
+    python,
+    run_child,
+    thread_env,
+    write_json,
+)
+
+BENCH = Path(__file__).resolve().parent
+
+# (measure, where its ratio comes from, target) — the issue's acceptance targets.
+TARGETS = {
+    "encoder train fp32 16x128": 1.2,
+    "encoder train fp32 8x384": 1.2,
+    "bertlab bf16 / fp32 train 8x384": 1.3,
+    "SST-2 end-to-end vs Trainer (pad to max)": 4.0,
+    "SST-2 end-to-end vs Trainer (dynamic padding)": 1.5,
+    "preprocessing squad": 1.0,
+    "preprocessing ner": 1.0,
+}
+
+
+def run_script(name: str, args: list[str], threads: int, out_dir: Path) -> dict[str, Any] | None:
+    out = out_dir / f"{name}.json"
+    cmd = [python(), str(BENCH / f"{name}.py"), "--threads", str(threads), "--json", str(out), *args]
+    print(f"[bench] {name} {' '.join(args)}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    child = run_child(cmd, env=thread_env(threads))
+    print(f"[bench] {name}: {child.wall_s:.0f} s, exit {child.returncode}", file=sys.stderr, flush=True)
+    if child.returncode != 0:
+        tail = "\n".join(child.stderr.strip().splitlines()[-20:])
+        print(f"[bench] {name} FAILED:\n{tail}", file=sys.stderr)
+        return {"error": tail, "wall_s": round(time.perf_counter() - t0, 1)}
+    return json.loads(out.read_text())
+
+
+# --------------------------------------------------------------------------------------------------------
+# Report
+
+
+def ratio_rows(results: dict[str, Any]) -> list[tuple[str, float | None, float | None]]:
+    """(measure, ratio, target) — every ratio of the run, targets where the issue sets one."""
+    rows: list[tuple[str, float | None, float | None]] = []
+    enc = results.get("encoder") or {}
+    by_key = {(r["mode"], r["dtype"], f"{r['batch']}x{r['seq']}"): r for r in enc.get("rows", [])}
+    for (mode, dtype, shape), r in by_key.items():
+        name = f"encoder {mode} {dtype} {shape}"
+        rows.append((name, r["ratio"], TARGETS.get(name)))
+        if "ratio_same_adamw" in r:
+            rows.append((f"{name}, reference with fused AdamW too", r["ratio_same_adamw"], None))
+    for shape in sorted({k[2] for k in by_key}, key=lambda s: int(s.split("x")[1])):
+        fp32, bf16 = by_key.get(("train", "fp32", shape)), by_key.get(("train", "bf16", shape))
+        if fp32 and bf16:
+            name = f"bertlab bf16 / fp32 train {shape}"
+            rows.append((name, round(bf16["bertlab_tokens_per_s"] / fp32["bertlab_tokens_per_s"], 3),
+                         TARGETS.get(name)))
+            rows.append((f"HF bf16 / fp32 train {shape}",
+                         round(bf16["hf_tokens_per_s"] / fp32["hf_tokens_per_s"], 3), None))
+    labels = {"sst2": "SST-2", "conll": "CoNLL-2003", "squad": "SQuAD v1.1"}
+    for case in (results.get("end_to_end") or {}).get("cases", []):
+        for key, value in case["ratios"].items():
+            if key.startswith("vs_trainer_"):
+                pad = "pad to max" if "_max_" in key else "dynamic padding"
+                if case["task"] == "squad":
+                    pad = "run_qa, windows padded to 384"
+                name = f"{labels[case['task']]} end-to-end vs Trainer ({pad})"
+            else:
+                name = f"{labels[case['task']]} end-to-end bertlab bf16-mixed / fp32"
+            rows.append((name, value, TARGETS.get(name)))
+    for r in (results.get("preprocess") or {}).get("rows", []):
+        name = f"preprocessing {r['task']}"
+        rows.append((name, r["ratio"], TARGETS.get(name)))
+    return rows
+
+
+def render(results: dict[str, Any], quick: bool, threads: int, load_before, load_after, started: str) -> str:
+    machine = results["machine"]
+    out = [
+        "# bertlab vs the Hugging Face reference",
+        "",
+        f"`make bench{' ARGS=--quick' if quick else ''}` — {started}, {threads} torch threads per side, "
+        f"load average {load_before[0]:.2f} at the start and {load_after[0]:.2f} at the end "
+        f"({machine['usable_cpus']} usable CPUs). Ratios are bertlab ÷ reference measured in this run; "
+        "above 1 means bertlab is faster.",
+    ]
+    if quick:
+        out += ["", "**Quick mode** (smoke check): small shapes and a few steps; these ratios are not the "
+                "acceptance measurement."]
+    out += ["", "## Ratios", ""]
+    rows = []
+    for name, ratio, target in ratio_rows(results):
+        met = "" if target is None or ratio is None else ("yes" if ratio >= target else "**no**")
+        rows.append((name, "—" if ratio is None else f"{ratio:.2f}×",
+                     "" if target is None else f"≥ {target:g}×", met))
+    out.append(markdown_table(("measure", "ratio", "target", "met"), rows))
+
+    enc = results.get("encoder") or {}
+    if enc.get("rows"):
+        out += ["", "## Encoder (tokens/s, median; MFU against the measured matmul peak)", "",
+                f"all-MiniLM-L6-v2, {enc['non_embedding_params']:,} non-embedding parameters; {enc['warmup']} "
+                f"warm-up + {enc['repeats']} interleaved repeats per side; matmul peak fp32 / bf16 "
+                f"{enc['machine']['matmul_peak_gflops']['float32']} / "
+                f"{enc['machine']['matmul_peak_gflops']['bfloat16']} GFLOP/s. AdamW: bertlab "
+                f"{enc['optimizers']['bertlab']}; reference `hf` as the reference measurement "
+                f"(`torch.optim.AdamW(params, lr=1e-5)`: {enc['optimizers']['hf']} on CPU) and `hf fused` with "
+                "the kernel `Trainer` uses by default (`adamw_torch_fused`). Train step = forward, "
+                "`last_hidden_state.float().pow(2).mean()`, backward, AdamW, zero_grad.", ""]
+
+        out.append(markdown_table(
+            ("mode", "dtype", "batch × seq", "bertlab tok/s", "HF tok/s", "HF fused tok/s", "ratio",
+             "ratio vs HF fused", "MFU bertlab / HF"),
+            [(r["mode"], r["dtype"], f"{r['batch']} × {r['seq']}", r["bertlab_tokens_per_s"], r["hf_tokens_per_s"],
+              r.get("hf_fused_tokens_per_s", "—"), f"{r['ratio']:.2f}",
+              f"{r['ratio_same_adamw']:.2f}" if "ratio_same_adamw" in r else "—",
+              f"{100 * r['bertlab_mfu']:.1f} % / {100 * r['hf_mfu']:.1f} %")
+             for r in enc["rows"]]))
+    e2e = results.get("end_to_end") or {}
+    if e2e.get("cases"):
+        out += ["", "## End-to-end fine-tuning (training loop, data loading included)", "",
+                "Same first N training examples, batch 32, same optimizer steps, one process per side. "
+                "bertlab: `train.samples_per_s` of `metrics.json`; Trainer: steps × 32 / wall time of "
+                "`trainer.train()`. Process wall time includes start-up, tokenization and (bertlab) a final "
+                "validation on 32 examples; peak RSS is the whole process.", ""]
+        rows = []
+        for case in e2e["cases"]:
+            sides = [("bertlab", case["bertlab"])]
+            sides += [(f"Trainer, {pad} padding" if case["task"] != "squad" else "Trainer (run_qa, pad 384)", r)
+                      for pad, r in case["hf"].items()]
+            if "bertlab_bf16_mixed" in case:
+                sides.append(("bertlab bf16-mixed", case["bertlab_bf16_mixed"]))
+            for label, r in sides:
+                rows.append((case["task"], label, f"{case['steps']} × {case['batch_size']}", r["samples_per_s"],
+                             r["train_wall_s"], r["process_wall_s"], r["peak_rss_mib"]))
+        out.append(markdown_table(("task", "side", "steps × batch", "samples/s", "train loop s", "process s",
+                                   "peak RSS MiB"), rows))
+    pre = results.get("preprocess") or {}
+    if pre.get("rows"):
+        out += ["", "## Preprocessing (file → training features, median of "
+                f"{pre['repeats']})", ""]
+        out.append(markdown_table(
+            ("task", "file", "examples", "features bertlab / HF", "bertlab ex/s", "HF recipe ex/s", "ratio"),
+            [(r["task"], r["file"], r["examples"], f"{r['bertlab_features']} / {r['hf_features']}",
+              r["bertlab_examples_per_s"], r["hf_examples_per_s"], f"{r['ratio']:.2f}") for r in pre["rows"]]))
+    abl = results.get("ablations") or {}
+    if abl.get("rows"):
+        out += ["", "## Ablations (bertlab encoder)", ""]
+        for row in abl["rows"]:
+            out.append("- " + ", ".join(f"{k}={v}" for k, v in row.items()))
+    failed = [k for k, v in results.items() if isinstance(v, dict) and "error" in v]
+    if failed:
+        out += ["", "## Failed", ""] + [f"- {k}: see results.json" for k in failed]
+    out += ["", "## Machine", ""]
+    peak = machine.get("matmul_peak_gflops", {})
+    out.append(markdown_table(("", ""), [
+        ("CPU", f"{machine['cpu']} ({', '.join(machine['isa'])})"),
+        ("CPUs", f"{machine['logical_cpus']} logical, {machine['usable_cpus']} usable"),
+        ("memory", f"{machine['memory_gib']} GiB"),
+        ("matmul peak 2048², fp32 / bf16", f"{peak.get('float32', '?')} / {peak.get('bfloat16', '?')} GFLOP/s"),
+        ("torch threads per side", threads),
+        ("python / torch / transformers / lightning / tokenizers",
+         f"{machine['python']} / {machine['torch']} / {machine['transformers']} / {machine['lightning']} / "
+         f"{machine['tokenizers']}"),
+    ]))
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small shapes and a few steps: a smoke check")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess")
+    p.add_argument("--ablations", action="store_true", help="also the mask / AdamW studies (benchmarks/ablations.py)")
+    p.add_argument("--compile", action="store_true", help="with --ablations: the torch.compile study too")
+    p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args(argv)
+    skip = {s for s in a.skip.split(",") if s}
+    out_dir = a.out or (RESULTS_DIR / "quick" if a.quick else RESULTS_DIR)
+    quick = ["--quick"] if a.quick else []
+    data = ["--data-dir", str(a.data_dir.resolve())]
+    started = time.strftime("%Y-%m-%d %H:%M %Z")
+    load_before = load_average()
+    results: dict[str, Any] = {"quick": a.quick, "threads": a.threads, "started": started,
+                               "machine": machine_description(a.threads)}
+    with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:
+        raw_dir = Path(raw)
+        if "encoder" not in skip:
+            results["encoder"] = run_script("encoder_speed", quick, a.threads, raw_dir)
+        if "preprocess" not in skip:
+            results["preprocess"] = run_script("preprocess_speed", quick + data, a.threads, raw_dir)
+        if "end_to_end" not in skip:
+            results["end_to_end"] = run_script("end_to_end", quick + data + ([] if a.quick else ["--bf16"]),
+                                               a.threads, raw_dir)
+        if a.ablations:
+            results["ablations"] = run_script("ablations", quick + (["--compile"] if a.compile else []),
+                                              a.threads, raw_dir)
+    load_after = load_average()
+    results["load_average"] = {"start": load_before, "end": load_after}
+    write_json(out_dir / "results.json", results)
+    (out_dir / "RESULTS.md").write_text(render(results, a.quick, a.threads, load_before, load_after, started))
+    print((out_dir / "RESULTS.md").read_text())
+    print(f"[bench] wrote {out_dir / 'RESULTS.md'} and results.json", file=sys.stderr)
+    return 1 if any(isinstance(v, dict) and "error" in v for v in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

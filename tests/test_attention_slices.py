@@ -1,0 +1,81 @@
+"""CPU training attention (bertlab.encoder.attention: (batch, head) slices, bertlab's CPU dropout) is SDPA.
+
+With a dropout probability so small that no element is dropped, the sliced path must equal one SDPA call on
+the whole batch (outputs and gradients, with and without a padding mask); with a real probability it must
+drop at that rate. The CPU dropout itself must keep 1 - p of the elements, rescaled, in forward and backward.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import bertlab.encoder as encoder
+from bertlab.encoder import attention
+
+
+@pytest.fixture
+def small_slices(monkeypatch):
+    # 2·16·16·4 bytes = 2 KiB: slices of two (batch, head) rows for T = 16 in float32.
+    monkeypatch.setattr(encoder, "CPU_ATTENTION_SLICE_BYTES", 2 * 16 * 16 * 4)
+
+
+def _qkv(b=3, nh=4, t=16, hd=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, nh, t, hd, generator=g, requires_grad=True) for _ in range(3)]
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_slices_equal_one_sdpa_call(small_slices, padded):
+    q, k, v = _qkv()
+    mask = None
+    if padded:
+        lengths = torch.tensor([16, 9, 3])
+        mask = (torch.arange(16)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, T)
+    tiny_p = 1e-12  # takes the dropout (sliced) path, drops nothing in practice
+    out = attention(q, k, v, mask, tiny_p)
+    grads = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    ref_grads = torch.autograd.grad(ref.pow(2).sum(), (q, k, v))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_sliced_dropout_drops_at_its_rate(small_slices):
+    # v = ones: each output element is the sum of the kept, rescaled probabilities (mean 1 over many rows).
+    b, nh, t, hd = 8, 4, 16, 1
+    q = torch.zeros(b, nh, t, hd)
+    out = attention(q, q, torch.ones(b, nh, t, hd), None, 0.5)
+    assert out.shape == (b, nh, t, hd)
+    assert abs(out.mean().item() - 1.0) < 0.05
+    assert 0.15 < out.std().item() < 0.35  # 16 terms of 0 or 1/8 (p = 0.5): std = 0.25
+
+
+def test_eval_and_unsliced_paths_are_plain_sdpa():
+    q, k, v = _qkv()
+    torch.testing.assert_close(attention(q, k, v, None, 0.0), F.scaled_dot_product_attention(q, k, v))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_cpu_dropout_keeps_one_minus_p_rescaled(monkeypatch, fast):
+    monkeypatch.setattr(encoder, "CPU_FAST_DROPOUT", fast)
+    torch.manual_seed(0)
+    x = torch.ones(200_000, requires_grad=True)
+    y = encoder.dropout(x, 0.1, training=True)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.005
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    (g,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(g, y.detach())  # the same mask and scale in backward
+    assert encoder.dropout(x, 0.1, training=False) is x
+
+
+def test_cpu_dropout_follows_the_global_seed():
+    x = torch.ones(1000)
+    torch.manual_seed(3)
+    a = encoder.dropout(x, 0.5, training=True)
+    torch.manual_seed(3)
+    b = encoder.dropout(x, 0.5, training=True)
+    assert torch.equal(a, b)

@@ -1,0 +1,86 @@
+"""The benchmark scripts keep working: a one-step encoder benchmark on a tiny random BERT, and the report.
+
+Benchmarks are scripts (``make bench``), not timed tests: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+pytestmark = pytest.mark.bench
+
+
+def test_scripts_import():
+    import ablations  # noqa: F401
+    import end_to_end
+    import hf_reference  # noqa: F401
+    import preprocess_speed  # noqa: F401
+    import run_all  # noqa: F401
+
+    full = end_to_end.cases(quick=False)
+    sst2 = next(c for c in full if c.task == "sst2")
+    assert (sst2.max_train, sst2.steps, end_to_end.BATCH) == (3200, 100, 32)
+    assert sst2.hf_pads == ("max", "dynamic")
+
+
+def test_encoder_speed_tiny_one_step(tmp_path):
+    import encoder_speed
+
+    result = encoder_speed.main(["--tiny", "--steps", "1", "--warmup", "0", "--threads", "1",
+                                 "--dtypes", "fp32", "--json", str(tmp_path / "enc.json")])
+    assert (tmp_path / "enc.json").is_file()
+    assert {(r["mode"], r["dtype"]) for r in result["rows"]} == {("infer", "fp32"), ("train", "fp32")}
+    for row in result["rows"]:
+        assert row["bertlab_tokens_per_s"] > 0 and row["hf_tokens_per_s"] > 0 and row["ratio"] > 0
+        assert 0 < row["bertlab_mfu"] < 1
+    assert result["machine"]["matmul_peak_gflops"]["float32"] > 0
+
+
+def test_model_flops_count():
+    import encoder_speed
+
+    shape = encoder_speed.ModelShape(layers=6, hidden=384, non_embedding_params=10_646_784)
+    # forward: 2 flops per weight per token + QK^T and AV (2·T·H each per layer)
+    assert shape.flops_per_token(128, train=False) == 2 * 10_646_784 + 4 * 6 * 128 * 384
+    assert shape.flops_per_token(128, train=True) == 3 * shape.flops_per_token(128, train=False)
+
+
+def test_child_peak_rss_is_the_childs_own():
+    import common
+
+    code = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('{\"ok\": 1}')"
+    run = common.run_child([sys.executable, "-c", code]).check("child")
+    assert common.last_json_line(run.stdout) == {"ok": 1}
+    assert run.peak_rss_mib > 200
+
+
+def test_report_renders_ratios_first():
+    import run_all
+
+    machine = {"cpu": "cpu", "isa": ["avx2"], "logical_cpus": 2, "usable_cpus": 2, "memory_gib": 8.0,
+               "matmul_peak_gflops": {"float32": 100.0, "bfloat16": 200.0}, "python": "3", "torch": "2",
+               "transformers": "5", "lightning": "2", "tokenizers": "0"}
+    enc_row = {"mode": "train", "dtype": "fp32", "batch": 16, "seq": 128, "bertlab_tokens_per_s": 2000.0,
+               "hf_tokens_per_s": 1500.0, "ratio": 1.333, "bertlab_mfu": 0.2, "hf_mfu": 0.15}
+    side = {"samples_per_s": 100.0, "train_wall_s": 32.0, "process_wall_s": 50.0, "peak_rss_mib": 1000.0}
+    results = {
+        "machine": machine,
+        "encoder": {"rows": [enc_row], "non_embedding_params": 1, "warmup": 1, "repeats": 1,
+                    "optimizers": {"bertlab": "fused", "hf": "fused"}, "machine": machine},
+        "end_to_end": {"cases": [{"task": "sst2", "steps": 100, "batch_size": 32, "bertlab": side,
+                                  "hf": {"max": {**side, "samples_per_s": 20.0}},
+                                  "ratios": {"vs_trainer_max_padding": 5.0}}]},
+        "preprocess": {"error": "boom"},
+    }
+    text = run_all.render(results, quick=False, threads=2, load_before=(0.5, 0, 0), load_after=(0.7, 0, 0),
+                          started="now")
+    assert text.index("## Ratios") < text.index("## Encoder") < text.index("## Machine")
+    assert "| encoder train fp32 16x128 | 1.33× | ≥ 1.2× | yes |" in text
+    assert "| SST-2 end-to-end vs Trainer (pad to max) | 5.00× | ≥ 4× | yes |" in text
+    assert "## Failed" in text and "preprocess" in text
