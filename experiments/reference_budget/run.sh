@@ -16,7 +16,8 @@ run() {  # name, overrides...
   local dir=logs/reference_budget/$name
   rm -rf "$dir"
   .venv/bin/python train.py "${common[@]}" "$@" hydra.run.dir="$dir" 2>&1 | tail -6
-  cp "$dir/metrics.json" "$out/$name.json"
+  # Keep the recorded copy free of this machine's absolute paths.
+  .venv/bin/python -c "import json,os,sys; m=json.load(open(sys.argv[1])); m['best_checkpoint']=os.path.relpath(m['best_checkpoint']); json.dump(m,open(sys.argv[2],'w'),indent=2)" "$dir/metrics.json" "$out/$name.json"
 }
 tasks=("${@:-conll2003 squad sst2}")
 for t in ${tasks[@]}; do
