@@ -9,7 +9,7 @@ inference, at the benchmark shapes. Repeats are interleaved across the variants 
 - ``adamw``: the train step with AdamW's for-loop, foreach and fused kernels;
 - ``cpu_dropout``: the encoder's CPU training attention switched piece by piece — one SDPA call with torch's
   dropout (the encoder before), (batch, head) slices (``CPU_ATTENTION_SLICE_BYTES``), bertlab's CPU dropout
-  masks (``CPU_FAST_DROPOUT``);
+  masks (``CPU_FAST_DROPOUT``, on the attention probabilities and the hidden-state dropouts);
 - ``attn_dropout``: the train step with the checkpoint's attention dropout (SDPA's math path on CPU) vs
   attention dropout 0 (its flash kernel) — what ``model.attention_probs_dropout_prob=0`` would buy;
 - ``compile`` (``--compile``): ``torch.compile`` of the encoder — first-call (compile) time and the steady

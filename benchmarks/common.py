@@ -66,7 +66,7 @@ def memory_total_gib() -> float:
     return float("nan")
 
 
-def matmul_peak_gflops(dtype_name: str = "float32", n: int = 2048, repeats: int = 5) -> float:
+def matmul_peak_gflops(dtype_name: str = "float32", n: int = 2048, repeats: int = 10) -> float:
     """Best-of-``repeats`` GFLOP/s of an ``n × n`` matmul (2·n³ flops) in ``dtype_name``, on torch's threads.
 
     The best (not the median) is the peak: it is the ceiling MFU is measured against.

@@ -6,7 +6,7 @@ collects them into ``benchmarks/results/RESULTS.md`` and ``benchmarks/results/re
 (``--quick``: ``benchmarks/results/quick/``, so a smoke check never overwrites a full measurement).
 
     python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess]
-                                 [--ablations] [--compile] [--data-dir ../shared/data]
+                                 [--ablations] [--compile] [--data-dir ../shared/data] [--update encoder]
 
 Absolute times drift between machines and between runs on a shared machine: read the ratios, which are
 measured side by side (encoder repeats interleaved; end-to-end processes alternating).
@@ -53,14 +53,15 @@ def run_script(name: str, args: list[str], threads: int, out_dir: Path) -> dict[
     out = out_dir / f"{name}.json"
     cmd = [python(), str(BENCH / f"{name}.py"), "--threads", str(threads), "--json", str(out), *args]
     print(f"[bench] {name} {' '.join(args)}", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
+    measured = {"at": time.strftime("%Y-%m-%d %H:%M %Z"), "load_start": round(load_average()[0], 2)}
     child = run_child(cmd, env=thread_env(threads))
+    measured.update(load_end=round(load_average()[0], 2), wall_s=round(child.wall_s, 1))
     print(f"[bench] {name}: {child.wall_s:.0f} s, exit {child.returncode}", file=sys.stderr, flush=True)
     if child.returncode != 0:
         tail = "\n".join(child.stderr.strip().splitlines()[-20:])
         print(f"[bench] {name} FAILED:\n{tail}", file=sys.stderr)
-        return {"error": tail, "wall_s": round(time.perf_counter() - t0, 1)}
-    return json.loads(out.read_text())
+        return {"error": tail, "measured": measured}
+    return {**json.loads(out.read_text()), "measured": measured}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -178,8 +179,15 @@ def render(results: dict[str, Any], quick: bool, threads: int, load_before, load
     failed = [k for k, v in results.items() if isinstance(v, dict) and "error" in v]
     if failed:
         out += ["", "## Failed", ""] + [f"- {k}: see results.json" for k in failed]
+    out += ["", "## When each part was measured", ""]
+    out.append(markdown_table(("part", "at", "load average (1 min) start → end", "wall s"), [
+        (name, m["at"], f"{m['load_start']:.2f} → {m['load_end']:.2f}", m["wall_s"])
+        for name in ("encoder", "preprocess", "end_to_end", "ablations")
+        if isinstance(results.get(name), dict) and (m := results[name].get("measured"))]))
     out += ["", "## Machine", ""]
-    peak = machine.get("matmul_peak_gflops", {})
+    peak = dict(machine.get("matmul_peak_gflops", {}))
+    for name, value in ((results.get("encoder") or {}).get("machine", {}).get("matmul_peak_gflops") or {}).items():
+        peak[name] = max(value, peak.get(name, 0.0))  # the best of this run's measurements
     out.append(markdown_table(("", ""), [
         ("CPU", f"{machine['cpu']} ({', '.join(machine['isa'])})"),
         ("CPUs", f"{machine['logical_cpus']} logical, {machine['usable_cpus']} usable"),
@@ -202,31 +210,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile", action="store_true", help="with --ablations: the torch.compile study too")
     p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--update", default="", help="re-measure only these sections (encoder,preprocess,end_to_end,"
+                   "ablations) and keep the others of the existing results.json (e.g. after a busy stretch)")
     a = p.parse_args(argv)
-    skip = {s for s in a.skip.split(",") if s}
     out_dir = a.out or (RESULTS_DIR / "quick" if a.quick else RESULTS_DIR)
     quick = ["--quick"] if a.quick else []
     data = ["--data-dir", str(a.data_dir.resolve())]
-    started = time.strftime("%Y-%m-%d %H:%M %Z")
-    load_before = load_average()
-    results: dict[str, Any] = {"quick": a.quick, "threads": a.threads, "started": started,
-                               "machine": machine_description(a.threads)}
+    sections = ["encoder", "preprocess", "end_to_end"] + (["ablations"] if a.ablations else [])
+    sections = [s for s in sections if s not in a.skip.split(",")]
+    if a.update:
+        results: dict[str, Any] = json.loads((out_dir / "results.json").read_text())
+        sections = [s for s in a.update.split(",") if s]
+    else:
+        results = {"quick": a.quick, "threads": a.threads, "started": time.strftime("%Y-%m-%d %H:%M %Z"),
+                   "machine": machine_description(a.threads),
+                   "load_average": {"start": load_average(), "end": None}}
+    scripts = {
+        "encoder": ("encoder_speed", quick),
+        "preprocess": ("preprocess_speed", quick + data),
+        "end_to_end": ("end_to_end", quick + data + ([] if a.quick else ["--bf16"])),
+        "ablations": ("ablations", quick + (["--compile"] if a.compile else [])),
+    }
     with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:
-        raw_dir = Path(raw)
-        if "encoder" not in skip:
-            results["encoder"] = run_script("encoder_speed", quick, a.threads, raw_dir)
-        if "preprocess" not in skip:
-            results["preprocess"] = run_script("preprocess_speed", quick + data, a.threads, raw_dir)
-        if "end_to_end" not in skip:
-            results["end_to_end"] = run_script("end_to_end", quick + data + ([] if a.quick else ["--bf16"]),
-                                               a.threads, raw_dir)
-        if a.ablations:
-            results["ablations"] = run_script("ablations", quick + (["--compile"] if a.compile else []),
-                                              a.threads, raw_dir)
-    load_after = load_average()
-    results["load_average"] = {"start": load_before, "end": load_after}
+        for section in sections:
+            name, args = scripts[section]
+            results[section] = run_script(name, args, results["threads"], Path(raw))
+    if not a.update:
+        results["load_average"]["end"] = load_average()
     write_json(out_dir / "results.json", results)
-    (out_dir / "RESULTS.md").write_text(render(results, a.quick, a.threads, load_before, load_after, started))
+    load = results["load_average"]
+    (out_dir / "RESULTS.md").write_text(render(results, results["quick"], results["threads"], load["start"],
+                                               load["end"], results["started"]))
     print((out_dir / "RESULTS.md").read_text())
     print(f"[bench] wrote {out_dir / 'RESULTS.md'} and results.json", file=sys.stderr)
     return 1 if any(isinstance(v, dict) and "error" in v for v in results.values()) else 0

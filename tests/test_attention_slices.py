@@ -79,3 +79,30 @@ def test_cpu_dropout_follows_the_global_seed():
     torch.manual_seed(3)
     b = encoder.dropout(x, 0.5, training=True)
     assert torch.equal(a, b)
+
+
+def test_cpu_keep_mask_uses_every_16_bit_lane_uniformly():
+    # Four masks come from each 64-bit draw: each lane (position mod 4) must keep 1 - p, the top one included
+    # (a generator range short of 64 bits leaves that lane's sign bit at 0 and keeps everything there).
+    torch.manual_seed(0)
+    keep = encoder.cpu_keep_mask((50_001, 4), 0.1)
+    assert keep.shape == (50_001, 4) and keep.dtype == torch.bool
+    for lane in range(4):
+        assert abs(keep[:, lane].float().mean().item() - 0.9) < 0.006, lane
+    assert abs(encoder.cpu_keep_mask((3, 7, 11), 0.5).float().mean().item() - 0.5) < 0.2  # odd sizes
+    assert not encoder.cpu_keep_mask((1000,), 1 - 2**-17).any()  # p rounds to 1 - 2⁻¹⁶ at worst
+
+
+def test_hidden_dropout_modules_use_the_cpu_masks(monkeypatch):
+    from bertlab.config import EncoderConfig
+
+    layer = encoder.BertLayer(EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                            num_attention_heads=2, intermediate_size=32))
+    assert isinstance(layer.output.dropout, torch.nn.Dropout)  # same type checks as nn.Dropout
+    calls = []
+    monkeypatch.setattr(encoder, "cpu_keep_mask", lambda shape, p: calls.append(shape) or torch.ones(shape, dtype=torch.bool))
+    layer.train()(torch.randn(2, 5, 16), None)
+    assert (2, 5, 16) in [tuple(s) for s in calls]
+    calls.clear()
+    layer.eval()(torch.randn(2, 5, 16), None)
+    assert calls == []
