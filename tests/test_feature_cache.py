@@ -19,6 +19,11 @@ def test_cached_equals_uncached(train_run, task, extra):
     for key, value in plain["val"].items():
         assert cached["val"][key] == pytest.approx(value, rel=2e-3, abs=2e-3), key
     assert cached["params"] == plain["params"]
+    # metrics.json times each epoch (validation excluded) and the cache's one encoder pass.
+    for m in (plain, cached):
+        assert len(m["timing"]["epoch_wall_s"]) == 2 and all(t > 0 for t in m["timing"]["epoch_wall_s"])
+        assert sum(m["timing"]["epoch_wall_s"]) <= m["train"]["wall_s"] * 1.001
+    assert plain["timing"]["feature_extraction_s"] is None and cached["timing"]["feature_extraction_s"] > 0
 
 
 def test_cache_needs_frozen_encoder(train_run):

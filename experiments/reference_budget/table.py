@@ -1,34 +1,57 @@
-"""Collect experiments/reference_budget/results/*.json into TABLE.md beside the Hugging Face reference."""
+"""Collect experiments/reference_budget/results/*.json into TABLE.md beside the Hugging Face reference.
+
+One row per run name (the file name; ``conll2003-nogroup`` is a variant of ``conll2003``); runs with several
+seeds (``<name>-seed<N>.json``) are shown as mean ± sample std over the seeds.
+"""
 
 from __future__ import annotations
 
 import json
 import platform
+import re
+import statistics
+from collections import defaultdict
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
 # ../shared/docs/REFERENCE-RESULTS.md: Trainer + MiniLM-L6 at the same budget on this kind of machine.
+# task: (metric label, metric key, reference value, reference train wall s, reference as shown)
 REFERENCE = {
-    "conll2003": ("entity F1", "f1", 0.838, 410.0),
-    "sst2": ("accuracy", "accuracy", 0.8933, 2087.0),
-    "squad": ("EM / F1", "f1", 24.42, 1437.0),
+    "conll2003": ("entity F1", "f1", 0.838, 410.0, "0.8380"),
+    "sst2": ("accuracy", "accuracy", 0.8933, 2087.0, "0.8933"),
+    "squad": ("EM / F1", "f1", 24.42, 1437.0, "13.15 / 24.42"),
 }
 
 
+def _spread(values: list[float], digits: int) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
 def main() -> None:
-    rows = ["| task | metric | bertlab | HF reference | bertlab train wall s | reference wall s | samples/s |",
-            "|---|---|---|---|---|---|---|"]
+    runs: dict[str, list[dict]] = defaultdict(list)
     for path in sorted((HERE / "results").glob("*.json")):
         m = json.loads(path.read_text())
-        task = m["task"]
-        label, key, ref, ref_wall = REFERENCE.get(task, ("", m["monitor"]["metric"].split("/")[1], None, None))
-        value = m["val"][key]
-        shown = f"{m['val']['exact_match']:.2f} / {value:.2f}" if task == "squad" else f"{value:.4f}"
-        ref_shown = "13.15 / 24.42" if task == "squad" else (f"{ref:.4f}" if ref is not None else "–")
-        rows.append(f"| {task} | {label or key} | {shown} | {ref_shown} | {m['train']['wall_s']:.0f} | "
-                    f"{ref_wall or '–'} | {m['train']['samples_per_s']:.1f} |")
+        runs[re.sub(r"-seed\d+$", "", path.stem)].append(m)  # conll2003, conll2003-nogroup, mrpc (3 seeds), ...
+    rows = ["| run | metric | bertlab | seeds | HF reference | bertlab train wall s | reference wall s | samples/s |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, ms in sorted(runs.items()):
+        task = ms[0]["task"]
+        label, key, _, ref_wall, ref_shown = REFERENCE.get(
+            task, ("", ms[0]["monitor"]["metric"].split("/")[1], None, None, "not in REFERENCE-RESULTS.md"))
+        values = [m["val"][key] for m in ms]
+        shown = _spread(values, 2 if task == "squad" else 4)
+        if task == "squad":
+            shown = f"{_spread([m['val']['exact_match'] for m in ms], 2)} / {shown}"
+        if task == "mrpc":  # MRPC reports accuracy and F1
+            shown = f"acc {_spread([m['val']['accuracy'] for m in ms], 4)}, F1 {shown}"
+            label = "accuracy, F1"
+        rows.append(f"| {name} | {label or key} | {shown} | {', '.join(str(m['seed']) for m in ms)} | {ref_shown} | "
+                    f"{_spread([m['train']['wall_s'] for m in ms], 0)} | {ref_wall or '–'} | "
+                    f"{_spread([m['train']['samples_per_s'] for m in ms], 1)} |")
     machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
     text = "# bertlab vs the Hugging Face reference at equal budget\n\n" + "\n".join(rows) + f"\n\nMachine: {machine}.\n"
     (HERE / "results" / "TABLE.md").write_text(text)

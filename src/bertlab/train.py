@@ -72,15 +72,24 @@ class Throughput(Callback):
         self._val_t0: float | None = None
         self.samples = 0
         self.tokens = 0
+        self.epochs: dict[int, list[float]] = {}  # epoch → [first batch start, last batch end]
+        self.feature_extraction_s: float | None = None  # the frozen-feature cache's encoder pass, before training
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        now = time.perf_counter()
         if self.t0 is None:
-            self.t0 = time.perf_counter()
+            self.t0 = now
+        self.epochs.setdefault(trainer.current_epoch, [now, now])
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.samples += len(batch["index"])
         self.tokens += int(batch.get("num_tokens", 0))
         self.t_end = time.perf_counter()
+        self.epochs[trainer.current_epoch][1] = self.t_end
+
+    def _without_validation(self, start: float, end: float) -> float:
+        inside = sum(b - a for a, b in self.validations if a >= start and b <= end)
+        return max(end - start - inside, 1e-9)
 
     def on_validation_start(self, trainer, pl_module):
         self._val_t0 = time.perf_counter()
@@ -93,11 +102,15 @@ class Throughput(Callback):
     def summary(self, world_size: int) -> dict[str, float]:
         if self.t0 is None or self.t_end is None:
             return {"wall_s": 0.0, "samples_per_s": 0.0, "tokens_per_s": 0.0}
-        inside = sum(end - start for start, end in self.validations if start >= self.t0 and end <= self.t_end)
-        wall = max(self.t_end - self.t0 - inside, 1e-9)
+        wall = self._without_validation(self.t0, self.t_end)
         # Counted on this rank; every rank processes the same number of batches, so scale by world size.
         return {"wall_s": round(wall, 3), "samples_per_s": round(self.samples * world_size / wall, 3),
                 "tokens_per_s": round(self.tokens * world_size / wall, 3)}
+
+    def timing(self) -> dict[str, Any]:
+        """Each epoch's training wall time (validation excluded) and the feature cache's pass, if any."""
+        return {"epoch_wall_s": [round(self._without_validation(a, b), 3) for _, (a, b) in sorted(self.epochs.items())],
+                "feature_extraction_s": self.feature_extraction_s}
 
 
 def _instantiate_group(group: DictConfig | None) -> list[Any]:
@@ -196,8 +209,11 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         "base_weights": model_cfg.get("pretrained") or model_cfg.get("init_from"),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+    feature_extraction_s = None
     if head_cfg.cache_features:
+        started = time.perf_counter()
         _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, head_cfg)
+        feature_extraction_s = round(time.perf_counter() - started, 3)  # encoder over every split (or cache hits)
     module = BertTaskModule(model, family, freeze_plan, optim_cfg, splits=datamodule.splits, output_dir=run_dir,
                             on_nonfinite_loss=cfg.on_nonfinite_loss, hparams=hparams)
 
@@ -210,6 +226,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         enable_version_counter=False,  # one last.ckpt, overwritten (atomically), never last-v1.ckpt
     )
     throughput = Throughput()
+    throughput.feature_extraction_s = feature_extraction_s
     callbacks = [checkpoint, throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
     if cfg.get("save_every_n_steps"):
@@ -370,6 +387,7 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, 
         "train": {"steps": trainer.global_step, "epochs": trainer.current_epoch,
                   **throughput.summary(trainer.world_size), "resumed_from_step": resumed_from,
                   "skipped_nonfinite_batches": module.skipped_nonfinite},
+        "timing": throughput.timing(),
         "data": {"train_examples": train_split.num_examples if train_split else None,
                  "val_examples": val_split.num_examples if val_split else None,
                  "skipped_examples": sum(s.skipped for s in splits.values())},

@@ -1,0 +1,32 @@
+"""Copy finished runs' metrics.json into an experiment's recorded results, without machine-specific paths.
+
+    python experiments/record_runs.py OUT_DIR RUN_DIR...   → OUT_DIR/<run dir name>.json for each run
+
+``best_checkpoint`` (an absolute path in metrics.json) is written relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    for run_dir in map(Path, argv[1:]):
+        source = run_dir / "metrics.json"
+        if not source.is_file():
+            print(f"record_runs: {source} missing (the run did not finish); skipped", file=sys.stderr)
+            continue
+        metrics = json.loads(source.read_text())
+        if metrics.get("best_checkpoint"):
+            metrics["best_checkpoint"] = os.path.relpath(metrics["best_checkpoint"])
+        (out / f"{run_dir.name}.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
