@@ -10,7 +10,8 @@ COMMON = ("model=bert_tiny", "freeze=encoder", "trainer.max_epochs=2", "seed=3",
 
 
 @pytest.mark.parametrize("task,extra", [("sst2", ()), ("conll2003", ()), ("sst2", ("head.pooling=cls",
-                                                                                    "head.layers=1"))])
+                                                                                    "head.layers=1")),
+                                        ("sst2", ("head.pooling=mean",))])
 def test_cached_equals_uncached(train_run, task, extra):
     plain = train_run(*COMMON, f"task={task}", *extra, name="plain")
     cached = train_run(*COMMON, f"task={task}", *extra, "head.cache_features=true", name="cached")

@@ -103,15 +103,17 @@ def _largest_divisor(n: int, at_most: int) -> int:
 class HeadConfig:
     """Which encoder vectors a head reads and how deep it is."""
 
-    pooling: str = "pooler"  # "pooler" (dense+tanh over [CLS], as BERT) | "cls" (raw last-layer [CLS])
+    # "pooler" (dense+tanh over [CLS], as BERT) | "cls" (raw [CLS] vector) | "mean" (mean over real tokens,
+    # as sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained to be read)
+    pooling: str = "pooler"
     layers: str | int = "last"  # "last" | "concat_last4" | "sum_last4" | an encoder layer index
     hidden_layers: int = 0  # 0 = linear head; >0 = MLP probe
     dropout: float | None = None  # None = the encoder's hidden_dropout_prob (as HF classifier_dropout)
     cache_features: bool = False
 
     def __post_init__(self) -> None:
-        if self.pooling not in ("pooler", "cls"):
-            raise ConfigError(f"head.pooling must be 'pooler' or 'cls', got {self.pooling!r}")
+        if self.pooling not in ("pooler", "cls", "mean"):
+            raise ConfigError(f"head.pooling must be 'pooler', 'cls' or 'mean', got {self.pooling!r}")
         if isinstance(self.layers, str) and self.layers.lstrip("-").isdigit():
             self.layers = int(self.layers)
         if not isinstance(self.layers, int) and self.layers not in ("last", "concat_last4", "sum_last4"):

@@ -58,8 +58,16 @@ def _classify(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module.classifier(x)
 
 
+def masked_mean(x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of (B, T, D) over the real positions of each row (padding excluded) → (B, D)."""
+    if attention_mask is None:
+        return x.mean(1)
+    weights = attention_mask.to(x.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
 class SequenceClassificationHead(nn.Module):
-    """[CLS] → (pooler | raw) → dropout → [MLP] → linear. ``num_labels=1`` is regression.
+    """[CLS] → (pooler | raw), or the mean over real tokens → dropout → [MLP] → linear. ``num_labels=1`` is regression.
 
     With ``pooling=pooler`` and a linear head this is exactly ``BertForSequenceClassification``.
     """
@@ -73,11 +81,17 @@ class SequenceClassificationHead(nn.Module):
     def reads_pooler(self) -> bool:
         return self.pooling == "pooler"
 
-    def features(self, enc: EncoderOutput) -> torch.Tensor:
+    @property
+    def reads_attention_mask(self) -> bool:
+        return self.pooling == "mean"
+
+    def features(self, enc: EncoderOutput, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.pooling == "pooler":
             if enc.pooler_output is None:
                 raise ValueError("head.pooling=pooler but the encoder was built without a pooler")
             return enc.pooler_output  # (B, H)
+        if self.pooling == "mean":
+            return masked_mean(select_layers(enc, self.layers), attention_mask)  # (B, H·m)
         return select_layers(enc, self.layers)[:, 0]  # (B, H·m): the raw [CLS] vector
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -252,6 +266,8 @@ class TaskModel(nn.Module):
             token_type_ids=batch.get("token_type_ids"),
             output_hidden_states=self.output_hidden_states,
         )
+        if getattr(self.head, "reads_attention_mask", False):  # mean pooling: padding must not count
+            return self.head.features(enc, batch.get("attention_mask"))
         return self.head.features(enc)
 
     def forward(self, batch: dict[str, torch.Tensor], **head_kwargs):
