@@ -2,8 +2,9 @@
 # Freeze comparison on real data (MiniLM-L6, 1 epoch, full dev sets, 2 seeds; conf/experiment/freeze_comparison.yaml):
 #   SST-2 with the first 8,000 training sentences, CoNLL-2003 with the first 3,000, every freeze policy;
 #   then the frozen-feature cache: freeze=encoder for 3 epochs on SST-2, with and without head.cache_features;
-#   and (part bf16) full fine-tuning on the SST-2 subset in float32 and bf16-mixed, 2 seeds each.
-# Usage (from anywhere): BERTLAB_DATA_DIR=../shared/data bash experiments/freeze_comparison/run.sh [sst2|conll2003|cache|bf16 ...]
+#   (part bf16) full fine-tuning on the SST-2 subset in float32 and bf16-mixed, 2 seeds each; (part probe)
+#   linear probes on the frozen encoder reading the pooler, the raw [CLS] vector or the token mean.
+# Usage (from anywhere): BERTLAB_DATA_DIR=../shared/data bash experiments/freeze_comparison/run.sh [sst2|conll2003|cache|bf16|probe ...]
 # Runs land in logs/experiments/freeze_comparison/<part>/<job>/; each part's comparison table and plot are
 # written beside this script (<part>/comparison.{md,csv,png}, each run's metrics.json in <part>/runs/);
 # then python experiments/freeze_comparison/table.py writes RESULTS.md.
@@ -26,6 +27,8 @@ for p in ${@:-sst2 conll2003 cache}; do
     sst2) part sst2 freeze ;;
     conll2003) part conll2003 freeze task=conll2003 data.max_train_samples=3000 ;;
     bf16) part bf16 freeze,trainer.precision freeze=none trainer.precision=32-true,bf16-mixed seed=1,2 ;;
+    # Linear probes on frozen MiniLM features (SST-2 subset): how the sentence vector is read, at lr 1e-2.
+    probe) part probe head.pooling freeze=encoder head.pooling=pooler,cls,mean optim.lr=1e-2 seed=1,2 ;;
     cache) part cache freeze,head.cache_features freeze=encoder head.cache_features=true,false trainer.max_epochs=3 seed=1 ;;
   esac
 done

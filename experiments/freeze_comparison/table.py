@@ -1,0 +1,122 @@
+"""Write experiments/freeze_comparison/RESULTS.md from the recorded runs (<part>/runs/*.json, see run.sh).
+
+Per task: one row per freeze policy (mean ± sample std over seeds), with trainable parameters, training wall
+time, samples/s and the speed-up over full fine-tuning; then the frozen-feature cache's epoch times and the
+bf16-mixed vs float32 comparison, each with the target the freeze and performance issues set.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+POLICIES = ("none", "embeddings", "bottom_k", "bitfit", "lora", "encoder")
+TASK_METRIC = {"sst2": ("accuracy", "dev accuracy"), "conll2003": ("f1", "dev entity F1")}
+
+
+def runs(part: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((HERE / part / "runs").glob("*.json"))]
+
+
+def override(m: dict, key: str, default: str | None = None) -> str | None:
+    for item in m.get("overrides", []):
+        k, _, v = item.partition("=")
+        if k == key:
+            return v
+    return default
+
+
+def spread(values: list[float], fmt: str = ".4f") -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return format(values[0], fmt)
+    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt)}"
+
+
+def mean(values: list[float]) -> float:
+    return statistics.mean(values) if values else float("nan")
+
+
+def policy_table(part: str) -> list[str]:
+    key, label = TASK_METRIC[part]
+    by_policy: dict[str, list[dict]] = defaultdict(list)
+    for m in runs(part):
+        by_policy[m["freeze"]].append(m)
+    if not by_policy:
+        return [f"_{part}: no recorded runs._"]
+    base = mean([m["train"]["samples_per_s"] for m in by_policy.get("none", [])])
+    lines = [f"| freeze | trainable params | {label} | seeds | train wall s | samples/s | speed vs none |",
+             "|---|---|---|---|---|---|---|"]
+    for policy in [p for p in POLICIES if p in by_policy]:
+        ms = by_policy[policy]
+        sps = [m["train"]["samples_per_s"] for m in ms]
+        lines.append(f"| {policy} | {ms[0]['params']['trainable']:,} | {spread([m['val'][key] for m in ms])} | "
+                     f"{len(ms)} | {spread([m['train']['wall_s'] for m in ms], '.1f')} | {spread(sps, '.1f')} | "
+                     f"{mean(sps) / base:.2f}× |")
+    return lines
+
+
+def cache_table() -> list[str]:
+    ms = runs("cache")
+    if not ms:
+        return ["_cache: no recorded runs._"]
+    lines = ["| head.cache_features | feature pass s | epoch wall s (1, 2, 3) | dev accuracy |", "|---|---|---|---|"]
+    epochs: dict[str, list[float]] = {}
+    for m in sorted(ms, key=lambda m: str(override(m, "head.cache_features", "false")).lower()):
+        cached = str(override(m, "head.cache_features", "false")).lower()
+        epochs[cached] = m["timing"]["epoch_wall_s"]
+        extraction = m["timing"]["feature_extraction_s"]
+        lines.append(f"| {cached} | {'–' if extraction is None else f'{extraction:.1f}'} | "
+                     f"{', '.join(f'{t:.2f}' for t in epochs[cached])} | {m['val']['accuracy']:.4f} |")
+    if {"true", "false"} <= set(epochs) and len(epochs["true"]) > 1:
+        later = mean(epochs["true"][1:])
+        none_epoch = mean([m["train"]["wall_s"] for m in runs("sst2") if m["freeze"] == "none"])
+        lines += ["", f"Epochs after the first with the cache: {later:.2f} s, against {mean(epochs['false']):.1f} s "
+                  f"for an uncached frozen-encoder epoch (**{mean(epochs['false']) / later:.0f}×**) and "
+                  f"{none_epoch:.1f} s for a full fine-tuning epoch (**{none_epoch / later:.0f}×**); target ≥ 20×."]
+    return lines
+
+
+def bf16_table() -> list[str]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for m in runs("bf16"):
+        groups[override(m, "trainer.precision", "32-true")].append(m)
+    if not groups:
+        return ["_bf16: no recorded runs._"]
+    lines = ["| trainer.precision | dev accuracy | seeds | samples/s |", "|---|---|---|---|"]
+    for precision, ms in sorted(groups.items()):
+        lines.append(f"| {precision} | {spread([m['val']['accuracy'] for m in ms])} | {len(ms)} | "
+                     f"{spread([m['train']['samples_per_s'] for m in ms], '.1f')} |")
+    if {"32-true", "bf16-mixed"} <= set(groups):
+        acc = {p: mean([m["val"]["accuracy"] for m in groups[p]]) for p in groups}
+        sps = {p: mean([m["train"]["samples_per_s"] for m in groups[p]]) for p in groups}
+        lines += ["", f"bf16-mixed ÷ float32: {sps['bf16-mixed'] / sps['32-true']:.2f}× samples/s end to end; "
+                  f"dev accuracy {100 * (acc['bf16-mixed'] - acc['32-true']):+.2f} points (target: within ± 0.5)."]
+    return lines
+
+
+def main() -> None:
+    out = ["# Freeze comparison: results", "",
+           "Produced by `bash experiments/freeze_comparison/run.sh` (commands and budget in its header); "
+           "`python experiments/freeze_comparison/table.py` wrote this file from `<part>/runs/*.json`. "
+           "Per-part plots and tables from `python -m bertlab.compare`: `<part>/comparison.{md,png}`.", ""]
+    for part in ("sst2", "conll2003"):
+        out += [f"## {part}", ""] + policy_table(part) + [""]
+    out += ["## Frozen-feature cache (SST-2 subset, freeze=encoder, 3 epochs, seed 1)", ""] + cache_table() + [""]
+    out += ["## bf16-mixed vs float32 (SST-2 subset, freeze=none, seeds 1 and 2)", ""] + bf16_table() + [""]
+    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+    out += [f"Machine: {machine}; CPU only. The speed-up of `freeze=encoder` over `freeze=none` (target ≥ 3×) is "
+            "the `speed vs none` column."]
+    (HERE / "RESULTS.md").write_text("\n".join(out) + "\n")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
