@@ -3,7 +3,8 @@
 # pre-trained with masked-LM on WikiText-2 (wiki.valid as training text, wiki.test as validation; its own
 # 8,000-piece WordPiece vocabulary), then fine-tuned on SST-2 (first 8,000 training sentences, 3 epochs,
 # full dev set) from (a) that checkpoint and (b) random weights, 3 seeds each.
-# Usage: BERTLAB_DATA_DIR=../shared/data bash experiments/pretrain_then_finetune/run.sh [pretrain] [finetune]
+# (control: random weights with the stage-1 vocabulary, 3 seeds.)
+# Usage: BERTLAB_DATA_DIR=../shared/data bash experiments/pretrain_then_finetune/run.sh [pretrain] [finetune] [control]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/pretrain_then_finetune
@@ -24,5 +25,10 @@ for stage in ${@:-pretrain finetune}; do
         hydra.sweep.dir="$logs/finetune" 2>&1 | grep -E "run dir|val/|Error" || true
       $py -m bertlab.compare "$logs/finetune" --group-by model.init_from --out "$here/finetune"
       $py experiments/record_runs.py "$here/finetune/runs" "$logs/finetune"/*/ ;;
+    control)  # random weights with stage 1's vocabulary: separates what the weights bring from what the vocabulary does
+      rm -rf "$logs/control"
+      $py train.py -m experiment=pretrain_then_finetune data.max_train_samples=8000 model.init_from=null \
+        model.tokenizer="$logs/pretrain/tokenizer" "${quiet[@]}" hydra.sweep.dir="$logs/control" 2>&1 | grep -E "run dir|val/|Error" || true
+      $py experiments/record_runs.py "$here/control/runs" "$logs/control"/*/ ;;
   esac
 done

@@ -39,11 +39,15 @@ def main() -> None:
            f"{pre['train']['tokens_per_s']:.0f} | {pre['val']['loss']:.3f} | {pre['val']['perplexity']:.1f} | "
            f"{pre['val']['mlm_accuracy']:.4f} |", "",
            "## Stage 2: SST-2 (8,000 training sentences, 3 epochs, full dev set), bert_mini", "",
+           "Random init trains its own WordPiece vocabulary on the 8,000 SST-2 sentences; the pre-trained start "
+           "uses stage 1's (WikiText-2) vocabulary; the control row is random weights with stage 1's vocabulary.", "",
            "| start | dev accuracy | seeds | train wall s | samples/s |", "|---|---|---|---|---|"]
     groups: dict[str, list[dict]] = {}
     for path in sorted((HERE / "finetune" / "runs").glob("*.json")):
         m = json.loads(path.read_text())
         groups.setdefault(init_from(m), []).append(m)
+    for path in sorted((HERE / "control" / "runs").glob("*.json")):  # run.sh control
+        groups.setdefault("random init, stage-1 vocabulary", []).append(json.loads(path.read_text()))
     for name, ms in sorted(groups.items(), reverse=True):
         out.append(f"| {name} | {spread([m['val']['accuracy'] for m in ms])} | "
                    f"{', '.join(str(m['seed']) for m in ms)} | {spread([m['train']['wall_s'] for m in ms], '.0f')} | "
