@@ -16,9 +16,11 @@ def test_cached_equals_uncached(train_run, task, extra):
     plain = train_run(*COMMON, f"task={task}", *extra, name="plain")
     cached = train_run(*COMMON, f"task={task}", *extra, "head.cache_features=true", name="cached")
     # Cached features are computed in evaluation batches (other padding lengths than the training batches), so
-    # they differ from the per-step features at float32 rounding; Adam carries that into ~1e-4 differences.
+    # they differ from the per-step features at float32 rounding; Adam carries that into ~1e-4 differences,
+    # which can flip the argmax of a token or two of the fixture's ~200 dev tokens (one token = 0.005 of token
+    # accuracy; seen once in a full-suite run, not reproduced alone): two tokens' worth is allowed.
     for key, value in plain["val"].items():
-        assert cached["val"][key] == pytest.approx(value, rel=2e-3, abs=2e-3), key
+        assert cached["val"][key] == pytest.approx(value, rel=2e-3, abs=0.011), key
     assert cached["params"] == plain["params"]
     # metrics.json times each epoch (validation excluded) and the cache's one encoder pass.
     for m in (plain, cached):

@@ -169,6 +169,7 @@ def _without_timings(metrics: dict) -> dict:
     for key in TIMINGS:
         out["train"].pop(key)
     out.pop("best_checkpoint")
+    out.pop("timing")  # per-epoch wall times
     return out
 
 

@@ -102,6 +102,20 @@ def bf16_table() -> list[str]:
     return lines
 
 
+def probe_table() -> list[str]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for m in runs("probe"):
+        groups[override(m, "head.pooling", "pooler")].append(m)
+    if not groups:
+        return ["_probe: no recorded runs._"]
+    lines = ["| head.pooling | dev accuracy | seeds | samples/s |", "|---|---|---|---|"]
+    for pooling in [p for p in ("pooler", "cls", "mean") if p in groups]:
+        ms = groups[pooling]
+        lines.append(f"| {pooling} | {spread([m['val']['accuracy'] for m in ms])} | {len(ms)} | "
+                     f"{spread([m['train']['samples_per_s'] for m in ms], '.1f')} |")
+    return lines
+
+
 def main() -> None:
     out = ["# Freeze comparison: results", "",
            "Produced by `bash experiments/freeze_comparison/run.sh` (commands and budget in its header); "
@@ -111,6 +125,11 @@ def main() -> None:
         out += [f"## {part}", ""] + policy_table(part) + [""]
     out += ["## Frozen-feature cache (SST-2 subset, freeze=encoder, 3 epochs, seed 1)", ""] + cache_table() + [""]
     out += ["## bf16-mixed vs float32 (SST-2 subset, freeze=none, seeds 1 and 2)", ""] + bf16_table() + [""]
+    out += ["## Linear probes on the frozen encoder (SST-2 subset, freeze=encoder, lr 1e-2, seeds 1 and 2)", "",
+            "How the sentence vector is read: the pooler (dense + tanh over [CLS], the default and the `encoder` "
+            "row above, there at lr 1e-3), the raw [CLS] vector, or the mean over real tokens. Their samples/s are not "
+            "speed figures: the test suite shared the cores during these runs.", ""]
+    out += probe_table() + [""]
     machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
     out += [f"Machine: {machine}; CPU only. The speed-up of `freeze=encoder` over `freeze=none` (target ≥ 3×) is "
             "the `speed vs none` column."]

@@ -26,6 +26,7 @@ for t in ${tasks[@]}; do
     squad)     run squad task=squad data.max_train_samples=4000 trainer.max_epochs=1 seed=42 ;;
     # The longer budget: the project's own CoNLL defaults (conf/task/conll2003.yaml: 3 epochs) with no overrides.
     conll2003-defaults) run conll2003-defaults task=conll2003 seed=42 ;;
+    wnut17-defaults) run wnut17-defaults task=wnut17 seed=1 ;;
     # The reference's batch order (no length grouping), to separate that choice from the rest.
     conll2003-nogroup) run conll2003-nogroup task=conll2003 "${ref[@]}" seed=42 data.group_by_length=false ;;
     # The small sets: three seeds each (their spread is the noise a comparison must allow for).
