@@ -2,7 +2,9 @@
 
     python experiments/record_runs.py OUT_DIR RUN_DIR...   → OUT_DIR/<run dir name>.json for each run
 
-``best_checkpoint`` (an absolute path in metrics.json) is written relative to the repository root.
+``best_checkpoint`` (an absolute path in metrics.json) is written relative to the repository root, and the
+run's command-line overrides (``.hydra/overrides.yaml``) are added as ``overrides`` so each record says how
+it was made.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import yaml
 
 
 def main(argv: list[str]) -> int:
@@ -24,6 +28,9 @@ def main(argv: list[str]) -> int:
         metrics = json.loads(source.read_text())
         if metrics.get("best_checkpoint"):
             metrics["best_checkpoint"] = os.path.relpath(metrics["best_checkpoint"])
+        overrides = run_dir / ".hydra" / "overrides.yaml"
+        if overrides.is_file():
+            metrics["overrides"] = yaml.safe_load(overrides.read_text())
         (out / f"{run_dir.name}.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return 0
 

@@ -84,16 +84,28 @@ def cache_table() -> list[str]:
     return lines
 
 
-def bf16_table() -> list[str]:
+def by_override(part: str, key: str, default: str) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = defaultdict(list)
-    for m in runs("bf16"):
-        groups[override(m, "trainer.precision", "32-true")].append(m)
+    for m in runs(part):
+        groups[str(override(m, key, default))].append(m)
+    return groups
+
+
+def accuracy_table(key: str, groups: dict[str, list[dict]], order: list[str]) -> list[str]:
+    """One row per value of ``key``: SST-2 dev accuracy and samples/s over the seeds."""
+    lines = [f"| {key} | dev accuracy | seeds | samples/s |", "|---|---|---|---|"]
+    for value in [v for v in order if v in groups]:
+        ms = groups[value]
+        lines.append(f"| {value} | {spread([m['val']['accuracy'] for m in ms])} | {len(ms)} | "
+                     f"{spread([m['train']['samples_per_s'] for m in ms], '.1f')} |")
+    return lines
+
+
+def bf16_table() -> list[str]:
+    groups = by_override("bf16", "trainer.precision", "32-true")
     if not groups:
         return ["_bf16: no recorded runs._"]
-    lines = ["| trainer.precision | dev accuracy | seeds | samples/s |", "|---|---|---|---|"]
-    for precision, ms in sorted(groups.items()):
-        lines.append(f"| {precision} | {spread([m['val']['accuracy'] for m in ms])} | {len(ms)} | "
-                     f"{spread([m['train']['samples_per_s'] for m in ms], '.1f')} |")
+    lines = accuracy_table("trainer.precision", groups, sorted(groups))
     if {"32-true", "bf16-mixed"} <= set(groups):
         acc = {p: mean([m["val"]["accuracy"] for m in groups[p]]) for p in groups}
         sps = {p: mean([m["train"]["samples_per_s"] for m in groups[p]]) for p in groups}
@@ -103,17 +115,8 @@ def bf16_table() -> list[str]:
 
 
 def probe_table() -> list[str]:
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for m in runs("probe"):
-        groups[override(m, "head.pooling", "pooler")].append(m)
-    if not groups:
-        return ["_probe: no recorded runs._"]
-    lines = ["| head.pooling | dev accuracy | seeds | samples/s |", "|---|---|---|---|"]
-    for pooling in [p for p in ("pooler", "cls", "mean") if p in groups]:
-        ms = groups[pooling]
-        lines.append(f"| {pooling} | {spread([m['val']['accuracy'] for m in ms])} | {len(ms)} | "
-                     f"{spread([m['train']['samples_per_s'] for m in ms], '.1f')} |")
-    return lines
+    groups = by_override("probe", "head.pooling", "pooler")
+    return accuracy_table("head.pooling", groups, ["pooler", "cls", "mean"]) if groups else ["_probe: no recorded runs._"]
 
 
 def main() -> None:

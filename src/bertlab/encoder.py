@@ -110,8 +110,8 @@ class BertEmbeddings(nn.Module):
 # several (B, nh, T, T) tensors per layer. Past glibc's mmap threshold (≤ 32 MiB) each one is a fresh mmap,
 # page-faulted in and unmapped again on every step: at 8 × 384 that kernel time is ~1/4 of a MiniLM train
 # step. Computing attention over slices of (batch, head) rows whose scores stay under this budget keeps those
-# buffers on the reused heap (3× fewer page faults): +38 % train-step throughput at 8 × 384, +2 % at 16 × 128
-# on a 2-core EPYC (benchmarks/ablations.py, "cpu_dropout"). The price is RSS: freed heap memory is kept for
+# buffers on the reused heap: with the CPU masks above, 2 instead of ~249k page faults per step and +15 %
+# train-step throughput at 8 × 384, no change at 16 × 128, on a 2-core EPYC (benchmarks/ablations.py, "cpu_dropout"). The price is RSS: freed heap memory is kept for
 # reuse, so a 32 × 384 batch peaks ~25 % higher than one SDPA call. 0 = one slice.
 CPU_ATTENTION_SLICE_BYTES = 32 * 2**20
 
