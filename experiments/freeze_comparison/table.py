@@ -8,12 +8,13 @@ bf16-mixed vs float32 comparison, each with the target the freeze and performanc
 from __future__ import annotations
 
 import json
-import platform
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tables import machine, override, spread  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("none", "embeddings", "bottom_k", "bitfit", "lora", "encoder")
@@ -22,22 +23,6 @@ TASK_METRIC = {"sst2": ("accuracy", "dev accuracy"), "conll2003": ("f1", "dev en
 
 def runs(part: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((HERE / part / "runs").glob("*.json"))]
-
-
-def override(m: dict, key: str, default: str | None = None) -> str | None:
-    for item in m.get("overrides", []):
-        k, _, v = item.partition("=")
-        if k == key:
-            return v
-    return default
-
-
-def spread(values: list[float], fmt: str = ".4f") -> str:
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return format(values[0], fmt)
-    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt)}"
 
 
 def mean(values: list[float]) -> float:
@@ -133,8 +118,7 @@ def main() -> None:
             "row above, there at lr 1e-3), the raw [CLS] vector, or the mean over real tokens. Their samples/s are not "
             "speed figures: the test suite shared the cores during these runs.", ""]
     out += probe_table() + [""]
-    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-    out += [f"Machine: {machine}; CPU only. The speed-up of `freeze=encoder` over `freeze=none` (target ≥ 3×) is "
+    out += [f"Machine: {machine()}; CPU only. The speed-up of `freeze=encoder` over `freeze=none` (target ≥ 3×) is "
             "the `speed vs none` column."]
     (HERE / "RESULTS.md").write_text("\n".join(out) + "\n")
     print("\n".join(out))

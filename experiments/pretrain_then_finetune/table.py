@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 import json
-import platform
-import statistics
+import sys
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tables import machine, override, spread  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 
-def spread(values: list[float], fmt: str = ".4f") -> str:
-    if len(values) < 2:
-        return format(values[0], fmt) if values else "–"
-    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt)}"
-
-
 def init_from(m: dict) -> str:
-    for item in m.get("overrides", []):
-        key, _, value = item.partition("=")
-        if key == "model.init_from":
-            return "random init" if value in ("null", "None", "") else "pre-trained (stage 1)"
-    return "?"
+    value = override(m, "model.init_from")
+    if value is None:
+        return "?"
+    return "random init" if value in ("null", "None", "") else "pre-trained (stage 1)"
 
 
 def main() -> None:
@@ -52,8 +45,7 @@ def main() -> None:
         out.append(f"| {name} | {spread([m['val']['accuracy'] for m in ms])} | "
                    f"{', '.join(str(m['seed']) for m in ms)} | {spread([m['train']['wall_s'] for m in ms], '.0f')} | "
                    f"{spread([m['train']['samples_per_s'] for m in ms], '.0f')} |")
-    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-    out += ["", f"Machine: {machine}; CPU only. Plot and per-group table: `finetune/comparison.{{png,md}}`; "
+    out += ["", f"Machine: {machine()}; CPU only. Plot and per-group table: `finetune/comparison.{{png,md}}`; "
             "the pre-training curves: `pretrain/curves.csv`."]
     (HERE / "RESULTS.md").write_text("\n".join(out) + "\n")
     print("\n".join(out))

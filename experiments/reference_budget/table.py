@@ -7,13 +7,13 @@ seeds (``<name>-seed<N>.json``) are shown as mean ± sample std over the seeds.
 from __future__ import annotations
 
 import json
-import platform
 import re
-import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tables import machine, spread  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # ../shared/docs/REFERENCE-RESULTS.md: Trainer + MiniLM-L6 at the same budget on this kind of machine.
@@ -24,12 +24,6 @@ REFERENCE = {
     "squad": ("EM / F1", "f1", 24.42, 1437.0, "13.15 / 24.42"),
     "conll2003-defaults": ("entity F1", "f1", 0.899, 1165.0, "0.8990 (3 epochs)"),  # the reference's 3-epoch run
 }
-
-
-def _spread(values: list[float], digits: int) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def main() -> None:
@@ -44,17 +38,16 @@ def main() -> None:
         label, key, _, ref_wall, ref_shown = REFERENCE.get(name) or REFERENCE.get(
             task, ("", ms[0]["monitor"]["metric"].split("/")[1], None, None, "not in REFERENCE-RESULTS.md"))
         values = [m["val"][key] for m in ms]
-        shown = _spread(values, 2 if task == "squad" else 4)
+        shown = spread(values, ".2f" if task == "squad" else ".4f")
         if task == "squad":
-            shown = f"{_spread([m['val']['exact_match'] for m in ms], 2)} / {shown}"
+            shown = f"{spread([m['val']['exact_match'] for m in ms], '.2f')} / {shown}"
         if task == "mrpc":  # MRPC reports accuracy and F1
-            shown = f"acc {_spread([m['val']['accuracy'] for m in ms], 4)}, F1 {shown}"
+            shown = f"acc {spread([m['val']['accuracy'] for m in ms], '.4f')}, F1 {shown}"
             label = "accuracy, F1"
         rows.append(f"| {name} | {label or key} | {shown} | {', '.join(str(m['seed']) for m in ms)} | {ref_shown} | "
-                    f"{_spread([m['train']['wall_s'] for m in ms], 0)} | {ref_wall or '–'} | "
-                    f"{_spread([m['train']['samples_per_s'] for m in ms], 1)} |")
-    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-    text = "# bertlab vs the Hugging Face reference at equal budget\n\n" + "\n".join(rows) + f"\n\nMachine: {machine}.\n"
+                    f"{spread([m['train']['wall_s'] for m in ms], '.0f')} | {ref_wall or '–'} | "
+                    f"{spread([m['train']['samples_per_s'] for m in ms], '.1f')} |")
+    text = "# bertlab vs the Hugging Face reference at equal budget\n\n" + "\n".join(rows) + f"\n\nMachine: {machine()}.\n"
     (HERE / "results" / "TABLE.md").write_text(text)
     print(text)
 
