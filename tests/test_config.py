@@ -49,3 +49,16 @@ def test_contract_keys_exist(tmp_path: Path):
     for key in ("policy", "k", "lora"):
         assert key in cfg.freeze, key
     assert cfg.trainer.max_steps == 5 and cfg.freeze.policy == "none"
+
+
+@pytest.mark.parametrize("task", ["sst2", "mrpc", "rte", "conll2003", "wnut17", "squad", "text_classification",
+                                  "token_classification", "question_answering"])
+def test_fine_tuning_presets_follow_the_published_recipes(tmp_path: Path, task: str):
+    """BERT paper §A.3: lr in {2, 3, 5}e-5, batch 16/32 (run_qa: 12), 2-4 epochs, 10 % warm-up, weight decay 0.01."""
+    cfg = compose([f"task={task}"], tmp_path / "run")
+    assert cfg.optim.lr in (2e-5, 3e-5, 5e-5)
+    assert cfg.data.batch_size in (12, 16, 32)
+    assert 2 <= cfg.trainer.max_epochs <= 4
+    assert cfg.optim.warmup_ratio == 0.1 and cfg.optim.weight_decay == 0.01
+    # Token tasks read batches in random order: length grouping cost CoNLL-2003 1.3 F1 points (reference_budget).
+    assert cfg.data.group_by_length is (cfg.task.family != "token")

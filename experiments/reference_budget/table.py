@@ -1,6 +1,6 @@
 """Collect experiments/reference_budget/results/*.json into TABLE.md beside the Hugging Face reference.
 
-One row per run name (the file name; ``conll2003-nogroup`` is a variant of ``conll2003``); runs with several
+One row per run name (the file name; ``conll2003-grouped`` is a variant of ``conll2003``); runs with several
 seeds (``<name>-seed<N>.json``) are shown as mean ± sample std over the seeds.
 """
 
@@ -30,12 +30,13 @@ def main() -> None:
     runs: dict[str, list[dict]] = defaultdict(list)
     for path in sorted((HERE / "results").glob("*.json")):
         m = json.loads(path.read_text())
-        runs[re.sub(r"-seed\d+$", "", path.stem)].append(m)  # conll2003, conll2003-nogroup, mrpc (3 seeds), ...
+        runs[re.sub(r"-seed\d+$", "", path.stem)].append(m)  # conll2003 (3 seeds), conll2003-grouped, mrpc, ...
     rows = ["| run | metric | bertlab | seeds | HF reference | bertlab train wall s | reference wall s | samples/s |",
             "|---|---|---|---|---|---|---|---|"]
     for name, ms in sorted(runs.items()):
         task = ms[0]["task"]
-        label, key, _, ref_wall, ref_shown = REFERENCE.get(name) or REFERENCE.get(
+        base = "conll2003-defaults" if name.startswith("conll2003-defaults") else name  # -grouped: a variant
+        label, key, _, ref_wall, ref_shown = REFERENCE.get(base) or REFERENCE.get(
             task, ("", ms[0]["monitor"]["metric"].split("/")[1], None, None, "not in REFERENCE-RESULTS.md"))
         values = [m["val"][key] for m in ms]
         shown = spread(values, ".2f" if task == "squad" else ".4f")
