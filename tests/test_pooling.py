@@ -32,3 +32,50 @@ def test_mean_pooled_features_do_not_depend_on_padding():
         # Against the definition: the mean of the last layer over the four real tokens.
         last = model.bert(alone["input_ids"], attention_mask=alone["attention_mask"]).last_hidden_state
         torch.testing.assert_close(model.encode(alone)[0], last[0].mean(0))
+
+
+def _st_folder(root, pooling: dict | None, modules: object = None):
+    """A checkpoint folder with (optionally) a sentence-transformers Pooling module."""
+    import json
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.json").write_text("{}")
+    if pooling is not None:
+        (root / "modules.json").write_text(json.dumps(modules if modules is not None else [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+        (root / "1_Pooling").mkdir()
+        modes = {f"pooling_mode_{m}": False for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")}
+        (root / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16, **modes, **pooling}))
+    return root
+
+
+def test_sentence_transformers_pooling_reads_the_declared_mode(tmp_path):
+    from bertlab.hf_weights import sentence_transformers_pooling
+
+    assert sentence_transformers_pooling(_st_folder(tmp_path / "mean", {"pooling_mode_mean_tokens": True})) == "mean"
+    assert sentence_transformers_pooling(_st_folder(tmp_path / "cls", {"pooling_mode_cls_token": True})) == "cls"
+    # Poolings bertlab has no head for, several at once, a plain BERT folder, unreadable files: no answer.
+    assert sentence_transformers_pooling(_st_folder(tmp_path / "max", {"pooling_mode_max_tokens": True})) is None
+    both = {"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True}
+    assert sentence_transformers_pooling(_st_folder(tmp_path / "both", both)) is None
+    assert sentence_transformers_pooling(_st_folder(tmp_path / "plain", None)) is None
+    assert sentence_transformers_pooling(_st_folder(tmp_path / "odd", {"pooling_mode_mean_tokens": True},
+                                                    modules={"not": "a list"})) is None
+    broken = _st_folder(tmp_path / "broken", {"pooling_mode_mean_tokens": True})
+    (broken / "1_Pooling" / "config.json").write_text("{not json")
+    assert sentence_transformers_pooling(broken) is None
+
+
+def test_auto_pooling_follows_the_checkpoint_and_falls_back_to_the_pooler(tmp_path):
+    from bertlab.builders import resolve_head_config
+
+    auto = HeadConfig(pooling="auto")
+    mean_dir = _st_folder(tmp_path / "mean", {"pooling_mode_mean_tokens": True})
+    assert resolve_head_config(auto, {"pretrained": str(mean_dir)}).pooling == "mean"
+    assert resolve_head_config(auto, {"init_from": str(mean_dir)}).pooling == "mean"  # an HF folder to start from
+    assert resolve_head_config(auto, {"pretrained": str(_st_folder(tmp_path / "bert", None))}).pooling == "pooler"
+    assert resolve_head_config(auto, {"pretrained": None}).pooling == "pooler"  # a scratch model
+    assert resolve_head_config(auto, {"encoder": "recurrent", "pretrained": None}).pooling == "pooler"
+    # An explicit choice is kept whatever the checkpoint declares.
+    assert resolve_head_config(HeadConfig(pooling="cls"), {"pretrained": str(mean_dir)}).pooling == "cls"

@@ -29,6 +29,7 @@ from bertlab.hf_weights import (
     read_hf_config,
     read_state_dict,
     resolve_checkpoint_dir,
+    sentence_transformers_pooling,
 )
 from bertlab.tasks.families import Family
 from bertlab.tokenization import BertTokenizer, content_hash, load_tokenizer, train_wordpiece
@@ -142,9 +143,27 @@ def init_dir_for_tokenizer(init_from: str | None) -> Path | None:
     return None
 
 
+def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> HeadConfig:
+    """``head.pooling=auto``: the checkpoint's own sentence vector where it declares one (a sentence-transformers
+    Pooling module, e.g. all-MiniLM-L6-v2's mean over tokens), BERT's pooler otherwise."""
+    if head_cfg.pooling != "auto":
+        return head_cfg
+    pretrained = None
+    if model_cfg.get("encoder", "bert") == "bert":
+        init_kind, init_path = _init_source(model_cfg.get("init_from"))
+        pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
+    declared = sentence_transformers_pooling(pretrained) if pretrained is not None else None
+    pooling = declared or "pooler"
+    log.info("head.pooling=auto → %s (%s)", pooling,
+             f"the checkpoint's sentence-transformers Pooling module in {pretrained}" if declared
+             else "no sentence-transformers Pooling module: BERT's pooler")
+    return dataclasses.replace(head_cfg, pooling=pooling)
+
+
 def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
                 ) -> tuple[TaskModel, LoadReport | None]:
     """Encoder (pretrained, ``init_from`` or scratch) + the family's head, with a load report."""
+    head_cfg = resolve_head_config(head_cfg, model_cfg)
     kind = model_cfg.get("encoder", "bert")
     if kind == "recurrent":
         return build_recurrent_model(model_cfg, head_cfg, family, tokenizer)

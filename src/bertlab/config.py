@@ -104,7 +104,8 @@ class HeadConfig:
     """Which encoder vectors a head reads and how deep it is."""
 
     # "pooler" (dense+tanh over [CLS], as BERT) | "cls" (raw [CLS] vector) | "mean" (mean over real tokens,
-    # as sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained to be read)
+    # as sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained to be read) | "auto" (the
+    # checkpoint's declared sentence-transformers pooling, else "pooler"; builders.resolve_head_config)
     pooling: str = "pooler"
     layers: str | int = "last"  # "last" | "concat_last4" | "sum_last4" | an encoder layer index
     hidden_layers: int = 0  # 0 = linear head; >0 = MLP probe
@@ -112,8 +113,8 @@ class HeadConfig:
     cache_features: bool = False
 
     def __post_init__(self) -> None:
-        if self.pooling not in ("pooler", "cls", "mean"):
-            raise ConfigError(f"head.pooling must be 'pooler', 'cls' or 'mean', got {self.pooling!r}")
+        if self.pooling not in ("pooler", "cls", "mean", "auto"):
+            raise ConfigError(f"head.pooling must be 'auto', 'pooler', 'cls' or 'mean', got {self.pooling!r}")
         if isinstance(self.layers, str) and self.layers.lstrip("-").isdigit():
             self.layers = int(self.layers)
         if not isinstance(self.layers, int) and self.layers not in ("last", "concat_last4", "sum_last4"):

@@ -137,6 +137,27 @@ def read_encoder_config(directory: Path) -> EncoderConfig:
         raise CheckpointError(str(err)) from err
 
 
+def sentence_transformers_pooling(directory: Path) -> str | None:
+    """How a sentence-transformers checkpoint was trained to be read: ``"mean"`` or ``"cls"``, from its Pooling
+    module (``modules.json`` → ``<path>/config.json``). None for a plain BERT folder, another pooling (max,
+    weighted mean) or files that do not parse."""
+    modules = directory / "modules.json"
+    if not modules.is_file():
+        return None
+    try:
+        entries = json.loads(modules.read_text(encoding="utf-8"))
+        module = next(e for e in entries if str(e.get("type", "")).endswith(".Pooling"))
+        config = json.loads((directory / module.get("path", "") / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, StopIteration, AttributeError, TypeError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    chosen = [k for k, v in config.items() if k.startswith("pooling_mode_") and v is True]
+    if len(chosen) != 1:
+        return None  # none, or a concatenation of several poolings
+    return {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(chosen[0])
+
+
 def read_hf_config(directory: Path) -> dict:
     path = directory / CONFIG_NAME
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

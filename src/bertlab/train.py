@@ -23,7 +23,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer
+from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
 from bertlab.config import ConfigError, DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.distributed import (
@@ -176,6 +176,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     freeze_cfg = FreezeConfig(**_plain(cfg.freeze))
     optim_cfg = OptimConfig(**_plain(cfg.optim))
     model_cfg = _plain(cfg.model)
+    head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model).
     datamodule: TaskDataModule | None = None
