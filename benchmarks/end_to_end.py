@@ -45,7 +45,9 @@ def cases(quick: bool) -> list[Case]:
     sst_steps, conll_steps, squad_steps = (4, 4, 2) if quick else (100, 100, 20)
     return [
         Case("sst2", "sst2", sst_steps, sst_steps * BATCH, hf_pads=("max", "dynamic")),
-        Case("conll", "conll2003", conll_steps, conll_steps * BATCH, bertlab_overrides=("data.max_seq_length=128",)),
+        # bertlab's length-grouped batches (the token tasks' preset reads them in random order, for quality).
+        Case("conll", "conll2003", conll_steps, conll_steps * BATCH,
+             bertlab_overrides=("data.max_seq_length=128", "data.group_by_length=true")),
         # Questions: every one yields at least one window, so steps × batch questions fill the steps.
         Case("squad", "squad", squad_steps, squad_steps * BATCH, hf_pads=("max",)),  # run_qa pads to 384
     ]

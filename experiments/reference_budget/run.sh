@@ -37,6 +37,8 @@ for t in ${tasks[@]}; do
       for s in 1 2; do run conll2003-seed$s task=conll2003 "${ref[@]}" seed=$s data.group_by_length=false; done ;;
     # The longer budget for the other tasks: their presets, no overrides (3 seeds for the small sets).
     sst2-defaults) run sst2-defaults task=sst2 seed=42 ;;
+    # The checkpoint's own sentence vector: all-MiniLM-L6-v2 was trained with mean pooling (1_Pooling/config.json).
+    sst2-defaults-mean) run sst2-defaults-mean task=sst2 seed=42 head.pooling=mean ;;
     mrpc-defaults|rte-defaults|wnut17-defaults)
       for s in 1 2 3; do run ${t%-defaults}-defaults-seed$s task=${t%-defaults} seed=$s; done ;;
   esac
