@@ -43,7 +43,7 @@ def main() -> None:
         if layers in probes:
             rows.append(row(f"Frozen: {label} (`head.layers={layers}`)", probes[layers]))
     text = ("# CoNLL-2003 dev (eng.testa): fine-tuning vs frozen MiniLM-L6 features\n\n" + "\n".join(rows)
-            + f"\n\nFrozen rows: `freeze=encoder head.cache_features=true head.hidden_layers=1 optim.lr=1e-3`, 3 epochs,"
+            + f"\n\nFrozen rows: `freeze=encoder head.cache_features=true head.hidden_layers=1 optim.lr=1e-3`, 3 epochs, batch 16 (the preset),"
             f" seed 1. Machine: {machine()}.\n")
     (HERE / "TABLE.md").write_text(text)
     print(text)
