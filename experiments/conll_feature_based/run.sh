@@ -5,7 +5,7 @@
 # (head.hidden_layers=1; the paper used a two-layer BiLSTM) trained 3 epochs at lr 1e-3 on all of eng.train,
 # scored on eng.testa. The fine-tuning row is experiments/reference_budget's conll2003-defaults run.
 # Usage: BERTLAB_DATA_DIR=../shared/data bash experiments/conll_feature_based/run.sh
-#   then python experiments/conll_feature_based/table.py   (→ RESULTS.md)
+#   then python experiments/conll_feature_based/table.py   (→ TABLE.md; README.md reads it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/conll_feature_based

@@ -42,9 +42,12 @@ def main() -> None:
     for layers, label in FEATURES.items():
         if layers in probes:
             rows.append(row(f"Frozen: {label} (`head.layers={layers}`)", probes[layers]))
+    # The frozen runs' shared command line, as recorded (the row's head.layers and logging switches left out).
+    shared = [o for o in next(iter(probes.values()), {}).get("overrides", [])
+              if not o.startswith(("head.layers=", "logger=", "trainer.enable_progress_bar="))]
     text = ("# CoNLL-2003 dev (eng.testa): fine-tuning vs frozen MiniLM-L6 features\n\n" + "\n".join(rows)
-            + f"\n\nFrozen rows: `freeze=encoder head.cache_features=true head.hidden_layers=1 optim.lr=1e-3`, 3 epochs, batch 16 (the preset),"
-            f" seed 1. Machine: {machine()}.\n")
+            + f"\n\nFrozen rows: `{' '.join(shared)}` (other settings: the conll2003 preset)."
+            f" Machine: {machine()}.\n")
     (HERE / "TABLE.md").write_text(text)
     print(text)
 

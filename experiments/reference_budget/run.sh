@@ -33,7 +33,7 @@ for t in ${tasks[@]}; do
     # The small sets: three seeds each (their spread is the noise a comparison must allow for).
     mrpc|rte|wnut17) for s in 1 2 3; do run $t-seed$s task=$t "${ref[@]}" seed=$s; done ;;
     # Two more seeds of the equal-budget CoNLL-2003 run: the spread of the 1-epoch figure.
-    conll2003-seeds|conll2003-nogroup-seeds)
+    conll2003-seeds)
       for s in 1 2; do run conll2003-seed$s task=conll2003 "${ref[@]}" seed=$s data.group_by_length=false; done ;;
     # The longer budget for the other tasks: their presets, no overrides (3 seeds for the small sets).
     sst2-defaults) run sst2-defaults task=sst2 seed=42 ;;

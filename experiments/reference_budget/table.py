@@ -35,9 +35,11 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|"]
     for name, ms in sorted(runs.items()):
         task = ms[0]["task"]
-        base = "conll2003-defaults" if name.startswith("conll2003-defaults") else name  # -grouped: a variant
-        label, key, _, ref_wall, ref_shown = REFERENCE.get(base) or REFERENCE.get(
-            task, ("", ms[0]["monitor"]["metric"].split("/")[1], None, None, "not in REFERENCE-RESULTS.md"))
+        # A variant (conll2003-defaults-bs32, sst2-defaults-mean) is compared with the longest reference its name
+        # extends; names no reference covers fall back to their task's.
+        base = max((k for k in REFERENCE if name == k or name.startswith(k + "-")), key=len, default=task)
+        label, key, _, ref_wall, ref_shown = REFERENCE.get(base) or (
+            "", ms[0]["monitor"]["metric"].split("/")[1], None, None, "not in REFERENCE-RESULTS.md")
         values = [m["val"][key] for m in ms]
         shown = spread(values, ".2f" if task == "squad" else ".4f")
         if task == "squad":
