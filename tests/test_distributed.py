@@ -164,6 +164,28 @@ def test_trainer_presets_compose(tmp_path):
 # Multirun + DDP: the command line a rank re-runs
 
 
+def _init_one_process_group(store_file: Path) -> None:
+    store = torch.distributed.FileStore(str(store_file), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+
+
+def test_a_finished_job_destroys_its_process_group(tmp_path, monkeypatch):
+    """A gloo group left to interpreter shutdown can abort a finished rank (exit -6 under torchrun)."""
+    from bertlab.distributed import HydraDDPJob
+
+    monkeypatch.setenv("LOCAL_RANK", "0")  # a rank some launcher started
+    _init_one_process_group(tmp_path / "store")
+    with HydraDDPJob():
+        torch.distributed.barrier()
+    assert not torch.distributed.is_initialized()
+
+    _init_one_process_group(tmp_path / "store2")  # a failed run keeps it: peers may still be in a collective
+    with pytest.raises(RuntimeError), HydraDDPJob():
+        raise RuntimeError("rank failed")
+    assert torch.distributed.is_initialized()
+    torch.distributed.destroy_process_group()
+
+
 def test_job_argv_recreates_one_job():
     argv = ["/x/train.py", "-m", "--config-dir", "/extra", "task=sst2,rte", "seed=1,2", "trainer=ddp_cpu",
             "hydra.sweep.dir=/s"]

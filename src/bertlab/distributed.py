@@ -220,11 +220,13 @@ class HydraDDPJob:
 
     - makes ``sys.argv`` the job's own command line (:func:`job_argv`) and ``hydra.run.dir`` the job's
       output folder, so the ranks re-create exactly this job, in this job's folder;
-    - afterwards waits for the ranks, destroys the process group and removes the launch variables
-      (``LOCAL_RANK``, ``MASTER_PORT``, ...) so that the next job launches fresh ranks on a fresh port.
+    - afterwards waits for the ranks and removes the launch variables (``LOCAL_RANK``, ``MASTER_PORT``, ...)
+      so that the next job launches fresh ranks on a fresh port.
 
-    In any mode, when the launching process fails, ranks it started that are still running are stopped
-    (Lightning stops them only on Ctrl+C), instead of waiting in a collective until the timeout.
+    In every process (the launcher, ranks Lightning started, ranks torchrun or srun started) a run that ended
+    well destroys the process group before the interpreter shuts down. In any mode, when the launching
+    process fails, ranks it started that are still running are stopped (Lightning stops them only on
+    Ctrl+C), instead of waiting in a collective until the timeout.
     """
 
     def __init__(self) -> None:
@@ -266,11 +268,14 @@ class HydraDDPJob:
                 except subprocess.TimeoutExpired:
                     log.error("rank process %d did not exit after the run: stopping it", proc.pid)
                     proc.kill()
+        if exc_type is None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            # Every process, whoever launched it: a gloo group left to interpreter shutdown can abort the
+            # process after a finished run ("terminate called without an active exception", exit -6). Only
+            # after a run that ended well: a rank that failed may have peers still inside a collective.
+            torch.distributed.destroy_process_group()
         if not self._multirun_launcher:
             return
         sys.argv = self._argv
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
         for key, value in self._env.items():
             if value is None:
                 os.environ.pop(key, None)
