@@ -39,6 +39,13 @@ for t in ${tasks[@]}; do
     sst2-defaults) run sst2-defaults task=sst2 seed=42 ;;
     # The checkpoint's own sentence vector: all-MiniLM-L6-v2 was trained with mean pooling (1_Pooling/config.json).
     sst2-defaults-mean) run sst2-defaults-mean task=sst2 seed=42 head.pooling=mean ;;
+    # SST-2 within the published grid (2-4 epochs; batch 16/32): 3 epochs; 2 epochs in random batch order.
+    sst2-3epochs) run sst2-3epochs task=sst2 seed=42 trainer.max_epochs=3 ;;
+    sst2-random) run sst2-random task=sst2 seed=42 data.group_by_length=false ;;
+    # SQuAD's longer budget: the preset (2 epochs) on twice the reference's questions (train.json has 8,582).
+    squad-defaults) run squad-defaults task=squad data.max_train_samples=8000 seed=42 ;;
+    # Layer-wise lr decay (off in every preset): MRPC's preset with decay 0.9, the same three seeds.
+    mrpc-lld) for s in 1 2 3; do run mrpc-lld-seed$s task=mrpc seed=$s optim.layer_lr_decay=0.9; done ;;
     mrpc-defaults|rte-defaults|wnut17-defaults)
       for s in 1 2 3; do run ${t%-defaults}-defaults-seed$s task=${t%-defaults} seed=$s; done ;;
   esac
