@@ -60,5 +60,6 @@ def test_fine_tuning_presets_follow_the_published_recipes(tmp_path: Path, task: 
     assert cfg.data.batch_size in (12, 16, 32)
     assert 2 <= cfg.trainer.max_epochs <= 4
     assert cfg.optim.warmup_ratio == 0.1 and cfg.optim.weight_decay == 0.01
-    # Token tasks read batches in random order: length grouping cost CoNLL-2003 1.3 F1 points (reference_budget).
-    assert cfg.data.group_by_length is (cfg.task.family != "token")
+    # Random batch order where it was measured to matter (experiments/reference_budget): length-grouped batches
+    # cost CoNLL-2003 1.3 F1 points at one epoch, WNUT-17 2.3, SST-2 1.0 accuracy point at its 2 epochs.
+    assert cfg.data.group_by_length is (cfg.task.family != "token" and task != "sst2")
