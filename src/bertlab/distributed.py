@@ -268,10 +268,12 @@ class HydraDDPJob:
                 except subprocess.TimeoutExpired:
                     log.error("rank process %d did not exit after the run: stopping it", proc.pid)
                     proc.kill()
-        if exc_type is None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        ended_well_or_ranks_stopped = exc_type is None or self._multirun_launcher
+        if ended_well_or_ranks_stopped and torch.distributed.is_available() and torch.distributed.is_initialized():
             # Every process, whoever launched it: a gloo group left to interpreter shutdown can abort the
-            # process after a finished run ("terminate called without an active exception", exit -6). Only
-            # after a run that ended well: a rank that failed may have peers still inside a collective.
+            # process after a finished run ("terminate called without an active exception", exit -6). Not
+            # after a failure in a rank whose peers may still be inside a collective; a multirun launcher
+            # has stopped its ranks above, and the next job needs a fresh group.
             torch.distributed.destroy_process_group()
         if not self._multirun_launcher:
             return
