@@ -48,5 +48,6 @@ for t in ${tasks[@]}; do
     squad-defaults) run squad-defaults task=squad data.max_train_samples=8000 seed=42 ;;
     mrpc-defaults|rte-defaults|wnut17-defaults)
       for s in 1 2 3; do run ${t%-defaults}-defaults-seed$s task=${t%-defaults} seed=$s; done ;;
+    *) echo "run.sh: no stage named '$t' (the stages are the names in this file's case list)" >&2; exit 2 ;;
   esac
 done

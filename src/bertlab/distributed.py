@@ -224,9 +224,10 @@ class HydraDDPJob:
       so that the next job launches fresh ranks on a fresh port.
 
     In every process (the launcher, ranks Lightning started, ranks torchrun or srun started) a run that ended
-    well destroys the process group before the interpreter shuts down. In any mode, when the launching
-    process fails, ranks it started that are still running are stopped (Lightning stops them only on
-    Ctrl+C), instead of waiting in a collective until the timeout.
+    well destroys the process group before the interpreter shuts down; so does a multirun launcher whose job
+    failed, once its ranks are stopped. In any mode, when the launching process fails, ranks it started that
+    are still running are stopped (Lightning stops them only on Ctrl+C), instead of waiting in a collective
+    until the timeout.
     """
 
     def __init__(self) -> None:
