@@ -66,7 +66,6 @@ class BertTaskModule(L.LightningModule):
         # Plain values only (no modules, no DictConfig) so checkpoints stay loadable and small.
         self.save_hyperparameters(hparams or {}, logger=False)
         self._eval: EvalState | None = None
-        self._validated_step: int | None = None
         # LoRA checkpoints hold only what trained (adapters + head) and a reference to the base weights, which
         # the model was built from; Lightning must then accept the missing (frozen) keys.
         # (Without a reference, e.g. a scratch model, the full state is kept.)
@@ -224,8 +223,6 @@ class BertTaskModule(L.LightningModule):
             # Every rank holds the same gathered value: no further reduction needed.
             self.log(f"{stage}/{name}", float(value), prog_bar=name in ("accuracy", "f1", "loss"), sync_dist=False)
         self.last_metrics[stage] = scores
-        if stage == "val" and self.trainer.state.fn == "fit":
-            self._validated_step = self.global_step
         predictions = getattr(self.family, "last_predictions", None)
         if predictions is not None and self.output_dir is not None and self.trainer.is_global_zero:
             out = self.output_dir / "predictions" / f"{stage}_predictions.json"

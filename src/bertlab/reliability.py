@@ -23,6 +23,7 @@ import os
 import random
 import signal
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -280,7 +281,10 @@ def continue_csv_logs(loggers: list[Any], resumed_from_step: int) -> None:
             reader = csv.DictReader(f)
             header = list(reader.fieldnames or [])
             rows = [r for r in reader if r.get("step", "") != "" and float(r["step"]) < resumed_from_step]
-        writer = logger.experiment  # created now: this deletes the old file
+        with warnings.catch_warnings():
+            # Lightning warns that the folder's files "will be deleted": here they are continued.
+            warnings.filterwarnings("ignore", message=r".*Previous log files in this directory will be deleted")
+            writer = logger.experiment  # created now: this deletes the old file
         with open(path, "w", newline="") as f:
             out = csv.DictWriter(f, fieldnames=header)
             out.writeheader()

@@ -24,6 +24,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
+from bertlab.checkpoints import CheckpointInfo, LastCheckpoint, ValidateFinalStep, read_checkpoint_info
 from bertlab.config import ConfigError, DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.distributed import (
@@ -218,31 +219,46 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     module = BertTaskModule(model, family, freeze_plan, optim_cfg, splits=datamodule.splits, output_dir=run_dir,
                             on_nonfinite_loss=cfg.on_nonfinite_loss, hparams=hparams)
 
-    checkpoint = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints",
-        # No "=" in names (they must pass as Hydra overrides) and no metric name (its "/" makes folders).
-        filename="epoch_{epoch:03d}_step_{step:06d}",
-        auto_insert_metric_name=False,
-        monitor=task.monitor, mode=task.mode, save_last=True, save_top_k=1,
-        enable_version_counter=False,  # one last.ckpt, overwritten (atomically), never last-v1.ckpt
-    )
+    if not cfg.train and not cfg.get("ckpt_path"):
+        raise ConfigError("train=false needs ckpt_path=<checkpoint to evaluate>")
+    ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
+    # Another architecture's checkpoint is refused here, with what differs, not by a strict load mid-fit.
+    ckpt_step = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    finished = None  # a resume of a run that had already reached its end: nothing to train, nothing to log
+    if cfg.train and ckpt_path is not None:
+        info = read_checkpoint_info(ckpt_path)
+        if info.finished(cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")):
+            finished = info
+    trains = bool(cfg.train) and finished is None
+
     throughput = Throughput()
     throughput.feature_extraction_s = feature_extraction_s
-    callbacks = [checkpoint, throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
+    callbacks: list[Callback] = []
+    checkpoint: ModelCheckpoint | None = None
+    last = LastCheckpoint(run_dir / "checkpoints", every_n_steps=cfg.get("save_every_n_steps"))
+    final_validation = ValidateFinalStep()
+    if trains:  # an evaluation-only run writes no checkpoints (and restores no checkpointing state)
+        checkpoint = ModelCheckpoint(
+            dirpath=run_dir / "checkpoints",
+            # No "=" in names (they must pass as Hydra overrides) and no metric name (its "/" makes folders).
+            filename="epoch_{epoch:03d}_step_{step:06d}",
+            auto_insert_metric_name=False,
+            monitor=task.monitor, mode=task.mode, save_top_k=1,
+            enable_version_counter=False,
+        )
+        callbacks += [checkpoint, last, final_validation]
+    callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
-    if cfg.get("save_every_n_steps"):
-        # last.ckpt inside long epochs, from a checkpoint of its own: the monitored one above would rank
-        # "best" at these steps on the score of the previous validation (stale).
-        callbacks.append(ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
-                                         every_n_train_steps=int(cfg.save_every_n_steps),
-                                         enable_version_counter=False))
     callbacks += [ResumeStateCallback(), *debug_hooks_from_env()]
     callbacks += _instantiate_group(cfg.get("callbacks"))
-    loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"))
+    # A finished run's logs stay as they are: evaluating it again adds nothing to its learning curves.
+    loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path")) if finished is None else []
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
     trainer_kwargs["strategy"] = build_strategy(trainer_kwargs.get("strategy", "auto"))  # a name or a _target_
     if "deepspeed" not in str(trainer_kwargs.get("strategy", "")):  # DeepSpeed writes its own checkpoints
         trainer_kwargs.setdefault("plugins", [AtomicCheckpointIO()])
+    if not trains:
+        trainer_kwargs["enable_checkpointing"] = False
     trainer = L.Trainer(
         **trainer_kwargs, callbacks=callbacks, logger=loggers or False, default_root_dir=str(run_dir),
         # bertlab's own samplers split training batches across ranks and evaluate every example exactly once.
@@ -254,36 +270,46 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
         tokenizer.save(run_dir / "tokenizer")
-    if not cfg.train and not cfg.get("ckpt_path"):
-        raise ConfigError("train=false needs ckpt_path=<checkpoint to evaluate>")
-
-    resumed_from = None
-    ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
-    # Another architecture's checkpoint is refused here, with what differs, not by a strict load mid-fit.
-    ckpt_step = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    resumed_from = ckpt_step if cfg.train else None
     best_path = ckpt_path
-    if cfg.train:
-        resumed_from = ckpt_step
+    train_block: dict[str, Any] | None = None
+    if finished is not None:
+        best_path = str(finished.best_file() or ckpt_path)
+        log.info("%s: this run already finished training (step %d, %d epochs): nothing to train; evaluating "
+                 "its best checkpoint %s. To train further, raise trainer.max_epochs or trainer.max_steps.",
+                 ckpt_path, finished.global_step, finished.epochs_done, best_path)
+        train_block = _finished_train_block(run_dir, finished)
+    elif cfg.train:
         if resumed_from is not None and trainer.is_global_zero:
             continue_csv_logs(trainer.loggers, resumed_from)  # the resumed run extends the same metrics.csv
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-        best_path = _final_validation(trainer, module, datamodule, checkpoint)
+        with warnings.catch_warnings():
+            # A resume continues in its own checkpoint folder, which is not empty: that is the point.
+            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        best_path = _best_after_fit(trainer, checkpoint, last, final_validation)
 
     metrics: dict[str, Any] = {}
-    val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
-    metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
-    if cfg.test and data_cfg.test_file:
-        trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
-        metrics["test"] = module.last_metrics.get("test", {})
+    with warnings.catch_warnings():
+        # Evaluation loads the checkpoint's weights only; its training callbacks are not needed.
+        warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used")
+        val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+        metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
+        if cfg.test and data_cfg.test_file:
+            trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+            metrics["test"] = module.last_metrics.get("test", {})
     if cfg.get("predict"):
         run_predict(trainer, module, datamodule, best_path, run_dir)  # <run_dir>/predictions/predict_*
 
     if trainer.is_global_zero:
-        result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics,
-                               best_path, resumed_from)
+        if train_block is None:
+            train_block = {"steps": trainer.global_step, "epochs": trainer.current_epoch,
+                           **throughput.summary(trainer.world_size), "resumed_from_step": resumed_from,
+                           "skipped_nonfinite_batches": module.skipped_nonfinite}
+        result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_block, metrics,
+                               best_path)
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
         (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
-        _print_summary(run_dir, result)
+        _print_summary(run_dir, result, trained=trains)
     if cfg.get("export") and trainer.is_global_zero:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
@@ -339,31 +365,38 @@ def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:
     return str(ckpt_path)
 
 
-def _final_validation(trainer: L.Trainer, module: BertTaskModule, datamodule: TaskDataModule,
-                      checkpoint: ModelCheckpoint) -> str:
-    """Validate the final weights when training ended between validations (max_steps, limit batches), save
-    them as a checkpoint, and let them compete for "best" — every run ends with validation and a best file."""
-    validated_at = getattr(module, "_validated_step", None)
-    if checkpoint.best_model_path and checkpoint.last_model_path and validated_at == trainer.global_step:
+def _best_after_fit(trainer: L.Trainer, checkpoint: ModelCheckpoint | None, last: LastCheckpoint,
+                    final_validation: ValidateFinalStep) -> str:
+    """The checkpoint to evaluate after ``fit``: Lightning's best, or the final state when nothing was scored."""
+    if final_validation.validated_step is not None and final_validation.validated_step != trainer.global_step:
+        log.warning("the final weights (step %d) were not validated (trainer.check_val_every_n_epoch or "
+                    "val_check_interval skipped the last step): the best checkpoint is chosen among the steps "
+                    "that were; %s holds the final state", trainer.global_step, last.path)
+    if checkpoint is not None and checkpoint.best_model_path:
         return checkpoint.best_model_path
-    trainer.validate(module, datamodule=datamodule, verbose=False)
-    scores = module.last_metrics.get("val", {})
-    value = scores.get(module.family.task.monitor.split("/", 1)[-1])
-    path = Path(checkpoint.dirpath) / f"epoch_{trainer.current_epoch:03d}_step_{trainer.global_step:06d}.ckpt"
-    trainer.save_checkpoint(path)
-    best = checkpoint.best_model_score
-    better = best is None or value is None or (
-        value > float(best) if checkpoint.mode == "max" else value < float(best)
-    ) or not checkpoint.best_model_path
-    if better:
-        checkpoint.best_model_path = str(path)
-        if value is not None:
-            checkpoint.best_model_score = torch.tensor(value)
-    return checkpoint.best_model_path or str(path)
+    # No validation ran (no validation data, or limit_val_batches=0): the final state is what there is.
+    trainer.save_checkpoint(last.path)
+    return str(last.path)
 
 
-def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics, best_path,
-                  resumed_from) -> dict[str, Any]:
+def _finished_train_block(run_dir: Path, info: CheckpointInfo) -> dict[str, Any]:
+    """metrics.json's ``train`` block for a resume of a run that had already finished: the original run's."""
+    previous = run_dir / "metrics.json"
+    block: dict[str, Any] = {}
+    if previous.is_file():
+        try:
+            block = dict(json.loads(previous.read_text()).get("train") or {})
+        except (OSError, ValueError):
+            block = {}
+    if block.get("steps") != info.global_step:  # no record of this run's training: what the checkpoint says
+        block = {"steps": info.global_step, "epochs": info.epochs_done, "wall_s": 0.0, "samples_per_s": 0.0,
+                 "tokens_per_s": 0.0, "skipped_nonfinite_batches": 0}
+    block["resumed_from_step"] = info.global_step
+    return block
+
+
+def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_block, metrics,
+                  best_path) -> dict[str, Any]:
     def clean(block: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for k, v in block.items():
@@ -385,9 +418,7 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, 
         "data_source": data_cfg.source,
         "params": {"total": num_parameters(module.model), "trainable": num_parameters(module.model, True)},
         "val": clean(metrics.get("val", {})),
-        "train": {"steps": trainer.global_step, "epochs": trainer.current_epoch,
-                  **throughput.summary(trainer.world_size), "resumed_from_step": resumed_from,
-                  "skipped_nonfinite_batches": module.skipped_nonfinite},
+        "train": train_block,
         "timing": throughput.timing(),
         "data": {"train_examples": train_split.num_examples if train_split else None,
                  "val_examples": val_split.num_examples if val_split else None,
@@ -404,16 +435,18 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, 
 
 
 @rank_zero_only
-def _print_summary(run_dir: Path, result: dict[str, Any]) -> None:
+def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) -> None:
     monitor = result["monitor"]
     lines = [
         f"run dir:          {run_dir}",
-        f"best checkpoint:  {result['best_checkpoint']}",
+        (f"best checkpoint:  {result['best_checkpoint']}" if trained
+         else f"evaluated checkpoint: {result['best_checkpoint']}"),
         f"{monitor['metric']}: {monitor['value']}  ({monitor['mode']})",
         "val:              " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                          for k, v in result["val"].items()),
-        f"train:            {result['train']['steps']} steps, {result['train']['samples_per_s']} samples/s",
     ]
+    if trained:
+        lines.append(f"train:            {result['train']['steps']} steps, {result['train']['samples_per_s']} samples/s")
     if "test" in result:
         lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
     for sample in result.get("samples", []):
