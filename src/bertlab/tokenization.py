@@ -151,14 +151,29 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int = 8000, lowercase: boo
     """Train a BERT WordPiece tokenizer (specials first: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4).
 
     Call it with the training split only: a vocabulary fit on validation or test text leaks them.
+
+    Deterministic: the same texts give the same vocabulary in any process. The ``tokenizers`` trainer numbers
+    the continuing pieces (``##x``) in hash-map order, and merges of equal count are ordered by those
+    numbers, so two trainings could pick different merges (huggingface/tokenizers#1794). Every ``##x`` of
+    the texts is therefore declared up front, in sorted order, and the tokenizer is rebuilt from the trained
+    vocabulary with BERT's five special tokens only.
     """
-    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")), lowercase)
+    texts = list(texts)
+    pipeline = _bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")), lowercase)
+    continuing: set[str] = set()
+    for text in texts:
+        for word, _ in pipeline.pre_tokenizer.pre_tokenize_str(pipeline.normalizer.normalize_str(text)):
+            continuing.update(word[1:])
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
-        continuing_subword_prefix="##",
+        vocab_size=vocab_size, min_frequency=min_frequency, continuing_subword_prefix="##", show_progress=False,
+        special_tokens=[*SPECIAL_TOKENS, *(f"##{c}" for c in sorted(continuing))],
     )
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    tokenizer.post_processor = _bert_template(tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]"))
+    pipeline.train_from_iterator(texts, trainer=trainer)
+    vocab = pipeline.get_vocab(with_added_tokens=False)
+    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)),
+                               lowercase)
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+    tokenizer.post_processor = _bert_template(vocab["[CLS]"], vocab["[SEP]"])
     return BertTokenizer(tokenizer, do_lower_case=lowercase)
 
 
