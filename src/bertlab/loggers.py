@@ -27,16 +27,26 @@ log = logging.getLogger(__name__)
 WANDB_ID_FILE = Path("wandb") / "bertlab_run_id"
 
 
-def build_loggers(group: DictConfig | None, run_dir: Path, ckpt_path: str | None = None) -> list[Any]:
-    """Instantiate the ``logger`` group's entries; ``ckpt_path`` (a resume) re-attaches wandb runs."""
+def build_loggers(group: DictConfig | None, run_dir: Path, ckpt_path: str | None = None,
+                  quiet_wandb: bool = False) -> list[Any]:
+    """Instantiate the ``logger`` group's entries; ``ckpt_path`` (a resume) re-attaches wandb runs.
+
+    ``quiet_wandb``: wandb prints nothing on the console (``wandb.Settings(silent=True)``) unless the entry
+    sets its own ``settings``; its files and run folder are the same.
+    """
     loggers = []
     for _, node in (group or {}).items():
         if not (isinstance(node, DictConfig) and "_target_" in node):
             continue
         is_wandb = str(node._target_).endswith("WandbLogger")
+        extra: dict[str, Any] = {}
         if is_wandb:
             node = _with_wandb_id(node, Path(run_dir), ckpt_path)
-        logger = hydra.utils.instantiate(node)
+            if quiet_wandb and node.get("settings") is None:
+                import wandb
+
+                extra["settings"] = wandb.Settings(silent=True)
+        logger = hydra.utils.instantiate(node, **extra)
         if is_wandb and getattr(logger, "_wandb_init", {}).get("anonymous", "unset") is None:
             # Lightning always passes anonymous=None; wandb >= 0.19 warns about the (deprecated) setting.
             del logger._wandb_init["anonymous"]

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
 from bertlab.checkpoints import CheckpointInfo, LastCheckpoint, ValidateFinalStep, read_checkpoint_info
 from bertlab.config import ConfigError, DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
+from bertlab.console import AutoLogInterval, ProgressBar, configure_console, console_mode, format_value
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.distributed import (
     BatchSizeReport,
@@ -137,14 +138,6 @@ def _filter_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r"The number of training batches .* is smaller than the logging")
 
 
-def _quiet_lightning_logging() -> None:
-    # Lightning attaches its own console handlers; under Hydra the root logger already prints (and writes
-    # train.log), so every line would appear twice.
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).handlers.clear()
-        logging.getLogger(name).propagate = True
-
-
 def run(cfg: DictConfig) -> float | None:
     """Train and/or evaluate one configuration; returns the monitored validation value."""
     failed = True
@@ -159,7 +152,8 @@ def run(cfg: DictConfig) -> float | None:
 
 
 def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
-    _quiet_lightning_logging()
+    mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
+    configure_console(mode)
     _filter_known_warnings()
     L.seed_everything(cfg.seed, workers=True)
     if cfg.trainer.get("deterministic"):
@@ -252,8 +246,18 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     callbacks += [ResumeStateCallback(), *debug_hooks_from_env()]
     callbacks += _instantiate_group(cfg.get("callbacks"))
     # A finished run's logs stay as they are: evaluating it again adds nothing to its learning curves.
-    loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path")) if finished is None else []
+    loggers = (build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"), quiet_wandb=mode != "verbose")
+               if finished is None else [])
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
+    if mode == "quiet":
+        trainer_kwargs["enable_progress_bar"] = False
+    elif mode == "normal" and trainer_kwargs.get("enable_progress_bar", True):
+        callbacks.append(ProgressBar(task.monitor))
+    if mode != "verbose":  # parameter counts are in the freeze line; the table adds nothing in normal mode
+        trainer_kwargs.setdefault("enable_model_summary", False)
+    if trainer_kwargs.get("log_every_n_steps") is None:
+        trainer_kwargs["log_every_n_steps"] = 50  # replaced at the start of training
+        callbacks.append(AutoLogInterval())
     trainer_kwargs["strategy"] = build_strategy(trainer_kwargs.get("strategy", "auto"))  # a name or a _target_
     if "deepspeed" not in str(trainer_kwargs.get("strategy", "")):  # DeepSpeed writes its own checkpoints
         trainer_kwargs.setdefault("plugins", [AtomicCheckpointIO()])
@@ -266,6 +270,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
+    log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer))
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -285,17 +290,17 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         with warnings.catch_warnings():
             # A resume continues in its own checkpoint folder, which is not empty: that is the point.
             warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
-            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         best_path = _best_after_fit(trainer, checkpoint, last, final_validation)
 
     metrics: dict[str, Any] = {}
     with warnings.catch_warnings():
         # Evaluation loads the checkpoint's weights only; its training callbacks are not needed.
         warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used")
-        val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+        val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
         metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
         if cfg.test and data_cfg.test_file:
-            trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+            trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
             metrics["test"] = module.last_metrics.get("test", {})
     if cfg.get("predict"):
         run_predict(trainer, module, datamodule, best_path, run_dir)  # <run_dir>/predictions/predict_*
@@ -416,6 +421,8 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
         "seed": cfg.seed,
         "tags": list(_plain(cfg.get("tags")) or []),
         "data_source": data_cfg.source,
+        "labels": None if task.regression else datamodule.labels,
+        "positive_label": positive_label(task, datamodule.labels),
         "params": {"total": num_parameters(module.model), "trainable": num_parameters(module.model, True)},
         "val": clean(metrics.get("val", {})),
         "train": train_block,
@@ -434,6 +441,26 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
     return result
 
 
+def positive_label(task: TaskSpec, labels: list[str] | None) -> str | None:
+    """The class whose F1 a binary task reports (label id 1), else None."""
+    return labels[1] if task.family == "sequence" and not task.regression and labels and len(labels) == 2 else None
+
+
+def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer) -> str:
+    """The run's resolved choices in one line: what a reader of the log needs to know it ran what they meant."""
+    if task.regression:
+        label_text = "regression"
+    elif labels:
+        shown = ", ".join(labels[:8]) + (f", … ({len(labels)} in all)" if len(labels) > 8 else "")
+        positive = positive_label(task, labels)
+        label_text = f"labels {shown}" + (f"; F1 of positive class {positive!r}" if positive else "")
+    else:
+        label_text = task.family
+    accelerator = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
+    return (f"task={task.name} ({label_text}) · model={cfg.model.get('name')} · freeze={policy} · seed={cfg.seed} · "
+            f"{accelerator} × {trainer.num_devices * trainer.num_nodes}, precision {trainer.precision}")
+
+
 @rank_zero_only
 def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) -> None:
     monitor = result["monitor"]
@@ -441,12 +468,12 @@ def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) 
         f"run dir:          {run_dir}",
         (f"best checkpoint:  {result['best_checkpoint']}" if trained
          else f"evaluated checkpoint: {result['best_checkpoint']}"),
-        f"{monitor['metric']}: {monitor['value']}  ({monitor['mode']})",
-        "val:              " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                         for k, v in result["val"].items()),
+        f"{monitor['metric']}: {format_value(monitor['value'])}  ({monitor['mode']})",
+        "val:              " + ", ".join(f"{k}={format_value(v)}" for k, v in result["val"].items()),
     ]
     if trained:
-        lines.append(f"train:            {result['train']['steps']} steps, {result['train']['samples_per_s']} samples/s")
+        lines.append(f"train:            {result['train']['steps']} steps, "
+                     f"{format_value(float(result['train']['samples_per_s']))} samples/s")
     if "test" in result:
         lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
     for sample in result.get("samples", []):
