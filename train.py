@@ -1,7 +1,12 @@
 """bertlab's command line: ``python train.py task=sst2 model=minilm_l6 freeze=none`` (Hydra overrides)."""
 
+import sys
+from pathlib import Path
+
 import hydra
 from omegaconf import DictConfig
+
+CONF = Path(__file__).resolve().parent / "conf"
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -14,4 +19,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    from bertlab.overrides import check_command_line
+
+    check_command_line(sys.argv[1:], CONF)  # an unknown key: one paragraph with the nearest valid key
     main()

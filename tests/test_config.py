@@ -64,3 +64,15 @@ def test_fine_tuning_presets_follow_the_published_recipes(tmp_path: Path, task: 
     # cost CoNLL-2003 1.3 F1 points at one epoch, WNUT-17 2.3, SST-2 1.0 accuracy point at its 2 epochs.
     random_order = {"sst2", "conll2003", "wnut17", "token_classification"}
     assert cfg.data.group_by_length is (task not in random_order)
+
+
+def test_generic_tasks_read_the_columns_the_readme_names(tmp_path):
+    from bertlab.config import DataConfig
+
+    for task in ("text_classification", "text_regression"):
+        cfg = compose([f"task={task}"], tmp_path / task)
+        assert (cfg.data.text_column, cfg.data.text_pair_column, cfg.data.label_column) == ("text", None, "label")
+    default = DataConfig()
+    assert (default.text_column, default.text_pair_column, default.label_column) == ("text", None, "label")
+    readme = (ROOT / "README.md").read_text()
+    assert "have the columns `text`, `label` and, for pairs, `text_pair`" in readme

@@ -35,9 +35,9 @@ def test_jsonl_regression_reports_correlations(train_run, tmp_path):
     for split, n in (("train", 48), ("dev", 16)):
         with open(tmp_path / f"{split}.jsonl", "w") as f:
             for i, a, b, s in _rows(n, 7 + len(split)):
-                f.write(json.dumps({"id": i, "sentence1": a, "sentence2": b, "score": s / 4}) + "\n")
+                f.write(json.dumps({"id": i, "text": a, "text_pair": b, "label": s / 4}) + "\n")
     m = train_run(*TINY, "task=text_regression", f"data.train_file={tmp_path}/train.jsonl",
-                  f"data.val_file={tmp_path}/dev.jsonl")
+                  f"data.val_file={tmp_path}/dev.jsonl", "data.text_pair_column=text_pair")
     assert set(m["val"]) >= {"loss", "pearson", "spearmanr", "num_examples"}
     assert -1.0 <= m["val"]["pearson"] <= 1.0 and m["params"]["total"] > 0
 

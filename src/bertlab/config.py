@@ -242,7 +242,7 @@ class DataConfig:
     pad_to_multiple_of: int | None = None
     cache_dir: str | None = None
     # tables
-    text_column: str = "sentence"
+    text_column: str = "text"
     text_pair_column: str | None = None
     label_column: str | None = "label"
     # CoNLL

@@ -50,6 +50,8 @@ class _ConsoleFilter(logging.Filter):
         self.mode = mode
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "console", True) is False:  # written to the log file, printed by other means
+            return False
         if self.mode == "verbose":
             return True
         return not (record.name.startswith("lightning") and record.levelno <= logging.INFO)

@@ -109,17 +109,23 @@ def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
             f"{path_or_hub_id!r} is not a local folder, and huggingface_hub is not installed to fetch it from the "
             "hub: pass a local checkpoint folder (config.json + model.safetensors) or `pip install huggingface_hub`"
         ) from err
+    from bertlab.network import OFFLINE_ADVICE, hub_unreachable_reason
+
+    unreachable = hub_unreachable_reason()  # offline: the local hub cache only, at once instead of retrying
     try:
         return Path(
             snapshot_download(
                 str(path_or_hub_id),
                 allow_patterns=["*.json", "*.safetensors", "*.txt", TORCH_NAME],
+                local_files_only=unreachable is not None,
             )
         )
     except Exception as err:  # offline, unknown id, gated repo: one message for the user
+        why = f"the hub was not asked ({unreachable}) and it is not in the local hub cache" if unreachable else \
+            f"the Hugging Face hub did not provide it ({type(err).__name__}: {err})"
         raise CheckpointError(
-            f"could not get {path_or_hub_id!r}: it is not a local folder and the Hugging Face hub did not "
-            f"provide it ({type(err).__name__}: {err}). Offline, download it elsewhere and pass the folder path."
+            f"could not get {path_or_hub_id!r}: it is not a local folder and {why}. Download it elsewhere and "
+            f"pass the folder path. {OFFLINE_ADVICE if unreachable else ''}".rstrip()
         ) from err
 
 

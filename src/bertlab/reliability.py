@@ -67,8 +67,10 @@ def user_errors() -> Iterator[None]:
     except user_error_types() as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        log.error("%s: %s", type(err).__name__, err)  # also into <run_dir>/train.log
-        if _in_multirun():
+        in_multirun = _in_multirun()
+        # Into <run_dir>/train.log; on the console only in a multirun (a single run prints it below, once).
+        log.error("%s: %s", type(err).__name__, err, extra={"console": in_multirun})
+        if in_multirun:
             raise
         sys.stderr.write(f"\nbertlab: error: {err}\n")
         sys.stderr.flush()

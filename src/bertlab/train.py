@@ -42,6 +42,7 @@ from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_free
 from bertlab.hf_weights import CheckpointError
 from bertlab.loggers import build_loggers, finish_wandb
 from bertlab.module import BertTaskModule
+from bertlab.overrides import build_typed
 from bertlab.predict import run_predict
 from bertlab.reliability import (
     AtomicCheckpointIO,
@@ -160,16 +161,16 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
 
-    task = TaskSpec(**_plain(cfg.task))
-    data_cfg = DataConfig(**_plain(cfg.data))
+    task = build_typed(TaskSpec, _plain(cfg.task), "task")
+    data_cfg = build_typed(DataConfig, _plain(cfg.data), "data")
     if not cfg.get("predict"):
         data_cfg = dataclasses.replace(data_cfg, predict_file=None)  # read only when predictions are asked for
     check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
     data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
         data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
-    head_cfg = HeadConfig(**_plain(cfg.head))
-    freeze_cfg = FreezeConfig(**_plain(cfg.freeze))
-    optim_cfg = OptimConfig(**_plain(cfg.optim))
+    head_cfg = build_typed(HeadConfig, _plain(cfg.head), "head")
+    freeze_cfg = build_typed(FreezeConfig, _plain(cfg.freeze), "freeze")
+    optim_cfg = build_typed(OptimConfig, _plain(cfg.optim), "optim")
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
 

@@ -33,8 +33,11 @@ PRESETS = {
 
 
 def _load(hub_id: str, config: str | None, split: str):
-    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
-        raise HubUnavailable("HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set, so the hub was not asked")
+    from bertlab.network import OFFLINE_ADVICE, hub_unreachable_reason
+
+    unreachable = hub_unreachable_reason()
+    if unreachable:
+        raise HubUnavailable(f"the hub was not asked: {unreachable}. {OFFLINE_ADVICE}")
     try:
         import datasets
     except ImportError as err:
