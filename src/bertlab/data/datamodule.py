@@ -199,8 +199,6 @@ class TaskDataModule(L.LightningDataModule):
             names.append("val")
         if stage in (None, "test") and self.cfg.test_file:
             names.append("test")
-        if stage == "predict" or (stage is None and self.cfg.predict_file):
-            names.append("predict")
         return names
 
     def prepare_data(self) -> None:
@@ -270,9 +268,6 @@ class TaskDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._eval_loader("predict")
 
     def _loader(self, split: Split, batch_sampler, train: bool) -> DataLoader:
         workers = self.cfg.num_workers
