@@ -125,6 +125,7 @@ def test_classification_records_carry_label_strings_and_probabilities(trained):
         assert record["scores"]["1"] == pytest.approx(float(probs[1]), abs=1e-6)
         assert record["label"] == str(int(row.argmax()))
         assert record["score"] == max(record["scores"].values())
+    assert _same(Predictor.from_run(run_dir)(texts[0]), records[0])  # one input, one record (as pipeline())
 
 
 def test_batch_size_and_padding_do_not_change_the_scores(trained):
@@ -349,6 +350,15 @@ def test_predict_only_needs_no_training_or_validation_files(tmp_path):
                (out_dir / "predictions" / "predict_predictions.jsonl").read_text().splitlines()]
     assert [r["text"].split(" ") for r in records] == sentences
     assert records == Predictor.from_run(run_dir)([" ".join(s) for s in sentences])
+
+
+def test_custom_head_export_predicts_what_its_checkpoint_predicts(tmp_path):
+    """An export without a stock class (raw-[CLS] MLP probe): BertModel + bertlab's head file."""
+    run_dir = tmp_path / "custom"
+    run_train([*QUICK, "task=sst2", "head.pooling=cls", "head.hidden_layers=1", "export=true"], run_dir)
+    assert (run_dir / "export" / "bertlab_head.json").is_file()
+    texts = _sst2_sentences()
+    assert _same(Predictor.from_run(run_dir / "export")(texts), Predictor.from_run(run_dir)(texts), tol=1e-5)
 
 
 def test_a_path_that_is_no_run_says_what_it_takes(tmp_path):
