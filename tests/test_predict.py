@@ -328,6 +328,17 @@ def test_predict_true_writes_jsonl_records(trained, tmp_path):
     assert records == Predictor.from_run(run_dir)(rows)
 
 
+def test_recurrent_model_predicts_too(tmp_path):
+    """model=bilstm (no Hugging Face layout): predict=true and Predictor rebuild it from its checkpoint."""
+    run_dir = tmp_path / "run"
+    run_train([*QUICK, "model=bilstm", "model.embedding_dim=32", "model.hidden_size=16", "task=sst2",
+               "predict=true"], run_dir)
+    records = [json.loads(line) for line in
+               (run_dir / "predictions" / "predict_predictions.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and {r["label"] for r in records} <= {"0", "1"}
+    assert _same(Predictor.from_run(run_dir)([r["text"] for r in records]), records)
+
+
 def test_predict_only_needs_no_training_or_validation_files(tmp_path):
     """train=false predict=true on a generic task with only the checkpoint and an unlabelled CoNLL file."""
     data = tmp_path / "data"

@@ -100,6 +100,38 @@ def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[st
     return fixed, entities
 
 
+def _load_recurrent_checkpoint(path: Path):
+    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
+    export covers BERT encoders only, as transformers has no recurrent layout)."""
+    from bertlab.builders import read_checkpoint
+    from bertlab.export import CheckpointModel
+    from bertlab.recurrent import RecurrentConfig, RecurrentEncoder
+    from bertlab.tasks.families import build_family
+
+    ckpt = read_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    names = {f.name for f in fields(RecurrentConfig)}
+    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
+    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
+    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
+    # not read again.
+    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
+    config = RecurrentConfig(**values)
+    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
+    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
+    encoder = RecurrentEncoder(config)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
+
+
 def _softmax(x: np.ndarray) -> np.ndarray:
     shifted = np.exp(x - x.max(axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
@@ -164,10 +196,15 @@ class Predictor:
 
     @classmethod
     def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        from bertlab.builders import read_checkpoint
         from bertlab.export import load_checkpoint_model, resolve_checkpoint
 
         ckpt = resolve_checkpoint(path)
-        loaded = load_checkpoint_model(ckpt)
+        hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
+        if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
+            loaded = _load_recurrent_checkpoint(ckpt)
+        else:
+            loaded = load_checkpoint_model(ckpt)
         if tokenizer is None:
             tok_dir = ckpt.parent.parent / "tokenizer"
             if not tok_dir.is_dir():
