@@ -239,6 +239,15 @@ def test_ner_plain_text_gives_one_valid_tag_per_word(trained):
         assert len(record["entities"]) == sum(t.startswith("B-") for t in record["tags"])
 
 
+def test_ner_text_longer_than_the_model_reads_keeps_one_tag_per_word(trained, caplog):
+    words = " ".join(_conll_sentences()[0] * 40).split()  # far past data.max_seq_length tokens
+    with caplog.at_level("WARNING", logger="bertlab.predict"):
+        record = Predictor.from_run(trained("conll2003"))(" ".join(words))
+    assert len(record["tags"]) == len(words) and set(record["tags"][-20:]) == {"O"}
+    validate_iob2(record["tags"], where="long text")
+    assert any("1 texts longer than max_seq_length" in r.getMessage() for r in caplog.records)
+
+
 def test_ner_reads_an_unlabelled_conll_file(trained, tmp_path, capsys):
     """One token per line and no tag column (-DOCSTART- and blank lines as in CoNLL files)."""
     sentences = _conll_sentences()[:5]

@@ -433,7 +433,7 @@ class Predictor:
             for position, w in enumerate(enc.word_ids):
                 if w is not None:
                     first.setdefault(w, position)
-            cut += len(first) < len(words)
+            cut += bool(enc.overflowing)
             scores = [float(probs[first[w], ids[w]]) if w in first else None for w in range(len(words))]
             tags, entities = word_tags_to_entities(text, words, [self.labels[i] for i in ids], scores)
             record = {"text": text, "entities": entities, "tags": tags}
@@ -474,7 +474,8 @@ class Predictor:
         from bertlab.tasks.qa import QAExample, best_spans, prepare_qa_features
 
         s = self.settings
-        given = [self._qa_input(x, where, where.rsplit(":", 1)[-1].replace("input ", "")) for where, x in chunk]
+        # An input without an id gets its line number (files) or its position (Python lists).
+        given = [self._qa_input(x, where, where.rsplit(":", 1)[-1].removeprefix("input ")) for where, x in chunk]
         # Own ids for decoding: ids given by users need not be unique.
         examples = [QAExample(id=str(k), question=e.question, context=e.context) for k, e in enumerate(given)]
         try:
@@ -710,7 +711,6 @@ def _predict_to_run_dir(predictor: Predictor, source: Path, run_dir: Path) -> Pa
     out = run_dir / "predictions" / PREDICTIONS_FILE
     count = predict_file(predictor, source, out)
     log.info("predictions for %s (%d examples) → %s", source, count, out)
-    print(f"predictions:      {count} examples → {out}")
     return out
 
 
