@@ -18,6 +18,7 @@ import torch
 from conftest import FIXTURE_DATA, compose, run_train
 
 from bertlab import Predictor
+from bertlab.config import ConfigError
 from bertlab.data.readers import DataError
 from bertlab.export import load_checkpoint_model
 from bertlab.hf_weights import CheckpointError
@@ -370,6 +371,11 @@ def test_predict_only_needs_no_training_or_validation_files(tmp_path):
                (out_dir / "predictions" / "predict_predictions.jsonl").read_text().splitlines()]
     assert [r["text"].split(" ") for r in records] == sentences
     assert records == Predictor.from_run(run_dir)([" ".join(s) for s in sentences])
+    # Evaluating needs the label set of a training file: without one, a message that says how to predict.
+    with pytest.raises(ConfigError, match=r"data\.train_file is not set.*data\.val_file=null"):
+        run(compose(["model=bert_tiny", "task=token_classification", "train=false", "predict=true",
+                     f"ckpt_path={_best(run_dir)}", f"data.predict_file={unlabelled}",
+                     f"data.val_file={data}/dev.conll"], tmp_path / "eval_run"))
 
 
 def test_custom_head_export_predicts_what_its_checkpoint_predicts(tmp_path):
