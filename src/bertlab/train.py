@@ -279,7 +279,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
         metrics["test"] = module.last_metrics.get("test", {})
     if cfg.get("predict"):
-        run_predict(trainer, module, datamodule, best_path, run_dir)  # <run_dir>/predictions/*.jsonl
+        run_predict(trainer, module, datamodule, best_path, run_dir)  # <run_dir>/predictions/predict_*
 
     if trainer.is_global_zero:
         result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, metrics,
