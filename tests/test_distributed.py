@@ -304,13 +304,13 @@ def test_torchrun_launches_the_ranks(tmp_path):
     assert {p.name for p in tmp_path.iterdir()} == {"run", ".cache"}
     run_dir = tmp_path / "run"
     assert {p.name for p in run_dir.iterdir()} == RANK0_FILES | {"train_rank1.log", "predictions"}
-    rows = (run_dir / "predictions" / "predict_predictions.tsv").read_text().splitlines()
-    assert len(rows) == 1 + 8 and len({r.split("\t")[0] for r in rows[1:]}) == 8  # each test row once
+    rows = [json.loads(r) for r in (run_dir / "predictions" / "predict_predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and len({r["text"] for r in rows}) == 8  # each test row once (rank 0 predicts)
     assert "GLOBAL_RANK: 1" in (run_dir / "train_rank1.log").read_text()
     assert "GLOBAL_RANK: 1" not in (run_dir / "train.log").read_text()
     m = json.loads((run_dir / "metrics.json").read_text())
     assert m["val"]["num_examples"] == 16 and m["train"]["steps"] == 3  # ceil(ceil(40 / 8) / 2)
     # Started together, the ranks still tokenized once: one cache entry per split and one tokenizer.
     cache = tmp_path / ".cache" / "bertlab"
-    assert len(list((cache / "features").glob("*.pkl"))) == 3  # train, val, predict
+    assert len(list((cache / "features").glob("*.pkl"))) == 2  # train, val (predictions read the file itself)
     assert len([p for p in (cache / "tokenizers").iterdir() if p.is_dir()]) == 1

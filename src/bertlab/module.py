@@ -207,13 +207,6 @@ class BertTaskModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_scores("test", self._eval_end("test"))
 
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, Any]:
-        out = self(batch)
-        if isinstance(out, tuple):
-            out = out[0]
-        return {"index": batch["index"].cpu(), "logits": out.float().cpu(),
-                "lengths": batch["attention_mask"].sum(1).cpu()}
-
     def _log_scores(self, stage: str, scores: dict[str, float]) -> None:
         if self.trainer.sanity_checking:
             return

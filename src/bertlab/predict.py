@@ -1,135 +1,761 @@
-"""``predict=true``: predictions of the best checkpoint for ``data.predict_file`` (an unlabelled file).
+"""Prediction on new text: ``Predictor``, ``python -m bertlab.predict`` and ``predict=true``.
 
-Written to ``<run_dir>/predictions/`` by rank 0, after every rank's outputs are gathered:
+``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file or an exported Hugging Face
+folder (``export=true`` / ``python -m bertlab.export``) and brings the run's own tokenizer and label set; it
+needs no training or validation data. Calling it on inputs gives one JSON-ready record per input:
 
-- sequence family: ``predict_predictions.tsv``, GLUE-submission style: ``index<TAB>prediction`` with the label
-  strings of the data files (a number for regression); ``index`` is the file's own ``index`` column when it has
-  one (GLUE ``test.tsv``), else the row's position.
-- token family: ``predict_predictions.conll``: ``word<TAB>predicted tag`` per line, a blank line after each
-  sentence (a word's tag is the prediction at its first sub-word).
-- qa family: ``predict_predictions.json``: question id → answer text.
+- classification ``{"text", "label", "score", "scores": {label: probability}}`` with the label strings of the
+  data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
+- tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags"}``: one IOB2 tag per
+  whitespace-separated word (the prediction at the word's first sub-word, an ``I-X`` that would start an
+  entity written ``B-X``), entities with character offsets into ``text``;
+- QA ``{"id", "question", "answer", "start", "score"}``: the best span over all windows, ``start`` its first
+  character in the context and ``score`` the probability of its start times that of its end.
+
+Scores are softmax probabilities computed as ``transformers.pipeline()`` computes them. The command line
+reads plain text (one example per line; ``sentence<TAB>pair`` for pair tasks, ``question<TAB>context`` for
+QA), JSONL, or the task's own file format (a GLUE-style table, a CoNLL file with or without its tag column, a
+SQuAD JSON file with or without answers), and writes JSONL: to standard output unless ``--output`` is given;
+progress and logs go to standard error. ``predict=true`` in train.py writes the same records for
+``data.predict_file`` to ``<run_dir>/predictions/predict_predictions.jsonl``.
 """
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import logging
-import warnings
-from collections.abc import Callable
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-import lightning as L
 import numpy as np
+import torch
 
-from bertlab.config import ConfigError
-from bertlab.data.datamodule import TaskDataModule
-from bertlab.data.features import Split
-from bertlab.module import BertTaskModule, gather_objects
+from bertlab.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
+from bertlab.data.batching import Collator
+from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
+from bertlab.heads import TaskModel
+from bertlab.hf_weights import CheckpointError
+from bertlab.tasks.ner import extract_entities, iob1_to_iob2
+from bertlab.tokenization import BertTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
-STAGE = "predict"
+FAMILIES = ("sequence", "token", "qa")
+PREDICTIONS_FILE = "predict_predictions.jsonl"
+FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
+_WORD = re.compile(r"\S+")
 
 
-def collect_outputs(batches: list[dict[str, Any]]) -> dict[int, np.ndarray]:
-    """Feature index → its logits: (num_labels,) for sequences, (T_i, C) cropped to the real tokens otherwise.
+@dataclass
+class PredictSettings:
+    """What reading and windowing need, taken from the run's ``data.*`` settings (defaults for HF folders)."""
 
-    ``batches`` are ``BertTaskModule.predict_step`` outputs of every rank; an index seen twice keeps the first.
+    max_seq_length: int = 512
+    batch_size: int = 32
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> PredictSettings:
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names and v is not None}
+        if data.get("eval_batch_size"):
+            values["batch_size"] = int(data["eval_batch_size"])
+        values["pair"] = data.get("text_pair_column") is not None
+        return cls(**values)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# NER: word tags → valid IOB2 and entities
+
+
+def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[str],
+                          scores: list[float | None]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Valid IOB2 tags and the entities they spell, for one text.
+
+    ``words`` are ``(word, start character in text)``, ``tags`` the predicted tag of each word and ``scores``
+    its probability (None for a word the model did not see: cut by ``max_seq_length``). An ``I-X`` that would
+    start an entity (first word, after ``O`` or after another type) becomes ``B-X``: the model's ``I-X`` says
+    "inside an X", and an X that nothing opened starts here. An entity's ``end`` is exclusive and its score
+    the mean probability of its words' tags.
     """
-    out: dict[int, np.ndarray] = {}
-    for batch in batches:
-        logits = batch["logits"].numpy()
-        lengths = batch["lengths"].tolist()
-        for row, index in enumerate(batch["index"].tolist()):
-            if index in out:
-                continue
-            out[index] = logits[row] if logits.ndim == 2 else logits[row, : lengths[row]]
+    fixed = iob1_to_iob2(tags)
+    entities = []
+    for type_, first, last in sorted(extract_entities(fixed), key=lambda e: e[1]):
+        start, end = words[first][1], words[last][1] + len(words[last][0])
+        probs = [s for s in scores[first:last + 1] if s is not None]
+        entities.append({"type": type_, "text": text[start:end], "start": start, "end": end,
+                         "score": float(np.mean(probs)) if probs else 0.0})
+    return fixed, entities
+
+
+def _load_recurrent_checkpoint(path: Path):
+    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
+    export covers BERT encoders only, as transformers has no recurrent layout)."""
+    from bertlab.builders import read_checkpoint
+    from bertlab.export import CheckpointModel
+    from bertlab.recurrent import RecurrentConfig, RecurrentEncoder
+    from bertlab.tasks.families import build_family
+
+    ckpt = read_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    names = {f.name for f in fields(RecurrentConfig)}
+    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
+    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
+    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
+    # not read again.
+    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
+    config = RecurrentConfig(**values)
+    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
+    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
+    encoder = RecurrentEncoder(config)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The predictor
+
+
+class Predictor:
+    """A trained model with its tokenizer and label set, turning inputs into records (module docstring).
+
+    Inputs per family: classification a string (pair tasks: ``"text<TAB>pair"``), a ``(text, pair)`` tuple or
+    a dict (``"text"`` or the run's text column, ``"text_pair"`` or its pair column); tagging a string (split
+    at whitespace), a list of words, or a dict with ``"tokens"`` / ``"words"`` or ``"text"``; QA a dict with
+    ``"question"``, ``"context"`` and optionally ``"id"``, a ``(question, context)`` tuple or
+    ``"question<TAB>context"``.
+    """
+
+    def __init__(self, model: TaskModel, tokenizer: BertTokenizer, task: TaskSpec, labels: list[str] | None,
+                 settings: PredictSettings, source: str = "") -> None:
+        if task.family not in FAMILIES:
+            raise ConfigError(
+                f"{source}: a {task.family} model (task {task.name}) gives no prediction records; bertlab "
+                "predicts with classification, regression, tagging and QA models"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.task = task
+        self.labels = labels
+        self.settings = settings
+        self.source = source
+        self._collate = Collator(tokenizer.pad_id)
+
+    # ------------------------------------------------------------------------------------------------
+    # Loading
+
+    @classmethod
+    def from_run(cls, path: str | Path, device: str | torch.device | None = None, batch_size: int | None = None,
+                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None) -> Predictor:
+        """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file or an exported HF folder.
+
+        ``data`` replaces the run's own ``data.*`` settings (max_seq_length, columns, QA windows);
+        ``tokenizer`` the run's ``tokenizer/`` folder next to the checkpoint.
+        """
+        path = Path(path).expanduser()
+        is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
+        if path.is_dir() and (path / "config.json").is_file() and not is_run:
+            predictor = cls._from_hf_folder(path, tokenizer)
+        elif (path.is_file() and path.suffix == ".ckpt") or is_run:
+            predictor = cls._from_checkpoint(path, tokenizer)
+        else:
+            raise CheckpointError(
+                f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
+                "folder (with config.json): pass one of those to predict with"
+            )
+        if data is not None:
+            predictor.settings = PredictSettings.from_data(asdict(data))
+        if batch_size is not None:
+            predictor.settings.batch_size = int(batch_size)
+        return predictor.to(device) if device is not None else predictor
+
+    @classmethod
+    def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        from bertlab.builders import read_checkpoint
+        from bertlab.export import load_checkpoint_model, resolve_checkpoint
+
+        ckpt = resolve_checkpoint(path)
+        hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
+        if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
+            loaded = _load_recurrent_checkpoint(ckpt)
+        else:
+            loaded = load_checkpoint_model(ckpt)
+        if tokenizer is None:
+            tok_dir = ckpt.parent.parent / "tokenizer"
+            if not tok_dir.is_dir():
+                raise CheckpointError(
+                    f"no tokenizer for {ckpt}: expected the run's tokenizer folder at {tok_dir} (train.py saves "
+                    "<run_dir>/tokenizer/); keep the checkpoint inside its run dir, or predict with the run's "
+                    "export (python -m bertlab.export)"
+                )
+            tokenizer = load_tokenizer(tok_dir)
+        data = (loaded.hparams.get("config") or {}).get("data") or {}
+        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, PredictSettings.from_data(data), str(ckpt))
+
+    @classmethod
+    def _from_hf_folder(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file."""
+        from safetensors.torch import load_file
+
+        from bertlab.encoder import BertEncoder
+        from bertlab.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
+        from bertlab.hf_weights import (
+            ARCHITECTURE_TO_HEAD,
+            LoadReport,
+            convert_hf_state_dict,
+            load_into,
+            read_encoder_config,
+            read_hf_config,
+            read_state_dict,
+        )
+        from bertlab.tasks.families import build_family
+
+        config: EncoderConfig = read_encoder_config(path)
+        hf = read_hf_config(path)
+        architecture = (hf.get("architectures") or ["BertModel"])[0]
+        custom = path / HEAD_CONFIG_NAME
+        if custom.is_file():
+            info = json.loads(custom.read_text())
+            task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+            head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
+        else:
+            head_kind = ARCHITECTURE_TO_HEAD.get(architecture)
+            family = {"sequence": "sequence", "token": "token", "span": "qa"}.get(head_kind or "")
+            if family is None:
+                raise CheckpointError(
+                    f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
+                    "with BertForSequenceClassification, BertForTokenClassification and BertForQuestionAnswering "
+                    "exports (or BertModel with bertlab's own head file)"
+                )
+            regression = hf.get("problem_type") == "regression"
+            id2label = hf.get("id2label") or {}
+            labels = None if family == "qa" or regression else [str(id2label[str(i)]) for i in range(len(id2label))]
+            task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
+            head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
+            has_pooler = family == "sequence"
+        num_labels = 1 if task.regression else len(labels or [])
+        family_obj = build_family(task, num_labels, labels, None)
+        bert = BertEncoder(config, add_pooling_layer=has_pooler)
+        head = family_obj.build_head(config, head_cfg, bert.embeddings.word_embeddings)
+        model = TaskModel(bert, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
+        tensors, source = read_state_dict(path)
+        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source)
+        if head_kind is None:
+            state = {k: v for k, v in state.items() if k.startswith("bert.")}
+            head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
+            state.update({"head." + k: v for k, v in head_state.items()})
+            report = LoadReport(source=source, dropped=report.dropped)
+        load_into(model, state, report)
+        if report.newly_initialised:
+            raise CheckpointError(f"{path}: the folder lacks trained tensors {report.newly_initialised[:5]}: it is "
+                                  "not a complete export of a fine-tuned model")
+        if tokenizer is None:
+            tokenizer = load_tokenizer(path)
+        settings = PredictSettings(max_seq_length=min(512, config.max_position_embeddings),
+                                   max_query_length=64, pair=None)
+        if task.family == "qa":
+            settings.max_seq_length = min(384, config.max_position_embeddings)
+        return cls(model, tokenizer, task, labels, settings, str(path))
+
+    # ------------------------------------------------------------------------------------------------
+    # Device
+
+    def to(self, device: str | torch.device) -> Predictor:
+        self.model.to(device)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------------------------------------
+    # Predicting
+
+    def __call__(self, inputs: Any, batch_size: int | None = None, word_scores: bool = False) -> Any:
+        """Records for ``inputs`` (a list; a single string or dict gives a single record).
+
+        ``word_scores=True`` adds, for tagging, each word's tag probability (``"word_scores"``).
+        """
+        if isinstance(inputs, str | dict):
+            return self([inputs], batch_size, word_scores)[0]
+        return list(self.predict_iter(inputs, batch_size, word_scores))
+
+    def predict_iter(self, inputs: Iterable[Any], batch_size: int | None = None,
+                     word_scores: bool = False) -> Iterator[dict[str, Any]]:
+        """Records one by one, computed ``batch_size`` inputs at a time (for inputs too large to hold)."""
+        items = ((f"input {i}", x) for i, x in enumerate(inputs))
+        yield from self.predict_items(items, batch_size, word_scores)
+
+    def predict_items(self, items: Iterable[tuple[str, Any]], batch_size: int | None = None,
+                      word_scores: bool = False) -> Iterator[dict[str, Any]]:
+        """Like :meth:`predict_iter` for ``(where, input)`` pairs; ``where`` (``file:line``) names bad input."""
+        size = int(batch_size or self.settings.batch_size)
+        if size < 1:
+            raise ConfigError(f"batch size must be at least 1, got {size}")
+        it = iter(items)
+        while chunk := list(itertools.islice(it, size)):
+            if self.task.family == "sequence":
+                yield from self._sequence(chunk)
+            elif self.task.family == "token":
+                yield from self._token(chunk, word_scores)
+            else:
+                yield from self._qa(chunk)
+
+    @torch.inference_mode()
+    def _forward(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
+        """Each feature's float32 logits: (C,) for sequences, (T_i, C) cropped to its tokens otherwise."""
+        rows: list[np.ndarray] = []
+        size = self.settings.batch_size
+        device = self.device
+        for start in range(0, len(features), size):
+            batch = self._collate(features[start:start + size])
+            out = self.model({k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")})
+            out = out.float().cpu().numpy()
+            lengths = batch["attention_mask"].sum(1).tolist()
+            rows.extend(out[i] if out.ndim == 2 else out[i, :n] for i, n in enumerate(lengths))
+        return rows
+
+    def _encode(self, inputs: list[Any], pretokenized: bool = False):
+        tok = self.tokenizer.tokenizer
+        tok.enable_truncation(self.settings.max_seq_length, strategy="longest_first")
+        try:
+            return tok.encode_batch(inputs, is_pretokenized=pretokenized)
+        finally:
+            tok.no_truncation()
+
+    @staticmethod
+    def _features(encodings) -> list[dict[str, Any]]:
+        return [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
+
+    # Sequence classification and regression
+
+    def _sequence_input(self, x: Any, where: str) -> tuple[str, str | None]:
+        s = self.settings
+        pair = None
+        if isinstance(x, dict):
+            text = x.get(s.text_column, x.get("text"))
+            pair = x.get(s.text_pair_column, x.get("text_pair")) if s.text_pair_column else x.get("text_pair")
+            if text is None:
+                raise DataError(f"{where}: no {s.text_column!r} or 'text' key in {sorted(x)}")
+        elif isinstance(x, tuple | list) and len(x) == 2:
+            text, pair = x
+        elif isinstance(x, str):
+            text = x
+            if s.pair is not False and "\t" in x:
+                text, pair = x.split("\t", 1)
+        else:
+            raise DataError(f"{where}: expected a text, a (text, pair) tuple or a dict, got {type(x).__name__}")
+        text, pair = str(text).strip(), None if pair is None else str(pair).strip()
+        if s.pair and not pair:
+            raise DataError(f"{where}: task {self.task.name} classifies sentence pairs, and this input has one "
+                            "text: give 'sentence<TAB>pair' on a line, a (text, pair) tuple, or a JSON object "
+                            f"with {s.text_column!r} and {s.text_pair_column!r}")
+        if s.pair is False and pair is not None:
+            raise DataError(f"{where}: task {self.task.name} classifies single texts, and this input has a pair")
+        if not text:
+            raise DataError(f"{where}: the text is empty")
+        return text, pair
+
+    def _sequence(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+        pairs = [self._sequence_input(x, where) for where, x in chunk]
+        encodings = self._encode([t if p is None else (t, p) for t, p in pairs])
+        for (text, pair), logits in zip(pairs, self._forward(self._features(encodings))):
+            record: dict[str, Any] = {"text": text}
+            if pair is not None:
+                record["text_pair"] = pair
+            if self.task.regression:
+                record["value"] = float(logits[0])
+            else:
+                probs = _softmax(logits.astype(np.float64))
+                best = int(probs.argmax())
+                record.update(label=self.labels[best], score=float(probs[best]),
+                              scores={label: float(p) for label, p in zip(self.labels, probs)})
+            yield record
+
+    # Tagging
+
+    @staticmethod
+    def _token_input(x: Any, where: str) -> tuple[str, list[tuple[str, int]]]:
+        if isinstance(x, dict):
+            x = x.get("tokens", x.get("words", x.get("text")))
+        if isinstance(x, str):
+            text = x
+            words = [(m.group(), m.start()) for m in _WORD.finditer(x)]
+        elif isinstance(x, list | tuple) and all(isinstance(w, str) for w in x):
+            words, at = [], 0
+            for w in x:
+                words.append((w, at))
+                at += len(w) + 1
+            text = " ".join(x)
+        else:
+            raise DataError(f"{where}: expected a text, a list of words or a dict with 'tokens' or 'text', got "
+                            f"{type(x).__name__}")
+        if not words:
+            raise DataError(f"{where}: no words to tag")
+        return text, words
+
+    def _token(self, chunk: list[tuple[str, Any]], word_scores: bool) -> Iterator[dict[str, Any]]:
+        from bertlab.tasks.ner import decode_word_predictions
+
+        inputs = [self._token_input(x, where) for where, x in chunk]
+        encodings = self._encode([[w for w, _ in words] for _, words in inputs], pretokenized=True)
+        o_id = self.labels.index("O") if "O" in self.labels else 0
+        cut = 0
+        for (text, words), enc, logits in zip(inputs, encodings, self._forward(self._features(encodings))):
+            probs = _softmax(logits.astype(np.float64))  # (T, C)
+            ids = decode_word_predictions(logits.argmax(-1), enc.word_ids, len(words), o_id=o_id)
+            first: dict[int, int] = {}
+            for position, w in enumerate(enc.word_ids):
+                if w is not None:
+                    first.setdefault(w, position)
+            cut += bool(enc.overflowing)
+            scores = [float(probs[first[w], ids[w]]) if w in first else None for w in range(len(words))]
+            tags, entities = word_tags_to_entities(text, words, [self.labels[i] for i in ids], scores)
+            record = {"text": text, "entities": entities, "tags": tags}
+            if word_scores:
+                record["word_scores"] = scores
+            yield record
+        if cut:
+            log.warning("%d texts longer than max_seq_length=%d tokens: their last words are tagged O",
+                        cut, self.settings.max_seq_length)
+
+    # Extractive QA
+
+    @staticmethod
+    def _qa_input(x: Any, where: str, default_id: str):
+        from bertlab.tasks.qa import QADataError, QAExample, validate_example
+
+        if isinstance(x, QAExample):
+            example = x
+        else:
+            if isinstance(x, str):
+                if "\t" not in x:
+                    raise DataError(f"{where}: a QA input line is 'question<TAB>context'; this one has no tab")
+                x = tuple(x.split("\t", 1))
+            if isinstance(x, tuple | list) and len(x) == 2:
+                x = {"question": x[0], "context": x[1]}
+            if not isinstance(x, dict) or not {"question", "context"} <= set(x):
+                raise DataError(f"{where}: a QA input needs 'question' and 'context' (a dict, a (question, "
+                                f"context) tuple or 'question<TAB>context'), got {x!r:.80}")
+            example = QAExample(id=str(x.get("id", default_id)), question=str(x["question"]),
+                                context=str(x["context"]))
+        try:
+            validate_example(example, train=False)
+        except QADataError as err:
+            raise DataError(f"{where}: {err}") from None
+        return example
+
+    def _qa(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+        from bertlab.tasks.qa import QAExample, best_spans, prepare_qa_features
+
+        s = self.settings
+        # An input without an id gets its line number (files) or its position (Python lists).
+        given = [self._qa_input(x, where, where.rsplit(":", 1)[-1].removeprefix("input ")) for where, x in chunk]
+        # Own ids for decoding: ids given by users need not be unique.
+        examples = [QAExample(id=str(k), question=e.question, context=e.context) for k, e in enumerate(given)]
+        try:
+            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, cls_id=self.tokenizer.cls_id,
+                                     sep_id=self.tokenizer.sep_id, train=False, max_seq_length=s.max_seq_length,
+                                     doc_stride=s.doc_stride, max_query_length=s.max_query_length)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        features = [{"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}
+                    for i in range(len(qa))]
+        rows = self._forward(features)
+        spans = best_spans(examples, qa, [r[:, 0] for r in rows], [r[:, 1] for r in rows],
+                           n_best_size=s.n_best_size, max_answer_length=s.max_answer_length, use_max_context=True)
+        for k, example in enumerate(given):
+            span = spans.get(str(k))
+            record = {"id": example.id, "question": example.question, "answer": "", "start": -1, "score": 0.0}
+            if span is not None:
+                f = span.feature_index
+                cs, ce = qa.context_start[f], qa.context_end[f]
+                # As transformers' QA pipeline: softmax over [CLS] and the window's context tokens.
+                keep = np.r_[0, cs:ce]
+                p_start = _softmax(rows[f][keep, 0].astype(np.float64))[span.start_position - cs + 1]
+                p_end = _softmax(rows[f][keep, 1].astype(np.float64))[span.end_position - cs + 1]
+                record.update(answer=span.text, start=span.start_char, score=float(p_start * p_end))
+            yield record
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading inputs
+
+
+def _lines(stream: TextIO, name: str, first: int = 1) -> Iterator[tuple[int, str]]:
+    """(line number, line without its newline) of a text stream; bytes that are not UTF-8 name their line."""
+    number = first - 1
+    try:
+        for number, line in enumerate(stream, first):
+            yield number, line.rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise DataError(f"{name}:{number + 1}: bytes that are not UTF-8; re-encode the file as UTF-8 (e.g. iconv "
+                        "-f latin1 -t utf-8)") from None
+
+
+def _head(path: Path, limit: int = 200) -> list[str]:
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        return [line.rstrip("\r\n") for line in itertools.islice(f, limit)]
+
+
+def _looks_like_conll(path: Path, lines: list[str]) -> bool:
+    """CoNLL: ``-DOCSTART-``, a CoNLL suffix, or blank-line-separated blocks whose lines all have as many
+    columns (one sentence a line of plain text has lines of different lengths)."""
+    filled = [line for line in lines if line.strip()]
+    if not filled:
+        return False
+    if filled[0].startswith("-DOCSTART-") or path.suffix.lower() in (".conll", ".iob", ".bio"):
+        return True
+    blank_inside = any(not line.strip() for line in lines[lines.index(filled[0]):])
+    return blank_inside and len({len(line.split()) for line in filled}) == 1
+
+
+def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
+    """``text``, ``jsonl``, ``table``, ``conll`` or ``squad`` from the file's name and first lines."""
+    lines = _head(path)
+    filled = [line for line in lines if line.strip()]
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return "jsonl"
+    if filled and filled[0].lstrip().startswith("{"):
+        try:
+            first = json.loads(filled[0])
+        except json.JSONDecodeError:
+            first = None  # a JSON document over several lines: SQuAD
+        if isinstance(first, dict) and "data" not in first:
+            return "jsonl"
+        if family == "qa":
+            return "squad"
+        raise DataError(f"{path}: a JSON document; for task family {family} give JSONL (one object a line)")
+    if family == "token" and _looks_like_conll(path, lines):
+        return "conll"
+    if family == "sequence" and suffix in (".tsv", ".csv") and filled:
+        header = [h.strip() for h in filled[0].split("," if suffix == ".csv" else "\t")]
+        if settings.text_column in header:
+            return "table"
+    return "text"
+
+
+def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt: str = "auto",
+                stdin: TextIO | None = None) -> tuple[Iterator[tuple[str, Any]], int | None]:
+    """``(where, input)`` pairs of a file or ``-`` (standard input), and their count when known cheaply.
+
+    Plain text and JSONL are read line by line (large files stream); a table, CoNLL or SQuAD file is read
+    whole by bertlab's own readers (labels, tags and answers in it are ignored).
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if str(source) == "-":
+        stream = stdin or sys.stdin
+        lines = _lines(stream, "<stdin>")
+        first = next(((n, line) for n, line in lines if line.strip()), None)
+        if first is None:
+            return iter(()), 0
+        if fmt == "auto":
+            fmt = "jsonl" if first[1].lstrip().startswith("{") else "text"
+        if fmt not in ("text", "jsonl"):
+            raise ConfigError(f"--format {fmt} reads a file: pass its path instead of '-'")
+        return _from_lines(itertools.chain([first], lines), "<stdin>", fmt), None
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise DataError(f"{path}: input file not found")
+    if fmt == "auto":
+        fmt = detect_format(path, family, settings)
+    log.info("reading %s as %s", path, fmt)
+    policy = BadExamplePolicy("error")
+    if fmt == "table":
+        examples = read_table(path, settings.text_column, settings.text_pair_column if settings.pair else None,
+                              None, policy)
+        return iter([(e.where, (e.text, e.text_pair) if e.text_pair is not None else e.text) for e in examples]), \
+            len(examples)
+    if fmt == "conll":
+        sentences = read_conll(path, None, policy)
+        return iter([(s.where, s.words) for s in sentences]), len(sentences)
+    if fmt == "squad":
+        examples = read_squad(path, train=False, policy=policy)
+        return iter([(f"{path}: question {e.id!r}", e) for e in examples]), len(examples)
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        count = sum(1 for line in f if line.strip())
+
+    def stream() -> Iterator[tuple[str, Any]]:
+        with open(path, encoding="utf-8-sig") as f:
+            yield from _from_lines(_lines(f, str(path)), str(path), fmt)
+
+    return stream(), count
+
+
+def _from_lines(lines: Iterable[tuple[int, str]], name: str, fmt: str) -> Iterator[tuple[str, Any]]:
+    for number, line in lines:
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        if fmt == "jsonl":
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{where}: not a JSON object per line ({err.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            if "id" not in obj and {"question", "context"} <= set(obj):
+                obj = {**obj, "id": str(number)}
+            yield where, obj
+        else:
+            yield where, line
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_records(predictor: Predictor, items: Iterator[tuple[str, Any]], out: TextIO, total: int | None = None,
+                  progress: bool = True, batch_size: int | None = None) -> int:
+    """Predict ``items`` into ``out`` as JSONL, flushed after every batch, with a progress bar on stderr."""
+    from tqdm import tqdm
+
+    count = 0
+    size = int(batch_size or predictor.settings.batch_size)
+    with tqdm(total=total, unit=" examples", file=sys.stderr, disable=not progress, dynamic_ncols=True) as bar:
+        for record in predictor.predict_items(items, size):
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+            if count % size == 0:
+                out.flush()
+                bar.update(size)
+        bar.update(count % size)
+    out.flush()
+    return count
+
+
+def predict_file(predictor: Predictor, source: str | Path, out_path: Path, fmt: str = "auto",
+                 progress: bool = False) -> int:
+    """Records for ``source`` written to ``out_path`` (through a temporary file: never half a file)."""
+    items, total = read_inputs(source, predictor.task.family, predictor.settings, fmt)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        count = write_records(predictor, items, f, total, progress)
+    tmp.replace(out_path)
+    return count
+
+
+# ----------------------------------------------------------------------------------------------------------
+# train.py: predict=true
+
+
+def run_predict(trainer, module, datamodule, ckpt_path: str | None, run_dir: Path) -> Path | None:
+    """``predict=true``: records of ``ckpt_path`` for ``data.predict_file`` → ``<run_dir>/predictions/``.
+
+    Rank 0 predicts and writes; the other ranks wait for it.
+    """
+    family = datamodule.task.family
+    if family not in FAMILIES:
+        raise ConfigError(f"predict=true supports the {', '.join(FAMILIES)} task families, not {family!r}")
+    if not datamodule.cfg.predict_file:
+        raise ConfigError("predict=true needs data.predict_file (an unlabelled file, e.g. GLUE test.tsv)")
+    path = None
+    if trainer.is_global_zero:
+        predictor = Predictor.from_run(ckpt_path, device=trainer.strategy.root_device,
+                                       tokenizer=datamodule.tokenizer, data=datamodule.cfg)
+        path = _predict_to_run_dir(predictor, datamodule.split_file("predict"), run_dir)
+    trainer.strategy.barrier()
+    return path
+
+
+def predict_checkpoint(ckpt_path: str | None, task: TaskSpec, data: DataConfig, run_dir: Path) -> None:
+    """``train=false predict=true`` without a validation file: only predictions, from the checkpoint alone.
+
+    The checkpoint brings its tokenizer (its run's ``tokenizer/``) and label set, so no training or validation
+    data is read.
+    """
+    from bertlab.data.datamodule import TaskDataModule
+
+    if not ckpt_path:
+        raise ConfigError("train=false needs ckpt_path=<checkpoint to predict with>")
+    if not data.predict_file:
+        raise ConfigError("predict=true needs data.predict_file (the file to predict)")
+    predictor = Predictor.from_run(ckpt_path, data=data)
+    if predictor.task.family != task.family:
+        raise ConfigError(f"ckpt_path={ckpt_path} holds a {predictor.task.family} model (task "
+                          f"{predictor.task.name}), but this run is task={task.name} ({task.family}): pass the "
+                          "task the checkpoint was trained for")
+    source = TaskDataModule(task, data, tokenizer=None).resolve(data.predict_file)  # type: ignore[arg-type]
+    _predict_to_run_dir(predictor, source, run_dir)
+
+
+def _predict_to_run_dir(predictor: Predictor, source: Path, run_dir: Path) -> Path:
+    out = run_dir / "predictions" / PREDICTIONS_FILE
+    count = predict_file(predictor, source, out)
+    log.info("predictions for %s (%d examples) → %s", source, count, out)
     return out
 
 
-def _row_ids(path: Path, dm: TaskDataModule, count: int) -> list[str]:
-    """The ``index`` column of the rows that became examples (GLUE test files), else 0..count-1."""
-    from bertlab.data.readers import BadExamplePolicy, _table_rows, read_table
-
-    header, rows = _table_rows(path)
-    if "index" not in header:
-        return [str(i) for i in range(count)]
-    # The same reading as the features' (an "error" policy would already have failed): example i ↔ row.
-    examples = read_table(path, dm.cfg.text_column, dm.cfg.text_pair_column, None, BadExamplePolicy("skip"))
-    by_line = dict(rows)
-    return [by_line[int(e.where.rsplit(":", 1)[1])]["index"].strip() for e in examples[:count]]
+# ----------------------------------------------------------------------------------------------------------
+# Command line
 
 
-def write_sequence(outputs: dict[int, np.ndarray], split: Split, dm: TaskDataModule, out_dir: Path) -> Path:
-    ids = _row_ids(dm.split_file(STAGE), dm, split.num_examples)
-    lines = ["index\tprediction"]
-    for i in sorted(outputs):
-        logits = outputs[i]
-        value = f"{float(logits[0]):.6g}" if dm.task.regression else dm.labels[int(logits.argmax())]
-        lines.append(f"{ids[i]}\t{value}")
-    path = out_dir / f"{STAGE}_predictions.tsv"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_token(outputs: dict[int, np.ndarray], split: Split, dm: TaskDataModule, out_dir: Path) -> Path:
-    from bertlab.tasks.ner import decode_word_predictions
-
-    labels = dm.labels
-    o_id = labels.index("O") if "O" in labels else 0
-    if "words" not in split.meta:  # a feature cache written before predictions existed
-        raise ConfigError(f"the cached features of {dm.split_file(STAGE)} lack the words to write predictions "
-                          f"for: delete {dm.cfg.cache_dir}/features and run again")
-    words, word_ids = split.meta["words"], split.meta["word_ids"]
-    blocks = []
-    for i in sorted(outputs):
-        tags = decode_word_predictions(outputs[i].argmax(-1), word_ids[i], len(words[i]), o_id=o_id)
-        blocks.append("".join(f"{w}\t{labels[t]}\n" for w, t in zip(words[i], tags)))
-    path = out_dir / f"{STAGE}_predictions.conll"
-    path.write_text("\n".join(blocks), encoding="utf-8")
-    return path
-
-
-def write_qa(outputs: dict[int, np.ndarray], split: Split, dm: TaskDataModule, out_dir: Path) -> Path:
-    from bertlab.tasks.qa import postprocess_qa_predictions
-
-    indices = sorted(outputs)
-    answers = postprocess_qa_predictions(
-        split.meta["examples"], split.meta["qa_features"], [outputs[i][:, 0] for i in indices],
-        [outputs[i][:, 1] for i in indices], feature_indices=indices, n_best_size=dm.cfg.n_best_size,
-        max_answer_length=dm.cfg.max_answer_length, use_max_context=True,
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bertlab.predict",
+        description="Predict with a bertlab run, checkpoint or export; writes one JSON record per input line.",
     )
-    path = out_dir / f"{STAGE}_predictions.json"
-    path.write_text(json.dumps(answers, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    parser.add_argument("model", metavar="RUN_DIR_OR_CKPT",
+                        help="a run dir (its best checkpoint), a .ckpt file, or an exported Hugging Face folder")
+    parser.add_argument("input", nargs="?", default="-", metavar="INPUT_FILE",
+                        help="plain text (one example a line), JSONL, or the task's own format; '-' (default) "
+                             "reads standard input")
+    parser.add_argument("--output", "-o", default=None, help="write the JSONL here instead of standard output")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="inputs per forward pass (default: the run's data.eval_batch_size)")
+    parser.add_argument("--format", default="auto", choices=FORMATS,
+                        help="how to read INPUT_FILE (default: detected from its name and first lines)")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, cuda:1 ... (default: cuda when available, else cpu)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    args = parser.parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+    logging.getLogger("bertlab").setLevel(logging.INFO)
+
+    from bertlab.reliability import user_errors
+
+    with user_errors():
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size)
+        items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)
+        if args.output:
+            out_path = Path(args.output)
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(out_path, "w", encoding="utf-8") as f:
+                count = write_records(predictor, items, f, total, not args.no_progress)
+        else:
+            count = write_records(predictor, items, sys.stdout, total, not args.no_progress)
+        log.info("%d examples → %s (%s)", count, args.output or "standard output", predictor.source)
 
 
-WRITERS: dict[str, Callable[[dict[int, np.ndarray], Split, TaskDataModule, Path], Path]] = {
-    "sequence": write_sequence,
-    "token": write_token,
-    "qa": write_qa,
-}
-
-
-def run_predict(trainer: L.Trainer, module: BertTaskModule, datamodule: TaskDataModule, ckpt_path: str | None,
-                run_dir: Path) -> Path | None:
-    """Predict ``data.predict_file`` with ``ckpt_path`` and write the file; returns its path on rank 0."""
-    family = datamodule.task.family
-    if family not in WRITERS:
-        raise ConfigError(f"predict=true supports the {', '.join(WRITERS)} task families, not {family!r}")
-    if not datamodule.cfg.predict_file:
-        raise ConfigError("predict=true needs data.predict_file (an unlabelled file, e.g. GLUE test.tsv)")
-    with warnings.catch_warnings():
-        # Lightning cannot see that EvalBatchSampler keeps every example (no drop_last): it always does.
-        warnings.filterwarnings("ignore", message=r"You are using a custom batch sampler .* for prediction")
-        local = trainer.predict(module, datamodule=datamodule, ckpt_path=ckpt_path, return_predictions=True)
-    batches = [b for part in gather_objects(local or []) for b in part]  # every rank's shard
-    if not trainer.is_global_zero:
-        return None
-    out_dir = run_dir / "predictions"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    split = datamodule.splits[STAGE]
-    path = WRITERS[family](collect_outputs(batches), split, datamodule, out_dir)
-    log.info("predictions for %s (%d examples) → %s", datamodule.split_file(STAGE), split.num_examples, path)
-    return path
+if __name__ == "__main__":
+    main()

@@ -43,7 +43,7 @@ from bertlab.hf_weights import CheckpointError
 from bertlab.loggers import build_loggers, finish_wandb
 from bertlab.module import BertTaskModule
 from bertlab.overrides import build_typed
-from bertlab.predict import run_predict
+from bertlab.predict import predict_checkpoint, run_predict
 from bertlab.reliability import (
     AtomicCheckpointIO,
     ResumeStateCallback,
@@ -165,6 +165,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     data_cfg = build_typed(DataConfig, _plain(cfg.data), "data")
     if not cfg.get("predict"):
         data_cfg = dataclasses.replace(data_cfg, predict_file=None)  # read only when predictions are asked for
+    if not cfg.train and cfg.get("predict") and not data_cfg.val_file:
+        # Prediction only: the checkpoint brings its tokenizer and label set; no training or validation data.
+        return predict_checkpoint(_resolve_ckpt(cfg.get("ckpt_path"), run_dir), task, data_cfg, run_dir)
     check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
     data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
         data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
@@ -343,8 +346,6 @@ def _read_splits(datamodule: TaskDataModule, cfg: DictConfig, data_cfg: DataConf
     datamodule.setup("fit" if cfg.train else "validate")
     if cfg.test and data_cfg.test_file:
         datamodule.setup("test")
-    if cfg.get("predict") and data_cfg.predict_file:
-        datamodule.setup("predict")
 
 
 def _checkpoint_file(ckpt_path: str | None, run_dir: Path) -> str | None:

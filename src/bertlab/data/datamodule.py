@@ -20,7 +20,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.config import DataConfig, TaskSpec
+from bertlab.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
 from bertlab.data.features import (
     LabelMap,
@@ -130,6 +130,13 @@ class TaskDataModule(L.LightningDataModule):
     def labels(self) -> list[str] | None:
         if self.task.family not in ("sequence", "token") or self.task.regression:
             return None
+        if self._labels is None and self.task.labels is None and self.cfg.train_file is None:
+            raise ConfigError(
+                f"task={self.task.name} takes its label set from the training split, and data.train_file is not "
+                "set: set it. To predict with a trained checkpoint, which holds its labels, run "
+                "`python -m bertlab.predict RUN_DIR_OR_CKPT FILE`, or train=false predict=true ckpt_path=<ckpt> "
+                "data.predict_file=<file> with data.val_file=null"
+            )
         if self._labels is None:
             self._labels = self.task.labels or derive_labels(self.split_file("train"), self.cfg, self.task.family)
         return self._labels
@@ -199,8 +206,6 @@ class TaskDataModule(L.LightningDataModule):
             names.append("val")
         if stage in (None, "test") and self.cfg.test_file:
             names.append("test")
-        if stage == "predict" or (stage is None and self.cfg.predict_file):
-            names.append("predict")
         return names
 
     def prepare_data(self) -> None:
@@ -270,9 +275,6 @@ class TaskDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._eval_loader("predict")
 
     def _loader(self, split: Split, batch_sampler, train: bool) -> DataLoader:
         workers = self.cfg.num_workers

@@ -153,9 +153,10 @@ class TaggedSentence:
     where: str  # "file:line" of the first word
 
 
-def read_conll(path: Path, tag_column: int, policy: BadExamplePolicy) -> list[TaggedSentence]:
+def read_conll(path: Path, tag_column: int | None, policy: BadExamplePolicy) -> list[TaggedSentence]:
     """Sentences of a CoNLL column file. Blank or whitespace-only lines end a sentence (WNUT-17 uses
-    tab-only lines); ``-DOCSTART-`` lines mark documents and are not sentences."""
+    tab-only lines); ``-DOCSTART-`` lines mark documents and are not sentences. ``tag_column=None`` reads
+    the words only (a file to predict: one token a line, tags ignored when present)."""
     lines = read_text_lines(path)
     sentences: list[TaggedSentence] = []
     words: list[str] = []
@@ -181,6 +182,9 @@ def read_conll(path: Path, tag_column: int, policy: BadExamplePolicy) -> list[Ta
             continue
         if not words and bad is None:
             start = i
+        if tag_column is None:
+            words.append(cells[0])
+            continue
         needed = tag_column + 1 if tag_column >= 0 else -tag_column + 1
         if len(cells) < max(2, needed):
             bad = bad or (
