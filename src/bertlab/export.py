@@ -31,7 +31,13 @@ from bertlab.hf_weights import (
     CheckpointError,
     export_state_dict,
 )
-from bertlab.lora import ADAPTER_PARAMETER_NAMES, inject_lora, merge_lora
+from bertlab.lora import (
+    ADAPTER_PARAMETER_NAMES,
+    base_changed_message,
+    base_fingerprint,
+    inject_lora,
+    merge_lora,
+)
 from bertlab.tasks.families import build_family
 
 log = logging.getLogger(__name__)
@@ -91,8 +97,9 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     labels = hp.get("labels")
     num_labels = 1 if task.regression else len(labels or [])
     family = build_family(task, num_labels, labels, data_cfg=None)
-    # The pooler exists exactly when the trained model had one (pooler head, or NSP).
-    bert = BertEncoder(config, add_pooling_layer="bert.pooler.dense.weight" in state)
+    # The pooler exists exactly when the trained model had one (pooler head, or NSP). A slim LoRA checkpoint
+    # leaves the frozen pooler out of its tensors, so the hyper-parameters say it.
+    bert = BertEncoder(config, add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
     head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
     model = TaskModel(bert, head, hp["head_kind"], output_hidden_states=head_cfg.reads_all_layers)
     base = ckpt.get("bertlab_base_weights")
@@ -100,6 +107,9 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
         _load_base_weights(model, base, path)
     if any(k.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES for k in state):
         inject_lora(model.bert, FreezeConfig(**hp["freeze"]).lora)
+    recorded = ckpt.get("bertlab_base_fingerprint")
+    if base is not None and recorded is not None and recorded != base_fingerprint(model, set(state)):
+        raise CheckpointError(f"{path}: {base_changed_message(base)}")
     try:
         if base is not None:
             unknown = set(state) - set(model.state_dict())
@@ -116,15 +126,25 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
 
 
 def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
-    from bertlab.builders import resolve_pretrained
-    from bertlab.hf_weights import convert_hf_state_dict, load_into, read_state_dict
+    """The frozen encoder tensors of a LoRA checkpoint, from the base it names: a checkpoint package or hub
+    id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first)."""
+    from bertlab.builders import _init_source, resolve_pretrained
+    from bertlab.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
 
-    directory = resolve_pretrained(base)
-    if directory is None:
-        raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
-    tensors, source = read_state_dict(directory)
-    converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None, source=source)
-    load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
+    kind, path = _init_source(base) if Path(str(base)).expanduser().exists() else (None, None)
+    if kind == "ckpt":
+        inner = load_checkpoint_model(path)
+        tensors = {f"bert.{k}": v for k, v in merge_lora(inner.model.bert).items()}
+        report = load_into(model, {k: v for k, v in tensors.items() if k in model.state_dict()},
+                           LoadReport(source=str(path)))
+    else:
+        directory = path if kind == "hf" else resolve_pretrained(base)
+        if directory is None:
+            raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
+        tensors, source = read_state_dict(directory)
+        converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
+                                                  source=source)
+        load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
     log.info("LoRA base weights: %s", report.summary())
 
 

@@ -11,6 +11,7 @@ bertlab keeps its own implementation rather than depending on ``peft`` (which pu
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 
@@ -216,3 +217,26 @@ __all__ = [
     "load_lora_state_dict",
     "ADAPTER_PARAMETER_NAMES",
 ]
+
+
+def base_fingerprint(model: nn.Module, stored: set[str]) -> str:
+    """A content hash of the frozen base tensors a slim LoRA checkpoint leaves out.
+
+    ``stored``: the model keys the checkpoint holds (adapters, head, whatever trained); every other tensor of
+    the model (adapters excluded) comes from the base weights and enters the hash, in key order. A
+    checkpoint records it when saved, and loading refuses a base whose tensors hash differently.
+    """
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        if name in stored or name.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES:
+            continue
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def base_changed_message(base: str | None, where: str = "this LoRA checkpoint") -> str:
+    return (f"the base weights {base!r} differ from the ones it was trained on ({where} records a fingerprint "
+            "of its frozen base tensors, and the base now hashes differently): the adapters only make sense "
+            "on their own base. Point model.pretrained/model.init_from to the original weights, or export the "
+            "run where its base is unchanged")

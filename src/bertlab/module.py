@@ -16,6 +16,8 @@ from bertlab.config import OptimConfig
 from bertlab.data.features import Split
 from bertlab.freeze import FreezePlan, optimizer_param_groups
 from bertlab.heads import TaskModel
+from bertlab.hf_weights import CheckpointError
+from bertlab.lora import base_changed_message, base_fingerprint
 from bertlab.tasks.families import EvalState, Family
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ class BertTaskModule(L.LightningModule):
         # (Without a reference, e.g. a scratch model, the full state is kept.)
         self._slim_checkpoints = freeze_plan.policy == "lora" and (hparams or {}).get("base_weights") is not None
         self.strict_loading = not self._slim_checkpoints
+        self._fingerprint: str | None = None
         self.last_metrics: dict[str, dict[str, float]] = {}
 
     # ------------------------------------------------------------------------------------------------
@@ -93,17 +96,28 @@ class BertTaskModule(L.LightningModule):
     def _trainable_keys(self) -> set[str]:
         return {f"model.{n}" for n, p in self.model.named_parameters() if p.requires_grad}
 
+    def _base_fingerprint(self) -> str:
+        """The hash of the frozen base tensors (they never change during a run: computed once)."""
+        if self._fingerprint is None:
+            stored = {k[len("model."):] for k in self._trainable_keys()}
+            self._fingerprint = base_fingerprint(self.model, stored)
+        return self._fingerprint
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self._slim_checkpoints:
             keep = self._trainable_keys()
             checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
             checkpoint["bertlab_base_weights"] = self.hparams.get("base_weights")
+            checkpoint["bertlab_base_fingerprint"] = self._base_fingerprint()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if not self.strict_loading:
             missing = sorted(self._trainable_keys() - set(checkpoint["state_dict"]))
             if missing:
                 raise KeyError(f"LoRA checkpoint lacks trained tensors: {missing[:5]}")
+            recorded = checkpoint.get("bertlab_base_fingerprint")
+            if recorded is not None and recorded != self._base_fingerprint():
+                raise CheckpointError(base_changed_message(checkpoint.get("bertlab_base_weights")))
 
     # ------------------------------------------------------------------------------------------------
     # Training

@@ -203,6 +203,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         "labels": datamodule.labels,
         "head": dataclasses.asdict(head_cfg),
         "head_kind": model.head_kind,
+        "has_pooler": getattr(model.bert, "pooler", None) is not None,
         "freeze": dataclasses.asdict(freeze_cfg),
         "model_name": model_cfg.get("name"),
         # Where the frozen weights come from: LoRA checkpoints store only what trained plus this reference.
