@@ -205,7 +205,7 @@ def _rng_state() -> dict[str, Any]:
         "python": list(_flatten_python_state(random.getstate())),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = torch.cuda.get_rng_state()  # this process's device (one device per rank)
     return state
 
 
@@ -224,9 +224,18 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     if "cuda" in state and torch.cuda.is_available():
-        cuda_states = state["cuda"]
-        if len(cuda_states) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(cuda_states)
+        cuda_state = state["cuda"]
+        if isinstance(cuda_state, list | tuple):  # checkpoints written before one state per rank: all devices
+            if len(cuda_state) == torch.cuda.device_count():
+                torch.cuda.set_rng_state_all(cuda_state)
+        else:
+            torch.cuda.set_rng_state(cuda_state)
+
+
+def _world_size() -> int:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_world_size()
+    return 1
 
 
 class ResumeStateCallback(Callback):
@@ -249,10 +258,28 @@ class ResumeStateCallback(Callback):
             logger.save()
 
     def state_dict(self) -> dict[str, Any]:
-        return _rng_state()
+        # Every rank builds the checkpoint (rank 0 writes it): gather each rank's RNG states, since ranks
+        # draw different amounts of randomness (their batches differ in length) and their streams diverge.
+        from bertlab.module import gather_objects
+
+        return {"per_rank": gather_objects(_rng_state())}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._pending = state_dict or None
+        if not state_dict:
+            self._pending = None
+            return
+        per_rank = state_dict.get("per_rank")
+        if per_rank is None:  # a checkpoint written before per-rank states: one state for every rank
+            self._pending = state_dict
+            return
+        rank = torch.distributed.get_rank() if torch.distributed.is_available() and \
+            torch.distributed.is_initialized() else 0
+        if len(per_rank) != _world_size():
+            log.warning("this checkpoint holds the RNG states of %d processes, this run has %d: every process "
+                        "continues from process 0's (dropout masks differ from an uninterrupted run)",
+                        len(per_rank), _world_size())
+            rank = 0
+        self._pending = per_rank[rank]
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
                              batch_idx: int) -> None:
