@@ -22,6 +22,7 @@ def test_scripts_import():
     import hf_reference  # noqa: F401
     import preprocess_speed  # noqa: F401
     import run_all  # noqa: F401
+    import unpadded  # noqa: F401
 
     full = end_to_end.cases(quick=False)
     sst2 = next(c for c in full if c.task == "sst2")
@@ -84,3 +85,41 @@ def test_report_renders_ratios_first():
     assert "| encoder train fp32 16x128 | 1.33× | ≥ 1.2× | yes |" in text
     assert "| SST-2 end-to-end vs Trainer (pad to max) | 5.00× | ≥ 4× | yes |" in text
     assert "## Failed" in text and "preprocess" in text
+
+
+def test_unpadded_section_tiny(tmp_path):
+    """benchmarks/unpadded.py on a random tiny BERT (no datasets): the encoder rows and the report section."""
+    import run_all
+    import unpadded
+
+    result = unpadded.main(["--tiny", "--only", "encoder,fixed", "--threads", "1", "--json", str(tmp_path / "u.json")])
+    assert (tmp_path / "u.json").is_file()
+    enc = result["encoder"]
+    assert enc["real_tokens"] < enc["padded_tokens"]  # random-order batches hold padding
+    assert set(enc["real_tokens_per_s"]) == {"unpadded", "padded", "hf", "hf_fused"}
+    assert all(v > 0 for v in enc["ratios"].values())
+    assert [(r["batch"], r["seq"]) for r in result["fixed"]] == list(unpadded.TINY_FIXED)
+    rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"unpadded": result})}
+    assert rows["unpadded: encoder train, SST-2 random batches, vs HF sdpa"] == (enc["ratios"]["unpadded_vs_hf"], 2.5)
+    machine = {"cpu": "cpu", "isa": [], "logical_cpus": 2, "usable_cpus": 2, "memory_gib": 8.0, "python": "3",
+               "torch": "2", "transformers": "5", "lightning": "2", "tokenizers": "0"}
+    text = run_all.render({"machine": machine, "unpadded": result}, quick=True, threads=1,
+                          load_before=(0.0, 0, 0), load_after=(0.0, 0, 0), started="now")
+    assert "## Unpadded path" in text and "unpad=true" in text
+
+
+def test_unpadded_sections_and_cases():
+    import unpadded
+
+    assert unpadded.SECTIONS == ("encoder", "sst2", "conll", "fixed")
+    assert (unpadded.BATCH, unpadded.SST2_EXAMPLES) == (32, 3200)
+    assert (unpadded.CONLL_BATCH, unpadded.CONLL_SENTENCES) == (16, 2000)
+    assert unpadded.FULL_FIXED == ((16, 128), (8, 384))
+    lengths = [3, 9, 4, 7, 5, 2]
+    batches = unpadded.random_order_batches(lengths, 3, 2, vocab=50)
+    assert sorted(int(m.sum(1)[i]) for _, m in batches for i in range(3)) == sorted(lengths)
+    for ids, mask in batches:
+        assert ids.shape[1] == int(mask.sum(1).max())  # padded to the batch's longest
+        assert not ids[mask == 0].any()
+    with pytest.raises(SystemExit, match="--tiny measures the encoder only"):
+        unpadded.main(["--tiny", "--only", "sst2"])

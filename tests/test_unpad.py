@@ -320,3 +320,65 @@ def test_execution_config_validates_unpad_and_compile():
         ExecutionConfig(compile="yes")
     with pytest.raises(ConfigError, match="model.unpad"):
         BertEncoder(EncoderConfig(**TINY), unpad="maybe")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The switch in the composed config, and model.compile
+
+def test_every_bert_model_file_declares_the_switches():
+    import yaml
+    from conftest import ROOT
+
+    for path in sorted((ROOT / "conf" / "model").glob("*.yaml")):
+        cfg = yaml.safe_load(path.read_text())
+        if cfg.get("encoder", "bert") != "bert":
+            continue  # the recurrent encoders keep the padded path
+        assert cfg.get("unpad") == "auto" and cfg.get("compile") is False, path.name
+
+
+@pytest.mark.parametrize("unpad", ["auto", "false"])
+def test_model_unpad_reaches_the_encoder_in_training(train_run, monkeypatch, unpad):
+    decisions = []
+    original = BertEncoder.uses_unpadded_path
+
+    def spy(self, input_ids, attention_mask):
+        decisions.append((self.unpad, original(self, input_ids, attention_mask)))
+        return decisions[-1][1]
+
+    monkeypatch.setattr(BertEncoder, "uses_unpadded_path", spy)
+    metrics = train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=2", f"model.unpad={unpad}",
+                        "data.max_eval_samples=8", "data.group_by_length=false")
+    assert metrics["train"]["steps"] == 2
+    assert decisions and {mode for mode, _ in decisions} == {unpad}
+    assert any(used for _, used in decisions) == (unpad == "auto")  # the fixture batches hold padding
+
+
+def test_bad_unpad_value_is_a_config_error(train_run):
+    with pytest.raises(ConfigError, match="model.unpad must be auto, true or false"):
+        train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "model.unpad=always")
+
+
+@pytest.mark.slow  # inductor compiles C++ kernels for the forward and backward graphs
+def test_compiled_encoder_gives_the_same_outputs_and_gradients():
+    torch.manual_seed(0)
+    eager = BertEncoder(EncoderConfig(**TINY), unpad="true").train()
+    compiled = copy.deepcopy(eager)
+    compiled.compile(dynamic=True)
+    assert list(compiled.state_dict()) == list(eager.state_dict())  # names unchanged: checkpoints interchangeable
+    for step in range(2):  # two train steps (SGD), the second without segment ids
+        b = padded_batch("sequence", with_types=step == 0)
+        kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in b}
+        real = b["attention_mask"].bool()
+        outs = []
+        for model in (eager, compiled):
+            out = model(**kwargs)
+            (out.last_hidden_state[real].pow(2).mean() + out.pooler_output.sum()).backward()
+            outs.append(out.last_hidden_state.detach())
+        torch.testing.assert_close(outs[1][real], outs[0][real], **TOL)
+        for (name, a), c in zip(eager.named_parameters(), compiled.parameters()):
+            torch.testing.assert_close(c.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
+        with torch.no_grad():
+            for model in (eager, compiled):
+                for param in model.parameters():
+                    param -= 0.1 * param.grad
+                    param.grad = None

@@ -234,21 +234,27 @@ def _flash_attn_varlen():
     return flash_attn_varlen_func
 
 
-def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bool) -> str:
-    """Which kernel :func:`varlen_attention` uses for q of this device type and dtype (``VARLEN_ATTENTION``)."""
+def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bool | None = None) -> str:
+    """Which kernel :func:`varlen_attention` uses for q of this device type and dtype (``VARLEN_ATTENTION``).
+
+    ``flash_attn_available``: None looks the package up (only for CUDA half precision, the one case it matters).
+    """
     if VARLEN_ATTENTION != "auto":
         return VARLEN_ATTENTION
     if device_type != "cuda":
         return "repad"
-    if flash_attn_available and dtype in (torch.float16, torch.bfloat16):
-        return "flash_attn"
+    if dtype in (torch.float16, torch.bfloat16):
+        if flash_attn_available is None:
+            flash_attn_available = _flash_attn_varlen() is not None
+        if flash_attn_available:
+            return "flash_attn"
     return "nested"
 
 
 def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing: Packing,
                      dropout_p: float) -> torch.Tensor:
     """Attention of packed q, k, v (N, nh, hd) within each sequence of ``packing`` → (N, nh, hd)."""
-    kernel = varlen_kernel(q.device.type, q.dtype, _flash_attn_varlen() is not None)
+    kernel = varlen_kernel(q.device.type, q.dtype)
     if kernel == "flash_attn":
         cu = packing.cu_seqlens
         return _flash_attn_varlen()(q, k, v, cu, cu, packing.max_len, packing.max_len, dropout_p=dropout_p)
