@@ -359,6 +359,8 @@ def test_bad_unpad_value_is_a_config_error(train_run):
 
 
 @pytest.mark.slow  # inductor compiles C++ kernels for the forward and backward graphs
+# Inductor's CPU code path calls torch.jit.script_method internally (torch's deprecation, not ours).
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compiled_encoder_gives_the_same_outputs_and_gradients():
     torch.manual_seed(0)
     eager = BertEncoder(EncoderConfig(**TINY), unpad="true").train()
@@ -382,3 +384,32 @@ def test_compiled_encoder_gives_the_same_outputs_and_gradients():
                 for param in model.parameters():
                     param -= 0.1 * param.grad
                     param.grad = None
+
+
+def test_model_compile_compiles_the_encoder_in_place(train_run, monkeypatch):
+    calls = []
+    monkeypatch.setattr(BertEncoder, "compile", lambda self, **kw: calls.append((type(self).__name__, kw)))
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8", "model.compile=true")
+    assert calls == [("BertEncoder", {"dynamic": True})]
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8", name="eager")
+    assert len(calls) == 1  # off by default
+
+
+@pytest.mark.bench
+def test_gpu_check_unpad_script_dry_run(tmp_path):
+    """experiments/gpu_check/unpad_check.py --dry: the GPU check's unpadded step, on CPU with a tiny BERT."""
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("unpad_check", ROOT / "experiments" / "gpu_check" / "unpad_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    saved = encoder_module.VARLEN_ATTENTION
+    result = module.main(["--dry", "--out", str(tmp_path / "unpad.md")])
+    assert encoder_module.VARLEN_ATTENTION == saved
+    assert set(result["precisions"]) == {"32-true", "bf16-mixed"}
+    for entry in result["precisions"].values():
+        assert entry["outputs"]["unpadded_vs_padded_hidden"] < 1e-5
+        assert all(isinstance(v, float) and v > 0 for v in entry["real_tokens_per_s"].values())
+    assert "| padded |" in (tmp_path / "unpad.md").read_text()
