@@ -157,6 +157,15 @@ def render_unpadded(unp: dict[str, Any]) -> list[str]:
         out += ["Fixed shapes, no padding (tokens/s):", ""]
         out.append(markdown_table(("batch × seq", "unpad=true", "unpad=auto", "unpad=false"), rows))
         out.append("")
+    prof = unp.get("profile")
+    if prof:
+        padded, unpadded = prof["ms_per_step"]["padded"], prof["ms_per_step"]["unpadded"]
+        out += [f"Where the time goes: ms per train step on the SST-2 batches above, self CPU time of each op under "
+                f"torch.profiler ({prof['batches']} batches; the profiler adds overhead — read the shares):", ""]
+        out.append(markdown_table(("component", "padded ms", "unpadded ms"),
+                                  [(k, padded[k], unpadded[k]) for k in padded]
+                                  + [("total", round(sum(padded.values()), 1), round(sum(unpadded.values()), 1))]))
+        out.append("")
     rows = []
     for task, label in (("sst2", "SST-2"), ("conll", "CoNLL-2003")):
         case = unp.get(task)

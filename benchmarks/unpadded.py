@@ -13,9 +13,12 @@
 3. ``conll``: end-to-end CoNLL-2003, random order, batch 16, the first 2,000 sentences: auto vs padded.
 4. ``fixed``: the encoder train step on fixed 16 × 128 and 8 × 384 random batches (no padding): ``unpad=true``
    (packed even without padding) and ``unpad=auto`` (which keeps such batches padded) vs ``unpad=false``.
+5. ``profile``: where the time goes: the batches of (1) under ``torch.profiler``, padded and unpadded, each op's
+   own CPU time summed into components (matrix products, attention softmax, LayerNorm, GELU, dropout masks,
+   packing, embeddings, AdamW, the rest), per train step. The profiler adds overhead: read the shares.
 
-    python benchmarks/unpadded.py [--quick] [--threads 2] [--only encoder,sst2,conll,fixed] [--json out.json]
-    python benchmarks/unpadded.py --tiny --only encoder,fixed   # random tiny BERT, no datasets: a smoke check
+    python benchmarks/unpadded.py [--quick] [--threads 2] [--only encoder,sst2,conll,fixed,profile] [--json out.json]
+    python benchmarks/unpadded.py --tiny --only encoder,fixed,profile   # random tiny BERT, no datasets: a smoke check
 
 ``--quick`` keeps the real model and data with a few batches/steps; ``--tiny`` takes a random tiny BERT and
 sentence lengths from the bundled SST-2 sample (no ``../shared/data`` needed). Neither is a measurement.
@@ -39,7 +42,7 @@ import end_to_end  # noqa: E402
 from common import REPO, SHARED_DATA, emit, interleaved, machine_description, median, set_threads  # noqa: E402
 from encoder_speed import checkpoint_dir, make_adamw  # noqa: E402
 
-SECTIONS = ("encoder", "sst2", "conll", "fixed")
+SECTIONS = ("encoder", "sst2", "conll", "fixed", "profile")
 BATCH = 32
 SST2_EXAMPLES = 3200
 CONLL_BATCH, CONLL_SENTENCES = 16, 2000
@@ -144,14 +147,18 @@ def measure_encoder(ours, ref, batches, sides: dict[str, str], warmup: int, repe
             "seconds": {k: [round(t, 4) for t in ts] for k, ts in times.items()}}
 
 
-def encoder_section(ours, ref, model_dir: Path, data_dir: Path | None, tiny: bool, quick: bool,
-                    warmup: int, repeats: int) -> dict[str, Any]:
+def sst2_batches(vocab: int, model_dir: Path, data_dir: Path | None, tiny: bool, quick: bool):
     n_batches = 2 if tiny or quick else 20
     sentences = sst2_sentences(None if tiny else data_dir, SST2_EXAMPLES)
-    batches = random_order_batches(token_lengths(sentences, tiny, model_dir), BATCH, n_batches,
-                                   ours.config.vocab_size)
+    return random_order_batches(token_lengths(sentences, tiny, model_dir), BATCH, n_batches, vocab)
+
+
+def encoder_section(ours, ref, model_dir: Path, data_dir: Path | None, tiny: bool, quick: bool,
+                    warmup: int, repeats: int) -> dict[str, Any]:
+    batches = sst2_batches(ours.config.vocab_size, model_dir, data_dir, tiny, quick)
     sides = {"unpadded": "true", "padded": "false", "hf": "", "hf_fused": ""}
     r = measure_encoder(ours, ref, batches, sides, warmup, repeats)
+    r["_batches"] = batches
     t = r["real_tokens_per_s"]
     r["ratios"] = {"unpadded_vs_hf": round(t["unpadded"] / t["hf"], 3),
                    "unpadded_vs_hf_fused": round(t["unpadded"] / t["hf_fused"], 3),
@@ -178,6 +185,47 @@ def fixed_section(ours, ref, shapes, warmup: int, repeats: int) -> list[dict[str
         print(f"fixed {batch}x{seq}: " + ", ".join(f"{k} {v:.0f}" for k, v in t.items()) + " tok/s",
               file=sys.stderr)
     return rows
+
+
+# Components of a train step, by the op names torch.profiler reports (self CPU time, forward and backward).
+COMPONENTS = {
+    "matrix products (Linear layers, attention q·kᵀ and ·v)": ("aten::addmm", "aten::mm", "aten::bmm"),
+    "attention softmax / SDPA": ("aten::_softmax", "aten::_softmax_backward_data", "aten::masked_fill",
+                                 "aten::_scaled_dot_product_flash_attention_for_cpu",
+                                 "aten::_scaled_dot_product_flash_attention_for_cpu_backward"),
+    "LayerNorm": ("aten::native_layer_norm", "aten::native_layer_norm_backward"),
+    "GELU": ("aten::gelu", "aten::gelu_backward"),
+    "dropout masks": ("aten::random_", "aten::where", "aten::bernoulli_", "aten::native_dropout",
+                      "aten::native_dropout_backward"),
+    "packing (gather / scatter)": ("aten::nonzero", "aten::index", "aten::index_select", "aten::index_copy",
+                                   "aten::index_add_", "aten::index_put_", "aten::_index_put_impl_"),
+    "embeddings": ("aten::embedding", "aten::embedding_dense_backward", "aten::embedding_backward"),
+    "AdamW": ("aten::_fused_adamw_",),
+}
+
+
+def profile_section(ours, batches_fn: Callable[[], list[tuple[torch.Tensor, torch.Tensor]]]) -> dict[str, Any]:
+    """ms per train step in each component, padded and unpadded, from one profiled pass each."""
+    from torch.profiler import ProfilerActivity, profile
+
+    batches = batches_fn()
+    opt = make_adamw(ours, "bertlab")
+    out: dict[str, Any] = {"batches": len(batches), "ms_per_step": {}}
+    for side, mode in (("padded", "false"), ("unpadded", "true")):
+        ours.unpad = mode
+        step = train_pass(ours, opt, batches)
+        step()  # warm-up outside the profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        totals = dict.fromkeys([*COMPONENTS, "other"], 0.0)
+        for event in prof.key_averages():
+            name = next((c for c, ops in COMPONENTS.items() if event.key in ops), "other")
+            totals[name] += event.self_cpu_time_total / 1000.0 / len(batches)  # µs → ms per step
+        out["ms_per_step"][side] = {k: round(v, 2) for k, v in totals.items()}
+    print("profile ms/step (padded → unpadded): " + ", ".join(
+        f"{k.split(' (')[0]} {out['ms_per_step']['padded'][k]:.1f} → {out['ms_per_step']['unpadded'][k]:.1f}"
+        for k in out["ms_per_step"]["padded"]), file=sys.stderr)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -228,12 +276,17 @@ def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Pa
     warmup, repeats = (0, 1) if tiny else (1, 2) if quick else (1, 5)
     with tempfile.TemporaryDirectory(prefix="bench_unpad_") as tmp:
         workdir = Path(tmp)
-        if {"encoder", "fixed"} & set(sections):
+        if {"encoder", "fixed", "profile"} & set(sections):
             ours, ref, model_dir = load_models(tiny, workdir / "tiny")
             result["checkpoint"] = "tiny-random" if tiny else "all-MiniLM-L6-v2"
             result["warmup"], result["repeats"] = warmup, repeats
+            batches: list[tuple[torch.Tensor, torch.Tensor]] = []
             if "encoder" in sections:
                 result["encoder"] = encoder_section(ours, ref, model_dir, data_dir, tiny, quick, warmup, repeats)
+                batches = result["encoder"].pop("_batches")
+            if "profile" in sections:
+                result["profile"] = profile_section(ours, lambda: batches or sst2_batches(
+                    ours.config.vocab_size, model_dir, data_dir, tiny, quick))
             if "fixed" in sections:
                 shapes = TINY_FIXED if tiny else QUICK_FIXED if quick else FULL_FIXED
                 result["fixed"] = fixed_section(ours, ref, shapes, warmup, repeats)
@@ -258,8 +311,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if unknown:
         raise SystemExit(f"--only: unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
     if a.tiny and {"sst2", "conll"} & set(sections):
-        raise SystemExit("--tiny measures the encoder only: add --only encoder,fixed")
-    needs_data = {"sst2", "conll"} & set(sections) or ("encoder" in sections and not a.tiny)
+        raise SystemExit("--tiny measures the encoder only: add --only encoder,fixed,profile")
+    needs_data = {"sst2", "conll"} & set(sections) or ({"encoder", "profile"} & set(sections) and not a.tiny)
     if needs_data and not (a.data_dir / "sst2").is_dir():
         raise SystemExit(f"no datasets under {a.data_dir}: pass --data-dir (the layout of ../shared/data)")
     result = run(sections, a.threads, a.quick, a.tiny, a.data_dir.resolve())

@@ -92,7 +92,8 @@ def test_unpadded_section_tiny(tmp_path):
     import run_all
     import unpadded
 
-    result = unpadded.main(["--tiny", "--only", "encoder,fixed", "--threads", "1", "--json", str(tmp_path / "u.json")])
+    result = unpadded.main(["--tiny", "--only", "encoder,fixed,profile", "--threads", "1",
+                            "--json", str(tmp_path / "u.json")])
     assert (tmp_path / "u.json").is_file()
     enc = result["encoder"]
     assert enc["real_tokens"] < enc["padded_tokens"]  # random-order batches hold padding
@@ -105,13 +106,16 @@ def test_unpadded_section_tiny(tmp_path):
                "torch": "2", "transformers": "5", "lightning": "2", "tokenizers": "0"}
     text = run_all.render({"machine": machine, "unpadded": result}, quick=True, threads=1,
                           load_before=(0.0, 0, 0), load_after=(0.0, 0, 0), started="now")
-    assert "## Unpadded path" in text and "unpad=true" in text
+    assert "## Unpadded path" in text and "unpad=true" in text and "Where the time goes" in text
+    profile = result["profile"]["ms_per_step"]
+    assert set(profile) == {"padded", "unpadded"} and set(profile["padded"]) == {*unpadded.COMPONENTS, "other"}
+    assert sum(profile["unpadded"].values()) > 0
 
 
 def test_unpadded_sections_and_cases():
     import unpadded
 
-    assert unpadded.SECTIONS == ("encoder", "sst2", "conll", "fixed")
+    assert unpadded.SECTIONS == ("encoder", "sst2", "conll", "fixed", "profile")
     assert (unpadded.BATCH, unpadded.SST2_EXAMPLES) == (32, 3200)
     assert (unpadded.CONLL_BATCH, unpadded.CONLL_SENTENCES) == (16, 2000)
     assert unpadded.FULL_FIXED == ((16, 128), (8, 384))
