@@ -48,6 +48,7 @@ class Packing:
     lengths: torch.Tensor  # (B,) real tokens per row
     cu_seqlens: torch.Tensor  # (B + 1,) int32: row b is packed[cu_seqlens[b]:cu_seqlens[b + 1]]
     max_len: int  # L, the longest row
+    min_len: int  # the shortest row
     batch: int  # B
     seq_len: int  # T
 
@@ -79,11 +80,11 @@ def pack(attention_mask: torch.Tensor) -> Packing:
     index = real.nonzero().squeeze(1)  # (N,) ascending: row by row, in position order
     lengths = real.view(b, t).sum(1)  # (B,)
     cu = F.pad(lengths.cumsum(0), (1, 0))  # (B + 1,)
-    max_len = int(lengths.max())
+    max_len, min_len = int(lengths.max()), int(lengths.min())
     rows = index // t
     ranks = torch.arange(index.numel(), device=index.device) - cu[rows]  # rank within its row
     return Packing(index=index, positions=index % t, compact_index=rows * max_len + ranks, lengths=lengths,
-                   cu_seqlens=cu.to(torch.int32), max_len=max_len, batch=b, seq_len=t)
+                   cu_seqlens=cu.to(torch.int32), max_len=max_len, min_len=min_len, batch=b, seq_len=t)
 
 
 # Dropout masks on CPU: torch draws every element's Bernoulli from its own random double (``bernoulli_``,
@@ -262,7 +263,10 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
         offsets = packing.cu_seqlens.long()
         with warnings.catch_warnings():  # nested tensors are marked prototype: torch warns on each construction
             warnings.simplefilter("ignore", UserWarning)
-            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x, offsets).transpose(1, 2) for x in (q, k, v))
+            # The row lengths given, so SDPA need not read them back from the device.
+            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x, offsets, min_seqlen=packing.min_len,
+                                                                 max_seqlen=packing.max_len).transpose(1, 2)
+                          for x in (q, k, v))  # (B, nh, j, hd), j jagged
             ctx = F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p)  # (B, nh, j, hd) jagged
         return ctx.transpose(1, 2).values()  # (N, nh, hd)
     if kernel != "repad":
