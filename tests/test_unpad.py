@@ -181,6 +181,18 @@ def test_auto_decides_per_batch_and_device(monkeypatch):
     enc.unpad = "false"
     assert not enc.uses_unpadded_path(ids, right)
     enc.unpad = "auto"
+    long_ids = torch.ones(2, 40, dtype=torch.long)
+    little = torch.ones_like(long_ids)
+    little[1, 38:] = 0  # 2 of 80 positions padded: below UNPAD_AUTO_MIN_PADDING, a length-grouped batch
+    assert 2 / 80 < encoder_module.UNPAD_AUTO_MIN_PADDING
+    assert not enc.uses_unpadded_path(long_ids, little)
+    little[1, 35:] = 0  # 5 of 80
+    assert 5 / 80 >= encoder_module.UNPAD_AUTO_MIN_PADDING
+    assert enc.uses_unpadded_path(long_ids, little)
+    enc.unpad = "true"
+    little[1, 35:38] = 1
+    assert enc.uses_unpadded_path(long_ids, little)
+    enc.unpad = "auto"
     monkeypatch.setattr(encoder_module, "UNPAD_AUTO_DEVICES", ("cuda",))  # as on a device type auto leaves padded
     assert not enc.uses_unpadded_path(ids, right)
 

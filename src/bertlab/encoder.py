@@ -399,6 +399,11 @@ def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 # rows instead of B·T, for one gather and one scatter per batch. Elsewhere (mps, xla, ...) the padded path:
 # their varlen attention is the repad kernel, not measured there.
 UNPAD_AUTO_DEVICES = ("cpu", "cuda")
+# The share of padded positions from which unpad=auto packs. Packing costs a few copies of the (N, H) rows per
+# layer (gather/scatter, the repad kernel's compact layout) against ~12·H multiply-adds per row and layer in the
+# Linear layers, an estimated break-even near 2 % padding at MiniLM's width: below 5 % (a length-grouped batch)
+# the padded path stays.
+UNPAD_AUTO_MIN_PADDING = 0.05
 
 
 class BertEncoder(nn.Module):
@@ -467,10 +472,10 @@ class BertEncoder(nn.Module):
     def uses_unpadded_path(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
         """Whether this batch runs on packed real tokens (``unpad``; docs/performance.md, "The unpadded path").
 
-        ``false``: never. ``true``: always, also without padding. ``auto``: when the batch has padding, on CPU
-        and CUDA (without padding both paths do the same work, and the padded one skips the gather). Either way
-        a batch whose position 0 is padding in some row (left padding) stays padded: the pooler reads
-        position 0.
+        ``false``: never. ``true``: always, also without padding. ``auto``: on CPU and CUDA, when at least
+        ``UNPAD_AUTO_MIN_PADDING`` of the batch's positions are padding (without padding both paths do the same
+        work, and the padded one skips the gather). Either way a batch whose position 0 is padding in some row
+        (left padding) stays padded: the pooler reads position 0.
         """
         if self.unpad == "false":
             return False
@@ -478,8 +483,10 @@ class BertEncoder(nn.Module):
             return False
         if self.unpad == "true":
             return True
-        return (attention_mask is not None and input_ids.device.type in UNPAD_AUTO_DEVICES
-                and not bool(attention_mask.all()))
+        if attention_mask is None or input_ids.device.type not in UNPAD_AUTO_DEVICES:
+            return False
+        padded = int((attention_mask == 0).sum())
+        return padded > 0 and padded >= UNPAD_AUTO_MIN_PADDING * attention_mask.numel()
 
     @classmethod
     def from_pretrained(cls, path_or_hub_id: str | Path, add_pooling_layer: bool = True) -> BertEncoder:
