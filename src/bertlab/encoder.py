@@ -400,9 +400,9 @@ def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 # their varlen attention is the repad kernel, not measured there.
 UNPAD_AUTO_DEVICES = ("cpu", "cuda")
 # The share of padded positions from which unpad=auto packs. Packing costs a few copies of the (N, H) rows per
-# layer (gather/scatter, the repad kernel's compact layout) against ~12·H multiply-adds per row and layer in the
-# Linear layers, an estimated break-even near 2 % padding at MiniLM's width: below 5 % (a length-grouped batch)
-# the padded path stays.
+# layer (gather/scatter, the repad kernel's compact layout) against ~12·H multiply-adds per element of those rows
+# in the Linear layers, an estimated break-even near 2 % padding at MiniLM's width: below 5 % (a length-grouped
+# batch) the padded path stays.
 UNPAD_AUTO_MIN_PADDING = 0.05
 
 
