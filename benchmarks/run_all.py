@@ -126,7 +126,8 @@ def unpadded_ratio_rows(unp: dict[str, Any]) -> list[tuple[str, float | None, fl
                       ("auto_random_vs_trainer_dynamic",
                        "SST-2 end-to-end random order, auto / Trainer (dynamic padding)"),
                       ("auto_random_vs_padded_grouped",
-                       "SST-2 end-to-end, auto random order / padded length-grouped")):
+                       "SST-2 end-to-end, auto random order / padded length-grouped"),
+                      ("auto_grouped_vs_padded_grouped", "SST-2 end-to-end length-grouped, auto / padded")):
         if key in (unp.get("sst2") or {}).get("ratios", {}):
             names.append((name, unp["sst2"]["ratios"][key]))
     if "auto_random_vs_padded_random" in (unp.get("conll") or {}).get("ratios", {}):

@@ -8,8 +8,9 @@
    (``hf_fused``). Each repeat is one pass over the same batches; sides interleaved; medians.
 2. ``sst2``: end-to-end SST-2 fine-tuning (``train.py``), the same first 3,200 training examples, batch 32, one
    epoch: random order with the new default (``model.unpad=auto``), random order padded (``model.unpad=false``),
-   today's length-grouped run (``data.group_by_length=true model.unpad=false``), and the Hugging Face Trainer
-   with dynamic padding (``hf_reference.py``, random order).
+   today's length-grouped run (``data.group_by_length=true model.unpad=false``), the length-grouped run with
+   ``auto`` (does its padding threshold choose well?), and the Hugging Face Trainer with dynamic padding
+   (``hf_reference.py``, random order).
 3. ``conll``: end-to-end CoNLL-2003, random order, batch 16, the first 2,000 sentences: auto vs padded.
 4. ``fixed``: the encoder train step on fixed 16 × 128 and 8 × 384 random batches (no padding): ``unpad=true``
    (packed even without padding) and ``unpad=auto`` (which keeps such batches padded) vs ``unpad=false``.
@@ -239,6 +240,8 @@ def sst2_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> di
         "auto_random": ("data.group_by_length=false", "model.unpad=auto"),
         "padded_random": ("data.group_by_length=false", "model.unpad=false"),
         "padded_grouped": ("data.group_by_length=true", "model.unpad=false"),
+        # auto on grouped batches: most stay padded (< UNPAD_AUTO_MIN_PADDING), the rest pack; checks that rule.
+        "auto_grouped": ("data.group_by_length=true", "model.unpad=auto"),
     }
     sides: dict[str, Any] = {}
     for name, overrides in runs.items():  # one process each, one after the other
@@ -250,7 +253,8 @@ def sst2_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> di
     return {"steps": steps, "batch_size": BATCH, "train_examples": steps * BATCH, "sides": sides,
             "ratios": {"auto_random_vs_padded_random": round(s["auto_random"] / s["padded_random"], 3),
                        "auto_random_vs_trainer_dynamic": round(s["auto_random"] / s["hf_dynamic"], 3),
-                       "auto_random_vs_padded_grouped": round(s["auto_random"] / s["padded_grouped"], 3)}}
+                       "auto_random_vs_padded_grouped": round(s["auto_random"] / s["padded_grouped"], 3),
+                       "auto_grouped_vs_padded_grouped": round(s["auto_grouped"] / s["padded_grouped"], 3)}}
 
 
 def conll_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> dict[str, Any]:

@@ -127,3 +127,25 @@ def test_unpadded_sections_and_cases():
         assert not ids[mask == 0].any()
     with pytest.raises(SystemExit, match="--tiny measures the encoder only"):
         unpadded.main(["--tiny", "--only", "sst2"])
+
+
+def test_unpadded_end_to_end_ratios_reach_the_report():
+    import run_all
+
+    side = {"samples_per_s": 10.0, "train_wall_s": 1.0, "process_wall_s": 2.0, "peak_rss_mib": 3.0}
+    unp = {"benchmark": "unpadded",
+           "sst2": {"steps": 100, "batch_size": 32, "sides": {"auto_random": side, "hf_dynamic": side},
+                    "ratios": {"auto_random_vs_padded_random": 2.1, "auto_random_vs_trainer_dynamic": 2.4,
+                               "auto_random_vs_padded_grouped": 0.96, "auto_grouped_vs_padded_grouped": 1.0}},
+           "conll": {"steps": 125, "batch_size": 16, "sides": {"auto_random": side},
+                     "ratios": {"auto_random_vs_padded_random": 1.7}}}
+    rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"unpadded": unp})}
+    assert rows == {
+        "unpadded: SST-2 end-to-end random order, auto / padded": (2.1, 2.0),
+        "unpadded: SST-2 end-to-end random order, auto / Trainer (dynamic padding)": (2.4, 2.5),
+        "unpadded: SST-2 end-to-end, auto random order / padded length-grouped": (0.96, 0.95),
+        "unpadded: SST-2 end-to-end length-grouped, auto / padded": (1.0, None),
+        "unpadded: CoNLL-2003 end-to-end random order, auto / padded": (1.7, 1.6),
+    }
+    text = "\n".join(run_all.render_unpadded(unp))
+    assert "| SST-2 | auto_random | 100 × 32 |" in text and "| CoNLL-2003 | auto_random | 125 × 16 |" in text
