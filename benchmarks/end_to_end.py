@@ -54,10 +54,11 @@ def cases(quick: bool) -> list[Case]:
     ]
 
 
-def run_bertlab(case: Case, data_dir: Path, threads: int, workdir: Path, extra: tuple[str, ...] = ()) -> dict:
+def run_bertlab(case: Case, data_dir: Path, threads: int, workdir: Path, extra: tuple[str, ...] = (),
+                batch: int = BATCH) -> dict:
     run_dir = workdir / f"bertlab_{case.bertlab_task}_{len(list(workdir.glob('bertlab_*')))}"
     cmd = [python(), str(REPO / "train.py"), "model=minilm_l6", f"task={case.bertlab_task}", "trainer=cpu",
-           "freeze=none", f"data.batch_size={BATCH}", f"data.max_train_samples={case.max_train}",
+           "freeze=none", f"data.batch_size={batch}", f"data.max_train_samples={case.max_train}",
            "data.max_eval_samples=32", f"trainer.max_steps={case.steps}", "trainer.max_epochs=1000",
            "trainer.enable_progress_bar=false", "test=false", f"hydra.run.dir={run_dir}",
            f"paths.data_dir={data_dir}", f"paths.cache_dir={workdir / 'cache'}", f"paths.log_dir={workdir / 'logs'}",

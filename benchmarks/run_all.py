@@ -5,8 +5,9 @@ Each benchmark runs as its own process (threads set the same for every side) and
 collects them into ``benchmarks/results/RESULTS.md`` and ``benchmarks/results/results.json``
 (``--quick``: ``benchmarks/results/quick/``, so a smoke check never overwrites a full measurement).
 
-    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess]
+    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess,unpadded]
                                  [--ablations] [--compile] [--data-dir ../shared/data] [--update encoder]
+    python benchmarks/run_all.py --update unpadded     # the unpadded-path section alone, into the existing report
 
 Absolute times drift between machines and between runs on a shared machine: read the ratios, which are
 measured side by side (encoder repeats interleaved; end-to-end processes alternating).
@@ -46,6 +47,16 @@ TARGETS = {
     "SST-2 end-to-end vs Trainer (dynamic padding)": 1.5,
     "preprocessing squad": 1.0,
     "preprocessing ner": 1.0,
+    # The unpadded path (benchmarks/unpadded.py).
+    "unpadded: encoder train, SST-2 random batches, vs HF sdpa": 2.5,
+    "unpadded: SST-2 end-to-end random order, auto / padded": 2.0,
+    "unpadded: SST-2 end-to-end random order, auto / Trainer (dynamic padding)": 2.5,
+    "unpadded: SST-2 end-to-end, auto random order / padded length-grouped": 0.95,
+    "unpadded: CoNLL-2003 end-to-end random order, auto / padded": 1.6,
+    "unpadded: encoder train 16x128 (no padding), unpad=true / padded": 0.97,
+    "unpadded: encoder train 8x384 (no padding), unpad=true / padded": 0.97,
+    "unpadded: encoder train 16x128 (no padding), unpad=auto / padded": 0.97,
+    "unpadded: encoder train 8x384 (no padding), unpad=auto / padded": 0.97,
 }
 
 
@@ -100,7 +111,75 @@ def ratio_rows(results: dict[str, Any]) -> list[tuple[str, float | None, float |
     for r in (results.get("preprocess") or {}).get("rows", []):
         name = f"preprocessing {r['task']}"
         rows.append((name, r["ratio"], TARGETS.get(name)))
-    return rows
+    return rows + unpadded_ratio_rows(results.get("unpadded") or {})
+
+
+def unpadded_ratio_rows(unp: dict[str, Any]) -> list[tuple[str, float | None, float | None]]:
+    names = []
+    enc = unp.get("encoder") or {}
+    for key, name in (("unpadded_vs_hf", "encoder train, SST-2 random batches, vs HF sdpa"),
+                      ("unpadded_vs_hf_fused", "encoder train, SST-2 random batches, vs HF sdpa + fused AdamW"),
+                      ("unpadded_vs_padded", "encoder train, SST-2 random batches, vs bertlab padded")):
+        if key in enc.get("ratios", {}):
+            names.append((name, enc["ratios"][key]))
+    for key, name in (("auto_random_vs_padded_random", "SST-2 end-to-end random order, auto / padded"),
+                      ("auto_random_vs_trainer_dynamic",
+                       "SST-2 end-to-end random order, auto / Trainer (dynamic padding)"),
+                      ("auto_random_vs_padded_grouped",
+                       "SST-2 end-to-end, auto random order / padded length-grouped"),
+                      ("auto_grouped_vs_padded_grouped", "SST-2 end-to-end length-grouped, auto / padded")):
+        if key in (unp.get("sst2") or {}).get("ratios", {}):
+            names.append((name, unp["sst2"]["ratios"][key]))
+    if "auto_random_vs_padded_random" in (unp.get("conll") or {}).get("ratios", {}):
+        names.append(("CoNLL-2003 end-to-end random order, auto / padded",
+                      unp["conll"]["ratios"]["auto_random_vs_padded_random"]))
+    for row in unp.get("fixed") or []:
+        for mode in ("true", "auto"):
+            names.append((f"encoder train {row['batch']}x{row['seq']} (no padding), unpad={mode} / padded",
+                          row["ratios"][f"{mode}_vs_padded"]))
+    return [(f"unpadded: {name}", value, TARGETS.get(f"unpadded: {name}")) for name, value in names]
+
+
+def render_unpadded(unp: dict[str, Any]) -> list[str]:
+    """The "Unpadded path" section of the report: absolute figures behind the unpadded ratios."""
+    out = ["", "## Unpadded path (benchmarks/unpadded.py)", ""]
+    enc = unp.get("encoder")
+    if enc:
+        out += [f"Encoder train step, {enc['batches']} batches of 32 SST-2 sentences in random order, "
+                f"{100 * enc['real_fraction']:.0f} % of the padded positions real; real tokens/s, median of "
+                f"{unp['repeats']} interleaved passes ({unp['checkpoint']}).", ""]
+        out.append(markdown_table(("side", "real tok/s"), list(enc["real_tokens_per_s"].items())))
+        out.append("")
+    rows = []
+    for row in unp.get("fixed") or []:
+        t = row["real_tokens_per_s"]
+        rows.append((f"{row['batch']} × {row['seq']}", t["unpad_true"], t["unpad_auto"], t["padded"]))
+    if rows:
+        out += ["Fixed shapes, no padding (tokens/s):", ""]
+        out.append(markdown_table(("batch × seq", "unpad=true", "unpad=auto", "unpad=false"), rows))
+        out.append("")
+    prof = unp.get("profile")
+    if prof:
+        padded, unpadded = prof["ms_per_step"]["padded"], prof["ms_per_step"]["unpadded"]
+        out += [f"Where the time goes: ms per train step on the SST-2 batches above, self CPU time of each op under "
+                f"torch.profiler ({prof['batches']} batches; the profiler adds overhead — read the shares):", ""]
+        out.append(markdown_table(("component", "padded ms", "unpadded ms"),
+                                  [(k, padded[k], unpadded[k]) for k in padded]
+                                  + [("total", round(sum(padded.values()), 1), round(sum(unpadded.values()), 1))]))
+        out.append("")
+    rows = []
+    for task, label in (("sst2", "SST-2"), ("conll", "CoNLL-2003")):
+        case = unp.get(task)
+        for side, r in ((case or {}).get("sides") or {}).items():
+            rows.append((label, side, f"{case['steps']} × {case['batch_size']}", r["samples_per_s"],
+                         r["train_wall_s"], r["process_wall_s"], r["peak_rss_mib"]))
+    if rows:
+        out += ["End to end (`auto_random` = the new default in random order; `padded_grouped` = "
+                "`data.group_by_length=true model.unpad=false`; `hf_dynamic` = the Trainer, dynamic padding, "
+                "random order):", ""]
+        out.append(markdown_table(("task", "side", "steps × batch", "samples/s", "train loop s", "process s",
+                                   "peak RSS MiB"), rows))
+    return out
 
 
 def render(results: dict[str, Any], quick: bool, threads: int, load_before, load_after, started: str) -> str:
@@ -171,6 +250,8 @@ def render(results: dict[str, Any], quick: bool, threads: int, load_before, load
             ("task", "file", "examples", "features bertlab / HF", "bertlab ex/s", "HF recipe ex/s", "ratio"),
             [(r["task"], r["file"], r["examples"], f"{r['bertlab_features']} / {r['hf_features']}",
               r["bertlab_examples_per_s"], r["hf_examples_per_s"], f"{r['ratio']:.2f}") for r in pre["rows"]]))
+    if (results.get("unpadded") or {}).get("benchmark") == "unpadded":
+        out += render_unpadded(results["unpadded"])
     abl = results.get("ablations") or {}
     if abl.get("rows"):
         out += ["", "## Ablations (bertlab encoder)", ""]
@@ -182,7 +263,7 @@ def render(results: dict[str, Any], quick: bool, threads: int, load_before, load
     out += ["", "## When each part was measured", ""]
     out.append(markdown_table(("part", "at", "load average (1 min) start → end", "wall s"), [
         (name, m["at"], f"{m['load_start']:.2f} → {m['load_end']:.2f}", m["wall_s"])
-        for name in ("encoder", "preprocess", "end_to_end", "ablations")
+        for name in ("encoder", "preprocess", "end_to_end", "unpadded", "ablations")
         if isinstance(results.get(name), dict) and (m := results[name].get("measured"))]))
     out += ["", "## Machine", ""]
     peak = dict(machine.get("matmul_peak_gflops", {}))
@@ -205,18 +286,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small shapes and a few steps: a smoke check")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess")
+    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded")
     p.add_argument("--ablations", action="store_true", help="also the mask / AdamW studies (benchmarks/ablations.py)")
     p.add_argument("--compile", action="store_true", help="with --ablations: the torch.compile study too")
     p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--update", default="", help="re-measure only these sections (encoder,preprocess,end_to_end,"
-                   "ablations) and keep the others of the existing results.json (e.g. after a busy stretch)")
+                   "unpadded,ablations) and keep the others of the existing results.json (e.g. after a busy "
+                   "stretch)")
     a = p.parse_args(argv)
     out_dir = a.out or (RESULTS_DIR / "quick" if a.quick else RESULTS_DIR)
     quick = ["--quick"] if a.quick else []
     data = ["--data-dir", str(a.data_dir.resolve())]
-    sections = ["encoder", "preprocess", "end_to_end"] + (["ablations"] if a.ablations else [])
+    sections = ["encoder", "preprocess", "end_to_end", "unpadded"] + (["ablations"] if a.ablations else [])
     sections = [s for s in sections if s not in a.skip.split(",")]
     if a.update:
         results: dict[str, Any] = json.loads((out_dir / "results.json").read_text())
@@ -229,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         "encoder": ("encoder_speed", quick),
         "preprocess": ("preprocess_speed", quick + data),
         "end_to_end": ("end_to_end", quick + data + ([] if a.quick else ["--bf16"])),
+        "unpadded": ("unpadded", quick + data),
         "ablations": ("ablations", quick + (["--compile"] if a.compile else [])),
     }
     with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:

@@ -22,6 +22,7 @@ def test_scripts_import():
     import hf_reference  # noqa: F401
     import preprocess_speed  # noqa: F401
     import run_all  # noqa: F401
+    import unpadded  # noqa: F401
 
     full = end_to_end.cases(quick=False)
     sst2 = next(c for c in full if c.task == "sst2")
@@ -84,3 +85,67 @@ def test_report_renders_ratios_first():
     assert "| encoder train fp32 16x128 | 1.33× | ≥ 1.2× | yes |" in text
     assert "| SST-2 end-to-end vs Trainer (pad to max) | 5.00× | ≥ 4× | yes |" in text
     assert "## Failed" in text and "preprocess" in text
+
+
+def test_unpadded_section_tiny(tmp_path):
+    """benchmarks/unpadded.py on a random tiny BERT (no datasets): the encoder rows and the report section."""
+    import run_all
+    import unpadded
+
+    result = unpadded.main(["--tiny", "--only", "encoder,fixed,profile", "--threads", "1",
+                            "--json", str(tmp_path / "u.json")])
+    assert (tmp_path / "u.json").is_file()
+    enc = result["encoder"]
+    assert enc["real_tokens"] < enc["padded_tokens"]  # random-order batches hold padding
+    assert set(enc["real_tokens_per_s"]) == {"unpadded", "padded", "hf", "hf_fused"}
+    assert all(v > 0 for v in enc["ratios"].values())
+    assert [(r["batch"], r["seq"]) for r in result["fixed"]] == list(unpadded.TINY_FIXED)
+    rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"unpadded": result})}
+    assert rows["unpadded: encoder train, SST-2 random batches, vs HF sdpa"] == (enc["ratios"]["unpadded_vs_hf"], 2.5)
+    machine = {"cpu": "cpu", "isa": [], "logical_cpus": 2, "usable_cpus": 2, "memory_gib": 8.0, "python": "3",
+               "torch": "2", "transformers": "5", "lightning": "2", "tokenizers": "0"}
+    text = run_all.render({"machine": machine, "unpadded": result}, quick=True, threads=1,
+                          load_before=(0.0, 0, 0), load_after=(0.0, 0, 0), started="now")
+    assert "## Unpadded path" in text and "unpad=true" in text and "Where the time goes" in text
+    profile = result["profile"]["ms_per_step"]
+    assert set(profile) == {"padded", "unpadded"} and set(profile["padded"]) == {*unpadded.COMPONENTS, "other"}
+    assert sum(profile["unpadded"].values()) > 0
+
+
+def test_unpadded_sections_and_cases():
+    import unpadded
+
+    assert unpadded.SECTIONS == ("encoder", "sst2", "conll", "fixed", "profile")
+    assert (unpadded.BATCH, unpadded.SST2_EXAMPLES) == (32, 3200)
+    assert (unpadded.CONLL_BATCH, unpadded.CONLL_SENTENCES) == (16, 2000)
+    assert unpadded.FULL_FIXED == ((16, 128), (8, 384))
+    lengths = [3, 9, 4, 7, 5, 2]
+    batches = unpadded.random_order_batches(lengths, 3, 2, vocab=50)
+    assert sorted(int(m.sum(1)[i]) for _, m in batches for i in range(3)) == sorted(lengths)
+    for ids, mask in batches:
+        assert ids.shape[1] == int(mask.sum(1).max())  # padded to the batch's longest
+        assert not ids[mask == 0].any()
+    with pytest.raises(SystemExit, match="--tiny measures the encoder only"):
+        unpadded.main(["--tiny", "--only", "sst2"])
+
+
+def test_unpadded_end_to_end_ratios_reach_the_report():
+    import run_all
+
+    side = {"samples_per_s": 10.0, "train_wall_s": 1.0, "process_wall_s": 2.0, "peak_rss_mib": 3.0}
+    unp = {"benchmark": "unpadded",
+           "sst2": {"steps": 100, "batch_size": 32, "sides": {"auto_random": side, "hf_dynamic": side},
+                    "ratios": {"auto_random_vs_padded_random": 2.1, "auto_random_vs_trainer_dynamic": 2.4,
+                               "auto_random_vs_padded_grouped": 0.96, "auto_grouped_vs_padded_grouped": 1.0}},
+           "conll": {"steps": 125, "batch_size": 16, "sides": {"auto_random": side},
+                     "ratios": {"auto_random_vs_padded_random": 1.7}}}
+    rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"unpadded": unp})}
+    assert rows == {
+        "unpadded: SST-2 end-to-end random order, auto / padded": (2.1, 2.0),
+        "unpadded: SST-2 end-to-end random order, auto / Trainer (dynamic padding)": (2.4, 2.5),
+        "unpadded: SST-2 end-to-end, auto random order / padded length-grouped": (0.96, 0.95),
+        "unpadded: SST-2 end-to-end length-grouped, auto / padded": (1.0, None),
+        "unpadded: CoNLL-2003 end-to-end random order, auto / padded": (1.7, 1.6),
+    }
+    text = "\n".join(run_all.render_unpadded(unp))
+    assert "| SST-2 | auto_random | 100 × 32 |" in text and "| CoNLL-2003 | auto_random | 125 × 16 |" in text

@@ -3,14 +3,18 @@
 #
 #   bash experiments/gpu_check/run.sh            # from the repository root; results in $OUT or ./results
 #
-# Steps (about 6-8 minutes on one modern GPU; every step has its own time limit):
+# Steps (about 8-11 minutes on one modern GPU; every step has its own time limit):
 #   1. environment: GPU, torch/CUDA versions, bf16 support;
 #   2. padding to a multiple of 8 on the GPU (experiments/pad_multiple/bench.py --device cuda);
+#   2b. the unpadded encoder path (model.unpad) vs the padded one in 32-true, bf16-mixed and 16-mixed: outputs, and
+#      train-step speed per variable-length attention kernel (experiments/gpu_check/unpad_check.py);
 #   3. SST-2 and SQuAD v1.1 fine-tuning of minilm_l6 (a subset, 1 epoch) in 16-mixed and bf16-mixed, and
-#      SQuAD in 32-true as the reference: throughput and metrics from each run's metrics.json;
+#      SQuAD in 32-true as the reference: throughput and metrics from each run's metrics.json; SST-2 again with
+#      model.unpad=false (the padded path) in both mixed precisions;
 #   4. smoke runs of trainer=ddp and trainer=fsdp on this one GPU (strategy wiring, checkpoints, callbacks);
 #   5. summary.md: one table of everything.
-# DRY=1 only composes every run's config (train.py ... --cfg job), without a GPU: checks the command lines.
+# DRY=1 only composes every run's config (train.py ... --cfg job), without a GPU: checks the command lines
+# (and runs step 2b's script on CPU with a tiny random BERT).
 # Data: $BERTLAB_DATA_DIR, else ../shared/data, else the bundled samples (data.source=sample; smoke only).
 set -uo pipefail
 
@@ -62,6 +66,16 @@ fi
 say "== pad_to_multiple_of=8 on the GPU"
 [ "$DRY" = 1 ] || timeout 120 "$PY" experiments/pad_multiple/bench.py --device cuda --steps 30 --batch 32 2>&1 | tee "$OUT/pad_multiple.md" | tee -a "$LOG"
 
+# 2b. The unpadded path ----------------------------------------------------------------------------------------
+say "== unpadded path vs padded (outputs, train-step speed per attention kernel)"
+if [ "$DRY" = 1 ]; then
+  timeout 300 "$PY" experiments/gpu_check/unpad_check.py --dry --out "$OUT/unpad.md" --json "$OUT/unpad.json" \
+    2>&1 | tail -n 20 | tee -a "$LOG"
+else
+  timeout 240 "$PY" experiments/gpu_check/unpad_check.py --data-dir "$DATA_DIR" --out "$OUT/unpad.md" \
+    --json "$OUT/unpad.json" 2>&1 | tee -a "$LOG"
+fi
+
 # 3. Mixed precision fine-tuning -----------------------------------------------------------------------------
 COMMON=(model=minilm_l6 trainer=gpu trainer.max_epochs=1 logger=csv trainer.enable_progress_bar=false
         "paths.cache_dir=$OUT/cache" test=false "${DATA[@]}")
@@ -83,6 +97,7 @@ SST2=(task=sst2 data.max_train_samples=20000 data.max_eval_samples=872 data.batc
 SQUAD=(task=squad data.max_train_samples=6000 data.max_eval_samples=1000 data.batch_size=32 optim.lr=1e-4)
 for precision in 16-mixed bf16-mixed; do
   run "sst2_$precision" 120 "${SST2[@]}" "trainer.precision=$precision"
+  run "sst2_${precision}_padded" 120 "${SST2[@]}" "trainer.precision=$precision" model.unpad=false
   run "squad_$precision" 150 "${SQUAD[@]}" "trainer.precision=$precision"
 done
 run squad_32-true 180 "${SQUAD[@]}" trainer.precision=32-true

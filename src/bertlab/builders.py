@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from bertlab.config import ConfigError, EncoderConfig, HeadConfig
+from bertlab.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
 from bertlab.distributed import cache_lock
 from bertlab.encoder import BertEncoder
 from bertlab.heads import TaskModel
@@ -198,7 +198,8 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         )
     head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family == "sequence" else \
         (family.task.family == "mlm" and family.task.nsp)
-    bert = BertEncoder(config, add_pooling_layer=head_needs_pooler)
+    execution = ExecutionConfig.from_model_cfg(model_cfg)
+    bert = BertEncoder(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad)
     head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
     model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
     report = None
@@ -217,6 +218,10 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         report = _load_from_lightning_ckpt(model, init_path)
     if report is not None:
         log.info("weights: %s", report.summary())
+    if execution.compile:
+        # In place (nn.Module.compile): parameter names, checkpoints and exports stay those of the eager module.
+        # dynamic=True: batch size and sequence length change from batch to batch.
+        bert.compile(dynamic=True)
     return model, report
 
 

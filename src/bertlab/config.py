@@ -92,6 +92,36 @@ class EncoderConfig:
         return data
 
 
+UNPAD_MODES = ("auto", "true", "false")
+
+
+def unpad_mode(value: Any, key: str = "model.unpad") -> str:
+    """``model.unpad`` as one of auto | true | false (YAML's true/false arrive as booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and value.lower() in UNPAD_MODES:
+        return value.lower()
+    raise ConfigError(f"{key} must be auto, true or false, got {value!r}: auto packs the real tokens where that "
+                      "is faster (docs/performance.md), true always, false keeps the padded path")
+
+
+@dataclass
+class ExecutionConfig:
+    """How a BERT encoder runs (``model.unpad``, ``model.compile``): never the function it computes."""
+
+    unpad: str = "auto"  # auto | true | false: the unpadded path (bertlab.encoder.BertEncoder.uses_unpadded_path)
+    compile: bool = False  # torch.compile the encoder
+
+    def __post_init__(self) -> None:
+        self.unpad = unpad_mode(self.unpad)
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"model.compile must be true or false, got {self.compile!r}")
+
+    @classmethod
+    def from_model_cfg(cls, model_cfg: Any) -> ExecutionConfig:
+        return cls(unpad=model_cfg.get("unpad", "auto"), compile=model_cfg.get("compile", False))
+
+
 def _largest_divisor(n: int, at_most: int) -> int:
     for d in range(min(n, at_most), 0, -1):
         if n % d == 0:
