@@ -552,3 +552,28 @@ def test_lightning_fit_fails_when_a_frozen_tensor_changes(tmp_path) -> None:
     assert module.train_steps_seen == 1  # stopped after the first step
     report = json.loads(path.read_text())
     assert report["frozen_changed"] == ["bert.embeddings.word_embeddings.weight"]
+
+
+@pytest.mark.parametrize("policy", ["encoder", "none"])
+def test_the_task_module_keeps_no_encoder_graph_when_the_encoder_is_frozen(policy) -> None:
+    """BertTaskModule itself: a frozen encoder runs without autograd (no activations kept); the head trains."""
+    from bertlab.config import DataConfig, HeadConfig, OptimConfig, TaskSpec
+    from bertlab.heads import TaskModel
+    from bertlab.module import BertTaskModule
+    from bertlab.tasks.families import build_family
+
+    task = TaskSpec(name="t", family="sequence", monitor="val/accuracy", mode="max")
+    family = build_family(task, 2, ["0", "1"], DataConfig())
+    config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=32)
+    bert = BertEncoder(config)
+    model = TaskModel(bert, family.build_head(config, HeadConfig(), bert.embeddings.word_embeddings), "sequence")
+    module = BertTaskModule(model, family, apply_freeze(model.bert, model.head, freeze_cfg(policy)), OptimConfig())
+    module.train()
+    seen = []
+    model.bert.register_forward_hook(lambda mod, args, out: seen.append(out.last_hidden_state.requires_grad))
+    ids = torch.randint(5, 50, (3, 7))
+    logits = module({"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.tensor([0, 1, 0]),
+                     "index": torch.arange(3)})
+    assert seen == [policy == "none"]
+    assert logits.requires_grad
