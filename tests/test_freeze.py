@@ -577,3 +577,19 @@ def test_the_task_module_keeps_no_encoder_graph_when_the_encoder_is_frozen(polic
                      "index": torch.arange(3)})
     assert seen == [policy == "none"]
     assert logits.requires_grad
+
+
+def test_a_policy_brings_its_defaults_unless_the_command_line_sets_them(train_run, tmp_path) -> None:
+    import torch as _torch
+
+    m = train_run("model=bert_tiny", "task=sst2", "freeze=encoder", "trainer.max_steps=1", name="defaults")
+    hp = _torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)["hyper_parameters"]
+    assert hp["config"]["optim"]["lr"] == 1e-2 and hp["head"]["pooling"] == "mean"
+    assert "recommended" not in hp["config"]["freeze"]
+    m = train_run("model=bert_tiny", "task=sst2", "freeze=encoder", "optim.lr=3e-3", "trainer.max_steps=1",
+                  name="user")
+    hp = _torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)["hyper_parameters"]
+    assert hp["config"]["optim"]["lr"] == 3e-3 and hp["head"]["pooling"] == "mean"
+    m = train_run("model=bert_tiny", "task=sst2", "freeze=none", "trainer.max_steps=1", name="none")
+    hp = _torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)["hyper_parameters"]
+    assert hp["config"]["optim"]["lr"] == 5e-5 and hp["head"]["pooling"] == "pooler"

@@ -147,3 +147,42 @@ def _check(argv: list[str], config_dir: str | Path, config_name: str) -> None:
         known += [p.name for p in Path(config_dir).iterdir() if p.is_dir()]
     sys.stderr.write(f"\nbertlab: error: {unknown_key_message(key, known, f'{bad!r} on the command line')}\n")
     sys.exit(1)
+
+
+def command_line_keys() -> set[str]:
+    """The keys set on the command line of this job (Hydra's task overrides, sweeps' per-job values too)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            return set()
+        overrides = list(HydraConfig.get().overrides.task)
+    except Exception:  # no Hydra context (library use): nothing was set on a command line
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+
+
+def apply_policy_defaults(cfg: Any) -> list[str]:
+    """Apply ``freeze.recommended`` (a freeze policy's own learning rate, pooling, …) to ``cfg`` in place for
+    every key the command line does not set, and drop the block; returns ``key=value`` for what was applied.
+
+    A policy's defaults win over a task preset's (a task's lr is tuned for full fine-tuning) but never over
+    what the user asked for.
+    """
+    from omegaconf import OmegaConf, open_dict
+
+    recommended = cfg.freeze.get("recommended") if "freeze" in cfg else None
+    applied: list[str] = []
+    user = command_line_keys()
+    for key, value in (OmegaConf.to_container(recommended) if recommended else {}).items():
+        if OmegaConf.select(cfg, key, default="__missing__") == "__missing__":
+            raise ConfigError(f"freeze.recommended.{key}: {key} is not a configuration key (conf/freeze/"
+                              f"{cfg.freeze.policy}.yaml)")
+        if key in user:
+            continue
+        OmegaConf.update(cfg, key, value, merge=False)
+        applied.append(f"{key}={value}")
+    if "freeze" in cfg and "recommended" in cfg.freeze:
+        with open_dict(cfg.freeze):
+            del cfg.freeze["recommended"]
+    return applied

@@ -42,7 +42,7 @@ from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_free
 from bertlab.hf_weights import CheckpointError
 from bertlab.loggers import build_loggers, finish_wandb
 from bertlab.module import BertTaskModule
-from bertlab.overrides import build_typed
+from bertlab.overrides import apply_policy_defaults, build_typed
 from bertlab.predict import predict_checkpoint, run_predict
 from bertlab.reliability import (
     AtomicCheckpointIO,
@@ -161,6 +161,10 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
 
+    policy_defaults = apply_policy_defaults(cfg)
+    if policy_defaults:
+        log.info("freeze=%s: the policy's defaults %s (set a key on the command line to choose another value)",
+                 cfg.freeze.policy, ", ".join(policy_defaults))
     task = build_typed(TaskSpec, _plain(cfg.task), "task")
     data_cfg = build_typed(DataConfig, _plain(cfg.data), "data")
     if not cfg.get("predict"):
