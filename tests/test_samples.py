@@ -39,6 +39,11 @@ RANGES = {
     "squad_v1.1/dev.json": ((60, 100), (8, 12)),
     "wikitext2/wiki.valid.tokens": ((12, 18), (2, 4)),  # articles
     "wikitext2/wiki.test.tokens": ((3, 6), (1, 3)),
+    **{f"{task}/{name}.tsv": ranges for task in ("cola", "stsb", "qqp", "qnli")
+       for name, ranges in (("train", ((200, 280), (30, 50))), ("dev", ((60, 100), (12, 20))))},
+    "wnli/train.tsv": ((100, 140), (30, 50)), "wnli/dev.tsv": ((30, 50), (12, 20)),
+    "mnli/train.tsv": ((200, 280), (30, 50)), "mnli/dev_matched.tsv": ((50, 70), (12, 20)),
+    "mnli/dev_mismatched.tsv": ((50, 70), (12, 20)),
 }
 SETS = [pytest.param(SAMPLES, 0, id="samples"), pytest.param(FIXTURES, 1, id="fixtures")]
 
@@ -124,6 +129,58 @@ def test_rte(root: Path, index: int) -> None:
         assert {row[3] for row in rows} == {"entailment", "not_entailment"}
         assert [int(row[0]) for row in rows] == list(range(len(rows)))
         in_range(root, index, f"rte/{split}.tsv", len(rows))
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_cola(root: Path, index: int) -> None:
+    for split in ("train", "dev"):
+        path = root / f"cola/{split}.tsv"
+        lines = path.read_text(encoding="utf-8")[:-1].split("\n")
+        rows = [line.split("\t") for line in lines]
+        assert all(len(r) == 4 for r in rows), "CoLA rows: source, label, mark, sentence (no header line)"
+        assert {r[1] for r in rows} == {"0", "1"}
+        assert all((r[2] == "*") == (r[1] == "0") and r[3].strip() for r in rows)
+        in_range(root, index, f"cola/{split}.tsv", len(rows))
+
+
+GLUE_HEADERS = {
+    "stsb": ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2",
+             "score"],
+    "qqp": ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+    "qnli": ["index", "question", "sentence", "label"],
+    "wnli": ["index", "sentence1", "sentence2", "label"],
+}
+GLUE_LABELS = {"qqp": {"0", "1"}, "qnli": {"entailment", "not_entailment"}, "wnli": {"0", "1"}}
+
+
+@pytest.mark.parametrize("root,index", SETS)
+@pytest.mark.parametrize("task", list(GLUE_HEADERS))
+def test_glue_pair_tasks(root: Path, index: int, task: str) -> None:
+    for split in ("train", "dev"):
+        header, rows = read_tsv(root / f"{task}/{split}.tsv")
+        assert header == GLUE_HEADERS[task]
+        labels = [row[-1] for row in rows]
+        if task == "stsb":
+            assert all(0.0 <= float(x) <= 5.0 for x in labels) and len(set(labels)) > 5
+        else:
+            assert set(labels) == GLUE_LABELS[task]
+        in_range(root, index, f"{task}/{split}.tsv", len(rows))
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_mnli(root: Path, index: int) -> None:
+    genres = {}
+    for split in ("train", "dev_matched", "dev_mismatched"):
+        header, rows = read_tsv(root / f"mnli/{split}.tsv")
+        votes = ["label1"] if split == "train" else [f"label{i}" for i in range(1, 6)]
+        assert header[:4] == ["index", "promptID", "pairID", "genre"] and header[-1] == "gold_label"
+        assert header[8:10] == ["sentence1", "sentence2"] and header[10:-1] == votes
+        assert {row[-1] for row in rows} == {"entailment", "neutral", "contradiction"}
+        for row in rows:  # gold is the annotators' majority
+            assert row[10:-1].count(row[-1]) > len(votes) / 2
+        genres[split] = {row[3] for row in rows}
+        in_range(root, index, f"mnli/{split}.tsv", len(rows))
+    assert genres["dev_matched"] <= genres["train"] and not genres["dev_mismatched"] & genres["train"]
 
 
 # ---------------------------------------------------------------------------------------------------------

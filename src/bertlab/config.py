@@ -229,6 +229,9 @@ class DataConfig:
     hub_dataset: str | None = None  # e.g. "glue/sst2" for source=hub
     train_file: str | list[str] | None = None
     val_file: str | None = None
+    # More labelled dev sets, each scored once with the best checkpoint into its own metrics.json block
+    # (MNLI: {val_mismatched: mnli/dev_mismatched.tsv})
+    val_extra_files: dict[str, str] | None = None
     test_file: str | None = None
     predict_file: str | None = None
     batch_size: int = 32  # per device
@@ -267,3 +270,9 @@ class DataConfig:
                 raise ConfigError(f"data.{name} must be positive, got {getattr(self, name)}")
         if self.tag_scheme not in ("iob1", "iob2"):
             raise ConfigError(f"data.tag_scheme must be iob1 or iob2, got {self.tag_scheme!r}")
+        for name in self.val_extra_files or {}:
+            if name in ("val", "test", "predict", "train") or not name.replace("_", "").isalnum():
+                raise ConfigError(
+                    f"data.val_extra_files: {name!r} cannot name an extra dev set (it becomes a metrics.json "
+                    "block): use letters, digits and '_', and none of train, val, test, predict"
+                )

@@ -39,7 +39,7 @@ from bertlab.export import export_checkpoint
 from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
 from bertlab.hf_weights import CheckpointError
 from bertlab.loggers import build_loggers, finish_wandb
-from bertlab.module import BertTaskModule
+from bertlab.module import BertTaskModule, evaluate_extra_split
 from bertlab.predict import run_predict
 from bertlab.reliability import (
     AtomicCheckpointIO,
@@ -272,6 +272,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     metrics: dict[str, Any] = {}
     val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
     metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
+    for name in data_cfg.val_extra_files or {}:  # MNLI's mismatched dev set: its own metrics.json block
+        metrics[name] = evaluate_extra_split(trainer, module, datamodule, name, best_path)
     if cfg.test and data_cfg.test_file:
         trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
         metrics["test"] = module.last_metrics.get("test", {})
@@ -396,6 +398,8 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, trainer, 
         "monitor": {"metric": task.monitor, "mode": task.mode,
                     "value": clean(metrics.get("val", {})).get(metric_name)},
     }
+    for name in data_cfg.val_extra_files or {}:
+        result[name] = clean(metrics.get(name, {}))
     if "test" in metrics:
         result["test"] = clean(metrics["test"])
     if data_cfg.source == "sample":
@@ -414,6 +418,10 @@ def _print_summary(run_dir: Path, result: dict[str, Any]) -> None:
                                          for k, v in result["val"].items()),
         f"train:            {result['train']['steps']} steps, {result['train']['samples_per_s']} samples/s",
     ]
+    for name, block in result.items():  # data.val_extra_files blocks (MNLI: val_mismatched)
+        if name.startswith("val_") and isinstance(block, dict):
+            lines.append(f"{name}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                 for k, v in block.items()))
     if "test" in result:
         lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
     for sample in result.get("samples", []):

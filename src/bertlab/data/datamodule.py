@@ -99,7 +99,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def split_file(self, split: str) -> Path | list[Path] | None:
         value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,
-                 "predict": self.cfg.predict_file}[split]
+                 "predict": self.cfg.predict_file, **(self.cfg.val_extra_files or {})}[split]
         if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
             return [self.resolve(v) for v in value]
         return self.resolve(value)
@@ -178,7 +178,7 @@ class TaskDataModule(L.LightningDataModule):
     def _featurize(self, split: str, path) -> Split:
         train = split == "train"
         limit = self.cfg.max_train_samples if train else self.cfg.max_eval_samples
-        labelled = split != "predict"
+        labelled = split != "predict"  # val, test and the data.val_extra_files sets carry labels
         family = self.task.family
         label_map = LabelMap(self.labels) if self.labels is not None else None
         if family == "sequence":
@@ -197,6 +197,8 @@ class TaskDataModule(L.LightningDataModule):
             names += ["train", "val"]
         if stage == "validate":
             names.append("val")
+        if stage in (None, "fit", "validate"):
+            names += list(self.cfg.val_extra_files or {})
         if stage in (None, "test") and self.cfg.test_file:
             names.append("test")
         if stage == "predict" or (stage is None and self.cfg.predict_file):
@@ -260,6 +262,10 @@ class TaskDataModule(L.LightningDataModule):
         # it, and the sampler skips exactly that many (see TrainBatchSampler.load_state_dict).
         trainer = self.trainer
         return trainer.fit_loop.epoch_loop.batch_progress.current.ready if trainer is not None else 0
+
+    def eval_dataloader(self, name: str) -> DataLoader:
+        """The loader of any evaluation split by name (``val``, ``test`` or a ``data.val_extra_files`` name)."""
+        return self._eval_loader(name)
 
     def _eval_loader(self, name: str) -> DataLoader:
         split = self.splits[name]
