@@ -44,6 +44,8 @@ RANGES = {
     "wnli/train.tsv": ((100, 140), (30, 50)), "wnli/dev.tsv": ((30, 50), (12, 20)),
     "mnli/train.tsv": ((200, 280), (30, 50)), "mnli/dev_matched.tsv": ((50, 70), (12, 20)),
     "mnli/dev_mismatched.tsv": ((50, 70), (12, 20)),
+    "squad_v2/train.json": ((300, 380), (24, 40)),
+    "squad_v2/dev.json": ((90, 130), (10, 16)),
 }
 SETS = [pytest.param(SAMPLES, 0, id="samples"), pytest.param(FIXTURES, 1, id="fixtures")]
 
@@ -308,6 +310,27 @@ def test_squad(root: Path, index: int) -> None:
                     for a in json.loads((root / f"squad_v1.1/{split}.json").read_text())["data"]
                     for p in a["paragraphs"]]
         assert any(600 <= len(c) <= 1200 for c in contexts), "some contexts should be long (600-1,200 chars)"
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_squad_v2(root: Path, index: int) -> None:
+    ids: set[str] = set()
+    for split in ("train", "dev"):
+        squad = json.loads((root / f"squad_v2/{split}.json").read_text(encoding="utf-8"))
+        assert squad["version"] == "v2.0"
+        impossible = answerable = 0
+        for article in squad["data"]:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    assert set(qa) == {"id", "question", "answers", "is_impossible"} and qa["id"] not in ids
+                    ids.add(qa["id"])
+                    assert qa["is_impossible"] == (qa["answers"] == [])
+                    impossible += qa["is_impossible"]
+                    answerable += not qa["is_impossible"]
+                    for a in qa["answers"]:
+                        assert paragraph["context"][a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]
+        assert impossible and answerable, split  # both kinds in every split
+        in_range(root, index, f"squad_v2/{split}.json", impossible + answerable)
 
 
 # ---------------------------------------------------------------------------------------------------------

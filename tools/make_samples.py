@@ -1525,6 +1525,40 @@ def build_squad(rng: random.Random, sizes: Sizes) -> Files:
             "squad_v1.1/dev.json": json.dumps(dev, ensure_ascii=False) + "\n"}
 
 
+def build_squad_v2(rng: random.Random, sizes: Sizes) -> Files:
+    """SQuAD 2.0 layout: the v1.1 generator's articles, plus unanswerable questions (answers [], is_impossible
+    true) that are relevant but have no answer in the passage: a question of another paragraph of the same
+    article whose answer is not in this one, else (small files) one of another article. The dev files get
+    more of them (SQuAD 2.0's dev set is about half unanswerable)."""
+    files = {name: json.loads(text) for name, text in build_squad(rng, sizes).items()}
+    used_ids = {qa["id"] for squad in files.values() for a in squad["data"] for p in a["paragraphs"]
+                for qa in p["qas"]}
+    pool = [(a["title"], qa) for squad in files.values() for a in squad["data"] for p in a["paragraphs"]
+            for qa in p["qas"]]
+    out = {}
+    for name, squad in files.items():
+        for article in squad["data"]:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    qa["is_impossible"] = False
+        for article in squad["data"]:
+            for paragraph in article["paragraphs"]:
+                context = paragraph["context"]
+                fits = [qa for title, qa in pool if qa["answers"] and qa["answers"][0]["text"] not in context
+                        and qa["question"] not in {q["question"] for q in paragraph["qas"]}]
+                same = [qa for title, qa in pool if title == article["title"] and qa in fits]
+                others = [qa for qa in fits if qa not in same]
+                n = rng.choice([2, 3, 4] if "dev" in name else [0, 1, 1, 2])
+                chosen = pick(rng, same, min(n, len(same)))
+                chosen += pick(rng, others, min(n - len(chosen), len(others)))
+                for qa in chosen:
+                    paragraph["qas"].append({"answers": [], "question": qa["question"],
+                                             "id": _new_id(rng, used_ids), "is_impossible": True})
+        squad["version"] = "v2.0"
+        out[name.replace("squad_v1.1/", "squad_v2/")] = json.dumps(squad, ensure_ascii=False) + "\n"
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------
 # WikiText-2: invented encyclopedia articles, tokenized the WikiText way (spaces around punctuation,
 # @-@ / @,@ / @.@ inside hyphenated words and numbers, <unk> for some rare words). Every line starts with
@@ -2297,7 +2331,7 @@ BUILDERS: list[tuple[str, Callable[[random.Random, Sizes], Files]]] = [
     ("sst2", build_sst2), ("mrpc", build_mrpc), ("rte", build_rte), ("conll2003", build_conll),
     ("wnut17", build_wnut), ("squad_v1.1", build_squad), ("wikitext2", build_wikitext),
     ("cola", build_cola), ("stsb", build_stsb), ("qqp", build_qqp), ("mnli", build_mnli), ("qnli", build_qnli),
-    ("wnli", build_wnli),
+    ("wnli", build_wnli), ("squad_v2", build_squad_v2),
 ]
 
 
@@ -2324,7 +2358,9 @@ def count(path: str, text: str) -> str:
         data = json.loads(text)["data"]
         paragraphs = [p for article in data for p in article["paragraphs"]]
         questions = sum(len(p["qas"]) for p in paragraphs)
-        return f"{questions} questions on {len(paragraphs)} paragraphs of {plural(len(data), 'article')}"
+        impossible = sum(qa.get("is_impossible", False) for p in paragraphs for qa in p["qas"])
+        extra = f" ({impossible} unanswerable)" if impossible else ""
+        return f"{questions} questions{extra} on {len(paragraphs)} paragraphs of {plural(len(data), 'article')}"
     if path.endswith(".tokens"):
         articles = sum(line.startswith(" = ") and not line.startswith(" = = ") for line in lines)
         return f"{plural(articles, 'article')}, {len(text.split()):,} tokens"
@@ -2344,7 +2380,9 @@ both: GLUE TSV for SST-2, MRPC (header without the byte-order mark the GLUE file
 header line: source, label, the author's mark, sentence), STS-B (a 0-5 score), QQP, MNLI (parse columns
 reduced to one bracket; matched and mismatched dev files), QNLI and WNLI; CoNLL-2003
 (`word POS chunk NER`, IOB1); WNUT-17 (`token<TAB>tag`, IOB2; tab-only sentence breaks for most of the
-train file, as in the original); SQuAD v1.1 JSON (three answers per dev question); WikiText-2 tokens.
+train file, as in the original); SQuAD v1.1 JSON (three answers per dev question); SQuAD 2.0 JSON (the same kind of articles plus
+unanswerable questions: a question of another paragraph of the same article, whose answer is not in this
+one); WikiText-2 tokens.
 
 The samples of the rest of GLUE (CoLA, STS-B, QQP, MNLI, QNLI, WNLI) are made the same way. For CoLA,
 STS-B, QNLI and WNLI real files exist, but the copies at hand came from third-party repositories without a

@@ -256,6 +256,8 @@ class DataConfig:
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
+    version_2_with_negative: bool = False  # SQuAD 2.0: questions may have no answer ("" predicted)
+    null_score_diff_threshold: float = 0.0  # answer "" when null score - best span score exceeds this
     # raw text (mlm / clm)
     text_format: str = "plain"  # plain | wikitext
     short_seq_prob: float = 0.1

@@ -29,6 +29,7 @@ PRESETS = {
                                       "conll2003/eng.testb": "test"}),
     "wnut17": ("wnut_17", None, {"wnut17/wnut17train.conll": "train", "wnut17/emerging.dev.conll": "validation"}),
     "squad": ("squad", None, {"squad_v1.1/train.json": "train", "squad_v1.1/dev.json": "validation"}),
+    "squad_v2": ("squad_v2", None, {"squad_v2/train.json": "train", "squad_v2/dev.json": "validation"}),
     **{task: ("glue", task, {f"{task}/train.tsv": "train", f"{task}/dev.tsv": "validation",
                              f"{task}/test.tsv": "test"}) for task in ("cola", "stsb", "qqp", "qnli", "wnli")},
     "mnli": ("glue", "mnli", {"mnli/train.tsv": "train", "mnli/dev_matched.tsv": "validation_matched",
@@ -130,8 +131,9 @@ def _write_squad(ds, path: Path) -> None:
     paragraphs = []
     for r in ds:
         answers = [{"text": t, "answer_start": int(s)} for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"])]
+        # SQuAD 2.0's unanswerable questions have no answers: is_impossible says so explicitly.
         paragraphs.append({"context": r["context"], "qas": [{"id": r["id"], "question": r["question"],
-                                                             "answers": answers}]})
+                                                             "answers": answers, "is_impossible": not answers}]})
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "hub", "paragraphs": paragraphs}]}),
                     encoding="utf-8")
 

@@ -177,6 +177,8 @@ class QAFamily(Family):
 
         examples = split.meta["examples"]
         features = split.meta["qa_features"]
+        if getattr(self.data_cfg, "version_2_with_negative", False):
+            return self._score_v2(index, outputs, examples, features, loss)
         predictions = postprocess_qa_predictions(
             examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
             feature_indices=index.tolist(), n_best_size=self.data_cfg.n_best_size,
@@ -185,6 +187,23 @@ class QAFamily(Family):
         references = squad_references(examples)
         arrived = {k: references[k] for k in predictions}
         scores = squad_scores(predictions, arrived)
+        self.last_predictions = predictions
+        return {"loss": loss, **scores, "num_examples": len(predictions)}
+
+    def _score_v2(self, index, outputs, examples, features, loss):
+        """SQuAD 2.0: "" when the null score wins by more than data.null_score_diff_threshold; the official v2
+        metrics, with the best threshold on this split from the null-score differences."""
+        from bertlab.tasks.qa import postprocess_qa_predictions_v2, squad_references, squad_v2_scores
+
+        cfg = self.data_cfg
+        predictions, diffs = postprocess_qa_predictions_v2(
+            examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+            feature_indices=index.tolist(), null_score_diff_threshold=cfg.null_score_diff_threshold,
+            n_best_size=cfg.n_best_size, max_answer_length=cfg.max_answer_length, use_max_context=True,
+        )
+        references = squad_references(examples)
+        scores = squad_v2_scores(predictions, {k: references[k] for k in predictions}, na_probs=diffs)
+        scores.pop("total")
         self.last_predictions = predictions
         return {"loss": loss, **scores, "num_examples": len(predictions)}
 
