@@ -46,6 +46,8 @@ RANGES = {
     "mnli/dev_mismatched.tsv": ((50, 70), (12, 20)),
     "squad_v2/train.json": ((300, 380), (24, 40)),
     "squad_v2/dev.json": ((90, 130), (10, 16)),
+    "swag/train.csv": ((200, 280), (30, 50)),
+    "swag/val.csv": ((50, 70), (12, 20)),
 }
 SETS = [pytest.param(SAMPLES, 0, id="samples"), pytest.param(FIXTURES, 1, id="fixtures")]
 
@@ -331,6 +333,22 @@ def test_squad_v2(root: Path, index: int) -> None:
                         assert paragraph["context"][a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]
         assert impossible and answerable, split  # both kinds in every split
         in_range(root, index, f"squad_v2/{split}.json", impossible + answerable)
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_swag(root: Path, index: int) -> None:
+    import csv
+
+    for split in ("train", "val"):
+        path = root / f"swag/{split}.csv"
+        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))
+        assert rows[0] == ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
+                           "ending1", "ending2", "ending3", "label"]
+        for row in rows[1:]:
+            assert len(row) == 12 and row[3] == f"{row[4]} {row[5]}" and all(row[7:11])
+            assert row[11] in {"0", "1", "2", "3"} and len(set(row[7:11])) == 4
+        assert len({row[11] for row in rows[1:]}) > 1
+        in_range(root, index, f"swag/{split}.csv", len(rows) - 1)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -50,17 +50,20 @@ class Sizes:
     mnli: tuple[int, int] = (0, 0)  # train, and each of dev_matched / dev_mismatched
     qnli: tuple[int, int] = (0, 0)
     wnli: tuple[int, int] = (0, 0)
+    swag: tuple[int, int] = (0, 0)
 
 
 SAMPLE_SIZES = Sizes(
     sst2=(400, 100, 40), mrpc=(300, 80), rte=(200, 60), conll=(400, 100), wnut=(200, 60),
     squad=(300, 80), wiki=(15, 4), wiki_paragraphs=(1, 3),
     cola=(240, 80), stsb=(240, 80), qqp=(240, 80), mnli=(240, 60), qnli=(240, 80), wnli=(120, 40),
+    swag=(240, 60),
 )
 FIXTURE_SIZES = Sizes(
     sst2=(40, 16, 8), mrpc=(40, 16), rte=(40, 16), conll=(40, 16), wnut=(40, 16),
     squad=(24, 10), wiki=(3, 2), wiki_paragraphs=(1, 1),
     cola=(40, 16), stsb=(40, 16), qqp=(40, 16), mnli=(40, 16), qnli=(40, 16), wnli=(40, 16),
+    swag=(40, 16),
 )
 
 Files = dict[str, str]  # relative path -> file text
@@ -1525,6 +1528,48 @@ def build_squad(rng: random.Random, sizes: Sizes) -> Files:
             "squad_v1.1/dev.json": json.dumps(dev, ensure_ascii=False) + "\n"}
 
 
+SWAG_SCENES = [
+    ("picks up a knife and a loaf of bread.", ["slices the bread on the board.", "cuts a thick piece of bread."]),
+    ("walks onto the stage holding a violin.", ["starts to play a slow tune.", "bows to the audience."]),
+    ("pulls on a pair of running shoes.", ["jogs down the street.", "ties the laces tightly."]),
+    ("opens the hood of the car.", ["checks the oil level.", "looks at the engine."]),
+    ("fills a bucket with soapy water.", ["washes the windows.", "scrubs the kitchen floor."]),
+    ("climbs up the ladder with a brush.", ["paints the top of the wall.", "reaches the roof."]),
+    ("sits down at the piano.", ["plays a few chords.", "opens the book of music."]),
+    ("kneels in the garden with a trowel.", ["digs a small hole.", "plants the seedlings."]),
+    ("steps onto the diving board.", ["jumps into the pool.", "dives into the water."]),
+    ("takes a camera out of the bag.", ["photographs the mountains.", "adjusts the lens."]),
+]
+
+
+def _swag_row(rng: random.Random) -> tuple[str, str, list[str], int]:
+    scene = rng.randrange(len(SWAG_SCENES))
+    start, good = SWAG_SCENES[scene]
+    who = rng.choice(["Someone", "The man", "The woman", "A boy", "A girl", person(rng)])
+    wrong = [rng.choice(SWAG_SCENES[j][1]) for j in pick(rng, [j for j in range(len(SWAG_SCENES)) if j != scene], 3)]
+    label = rng.randrange(4)
+    endings = wrong[:label] + [rng.choice(good)] + wrong[label:]
+    pronoun = "They" if who not in ("The man", "A boy") else "He"
+    return f"{who} {start}", rng.choice([pronoun, who]), endings, label
+
+
+def build_swag(rng: random.Random, sizes: Sizes) -> Files:
+    """SWAG's CSV: an unnamed row index, video-id, fold-ind, startphrase (sent1 + sent2), sent1, sent2,
+    gold-source, ending0-3, label."""
+    rows = unique(rng, lambda: _swag_row(rng), sum(sizes.swag), key=lambda e: e[0] + e[1] + "|".join(e[2]))
+    header = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+              "ending2", "ending3", "label"]
+    out = {}
+    for name, part in zip(("train", "val"), split(rows, sizes.swag), strict=True):
+        lines = [",".join(header)]
+        for i, (sent1, sent2, endings, label) in enumerate(part):
+            cells = [str(i), f"lsmdc_bertlab_{i // 5:04d}", str(1000 + i), f"{sent1} {sent2}", sent1, sent2, "gold",
+                     *endings, str(label)]
+            lines.append(",".join(f'"{c}"' if "," in c or '"' in c else c for c in cells))
+        out[f"swag/{name}.csv"] = "\n".join(lines) + "\n"
+    return out
+
+
 def build_squad_v2(rng: random.Random, sizes: Sizes) -> Files:
     """SQuAD 2.0 layout: the v1.1 generator's articles, plus unanswerable questions (answers [], is_impossible
     true) that are relevant but have no answer in the passage: a question of another paragraph of the same
@@ -2331,7 +2376,7 @@ BUILDERS: list[tuple[str, Callable[[random.Random, Sizes], Files]]] = [
     ("sst2", build_sst2), ("mrpc", build_mrpc), ("rte", build_rte), ("conll2003", build_conll),
     ("wnut17", build_wnut), ("squad_v1.1", build_squad), ("wikitext2", build_wikitext),
     ("cola", build_cola), ("stsb", build_stsb), ("qqp", build_qqp), ("mnli", build_mnli), ("qnli", build_qnli),
-    ("wnli", build_wnli), ("squad_v2", build_squad_v2),
+    ("wnli", build_wnli), ("squad_v2", build_squad_v2), ("swag", build_swag),
 ]
 
 
@@ -2342,6 +2387,8 @@ def plural(n: int, noun: str) -> str:
 def count(path: str, text: str) -> str:
     """A short description of what one generated file holds (for the README)."""
     lines = text.split("\n")[:-1]
+    if path.endswith(".csv"):
+        return f"{len(lines) - 1} rows"
     if path.startswith("cola/"):
         return f"{len(lines)} rows (no header line, as CoLA's)"
     if path.endswith(".tsv"):
@@ -2382,7 +2429,7 @@ reduced to one bracket; matched and mismatched dev files), QNLI and WNLI; CoNLL-
 (`word POS chunk NER`, IOB1); WNUT-17 (`token<TAB>tag`, IOB2; tab-only sentence breaks for most of the
 train file, as in the original); SQuAD v1.1 JSON (three answers per dev question); SQuAD 2.0 JSON (the same kind of articles plus
 unanswerable questions: a question of another paragraph of the same article, whose answer is not in this
-one); WikiText-2 tokens.
+one); SWAG CSV (a context, the first words of the next sentence and four endings); WikiText-2 tokens.
 
 The samples of the rest of GLUE (CoLA, STS-B, QQP, MNLI, QNLI, WNLI) are made the same way. For CoLA,
 STS-B, QNLI and WNLI real files exist, but the copies at hand came from third-party repositories without a

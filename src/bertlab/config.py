@@ -185,7 +185,7 @@ class OptimConfig:
             raise ConfigError(f"optim.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
 
 
-TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm")
+TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
 
 
 @dataclass
@@ -248,6 +248,10 @@ class DataConfig:
     text_column: str = "sentence"
     text_pair_column: str | None = None
     label_column: str | None = "label"
+    # multiple choice (bertlab.data.choices): one column per choice, or a JSONL list field
+    choice_columns: list[str] | None = None
+    choice_prefix_column: str | None = None  # put before every choice (SWAG: sent2, the ending's first words)
+    choices_field: str = "choices"
     # CoNLL
     tag_column: int = -1
     tag_scheme: str = "iob2"  # iob1 files are converted to IOB2 at load time

@@ -120,6 +120,11 @@ class TaskDataModule(L.LightningDataModule):
         if self.task.family == "qa":
             examples = read_squad(path, train=True, policy=policy)
             return [e.question for e in examples] + sorted({e.context for e in examples})
+        if self.task.family == "multiple_choice":
+            from bertlab.data.choices import read_choices
+
+            examples = read_choices(path, self.cfg, labelled=False, policy=policy)
+            return [e.context for e in examples] + [c for e in examples for c in e.choices]
         rows = read_table(path, self.cfg.text_column, self.cfg.text_pair_column, None, policy)
         return [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair]
 
@@ -188,6 +193,10 @@ class TaskDataModule(L.LightningDataModule):
             return token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
         if family == "qa":
             return qa_split(split, path, self.cfg, self.tokenizer, train=train, max_examples=limit)
+        if family == "multiple_choice":
+            from bertlab.data.choices import choice_split
+
+            return choice_split(split, path, self.cfg, self.tokenizer, labelled=labelled, max_examples=limit)
         paths = path if isinstance(path, list) else [path]
         return mlm_split(split, paths, self.cfg, self.tokenizer, self.task, self.seed, max_examples=limit)
 

@@ -231,4 +231,8 @@ def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTok
 
 
 def lengths(features: list[dict[str, Any]]) -> np.ndarray:
-    return np.fromiter((len(f["input_ids"]) for f in features), dtype=np.int64, count=len(features))
+    """Tokens per feature (what batching sorts on); a multiple-choice feature counts all of its choice rows."""
+    def size(ids) -> int:
+        return sum(len(row) for row in ids) if len(ids) and not np.isscalar(ids[0]) else len(ids)
+
+    return np.fromiter((size(f["input_ids"]) for f in features), dtype=np.int64, count=len(features))

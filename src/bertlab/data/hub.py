@@ -29,6 +29,7 @@ PRESETS = {
                                       "conll2003/eng.testb": "test"}),
     "wnut17": ("wnut_17", None, {"wnut17/wnut17train.conll": "train", "wnut17/emerging.dev.conll": "validation"}),
     "squad": ("squad", None, {"squad_v1.1/train.json": "train", "squad_v1.1/dev.json": "validation"}),
+    "swag": ("swag", "regular", {"swag/train.csv": "train", "swag/val.csv": "validation", "swag/test.csv": "test"}),
     "squad_v2": ("squad_v2", None, {"squad_v2/train.json": "train", "squad_v2/dev.json": "validation"}),
     **{task: ("glue", task, {f"{task}/train.tsv": "train", f"{task}/dev.tsv": "validation",
                              f"{task}/test.tsv": "test"}) for task in ("cola", "stsb", "qqp", "qnli", "wnli")},
@@ -117,6 +118,20 @@ def _write_glue_table(ds, task: str, path: Path) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def _write_swag(ds, path: Path) -> None:
+    """SWAG's CSV layout (test rows have label -1: no label column then)."""
+    import csv
+
+    test = all(int(r["label"]) < 0 for r in ds)
+    columns = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+               "ending2", "ending3"] + ([] if test else ["label"])
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["", *columns])
+        for i, r in enumerate(ds):
+            writer.writerow([i, *(str(r[c]) for c in columns)])
+
+
 def _write_conll(ds, path: Path) -> None:
     names = _label_names(ds, "ner_tags")
     lines = []
@@ -153,6 +168,8 @@ def fetch_preset(task: str, relative: str, root: Path) -> Path:
         _write_glue(ds, task, tmp)
     elif task in ("cola", *GLUE_COLUMNS):
         _write_glue_table(ds, task, tmp)
+    elif task == "swag":
+        _write_swag(ds, tmp)
     elif task in ("conll2003", "wnut17"):
         _write_conll(ds, tmp)
     else:
