@@ -104,3 +104,16 @@ def test_glue_layout_on_disk(task):
     names = ["train.tsv", "dev_matched.tsv", "dev_mismatched.tsv"] if task == "mnli" else ["train.tsv", "dev.tsv"]
     for name in names:
         assert (FIXTURE_DATA / task / name).is_file()
+
+
+@pytest.mark.slow
+def test_ddp_mnli_scores_both_dev_sets_exactly_once(tmp_path):
+    """2 DDP ranks: val and val_mismatched equal one process's scores of the same checkpoint."""
+    from test_distributed import _check_run_dir, _cli, _same_metrics, _single_process_eval
+
+    _cli(["task=mnli", "data.eval_batch_size=3", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    m = _check_run_dir(tmp_path / "run")
+    assert m["val_mismatched"]["num_examples"] == 16
+    single = _single_process_eval(m, ["task=mnli"], tmp_path / "eval")
+    _same_metrics(m["val"], single["val"])
+    _same_metrics(m["val_mismatched"], single["val_mismatched"])

@@ -169,3 +169,13 @@ def test_swag_with_freeze_policies_updates_only_what_the_policy_allows(train_run
 def test_swag_under_bf16(train_run):
     m = train_run(*TINY, "task=swag", "trainer.precision=bf16-mixed", "trainer.max_steps=2")
     assert m["val"]["num_examples"] == 16 and m["val"]["loss"] is not None
+
+
+@pytest.mark.slow
+def test_ddp_swag_is_scored_exactly_once(tmp_path):
+    from test_distributed import _check_run_dir, _cli, _same_metrics, _single_process_eval
+
+    _cli(["task=swag", "data.eval_batch_size=3", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    m = _check_run_dir(tmp_path / "run")
+    assert m["val"]["num_examples"] == 16
+    _same_metrics(m["val"], _single_process_eval(m, ["task=swag"], tmp_path / "eval")["val"])

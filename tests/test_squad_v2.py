@@ -161,3 +161,11 @@ def test_ddp_squad_v2_is_scored_exactly_once(tmp_path):
     assert m["val"]["num_examples"] == 13 and "best_f1_thresh" in m["val"]
     single = _single_process_eval(m, args[:4], tmp_path / "eval")
     _same_metrics(m["val"], single["val"])
+
+
+@pytest.mark.parametrize("extra", [("trainer.precision=bf16-mixed",), ("freeze=lora",)])
+def test_squad_v2_under_bf16_and_lora(train_run, tmp_path, extra):
+    m = train_run(*TINY, "task=squad_v2", "trainer.max_steps=2", *extra)
+    assert m["val"]["num_examples"] == 13 and m["val"]["loss"] is not None and "best_f1" in m["val"]
+    scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())
+    assert scope["frozen_changed"] == []
