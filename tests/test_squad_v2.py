@@ -137,11 +137,10 @@ def test_squad_v2_runs_end_to_end_with_the_official_metric_names(train_run, tmp_
     assert m["val"]["loss"] is not None  # unanswerable dev questions still give a span loss (towards [CLS])
     preds = json.loads((tmp_path / "run" / "predictions" / "val_predictions.json").read_text())
     assert len(preds) == 13
-    # Evaluating again at the reported best threshold scores the reported best F1 (it is not above 0 here).
+    # Evaluating again at the reported best threshold scores the reported best F1.
     again = train_run(*TINY, "task=squad_v2", "train=false", f"ckpt_path={m['best_checkpoint']}",
                       f"data.null_score_diff_threshold={m['val']['best_f1_thresh']}", name="again")
-    if m["val"]["best_f1_thresh"] < 0:
-        assert again["val"]["f1"] == pytest.approx(m["val"]["best_f1"])
+    assert again["val"]["f1"] == pytest.approx(m["val"]["best_f1"])
 
 
 def test_squad_v1_is_unchanged_by_the_v2_option(train_run):
@@ -169,3 +168,13 @@ def test_squad_v2_under_bf16_and_lora(train_run, tmp_path, extra):
     assert m["val"]["num_examples"] == 13 and m["val"]["loss"] is not None and "best_f1" in m["val"]
     scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())
     assert scope["frozen_changed"] == []
+
+
+def test_when_answering_nothing_is_best_the_threshold_reproduces_it():
+    """The official script reports 0.0 there; with null-score differences (here all negative) 0.0 would keep
+    every wrong answer, so the threshold reported sits below every difference."""
+    refs = {"a": [], "b": [], "c": ["x"]}
+    preds = {"a": "wrong", "b": "wrong", "c": "also wrong"}
+    s = squad_v2_scores(preds, refs, na_probs={"a": -2.0, "b": -1.0, "c": -0.5})
+    assert s["best_f1"] == pytest.approx(200 / 3) and s["best_f1_thresh"] == -3.0
+    assert s["best_exact_thresh"] == -3.0

@@ -595,8 +595,12 @@ def _best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
                     has_ans: Mapping[str, bool]) -> tuple[float, float]:
     # evaluate-v2.0.py find_best_thresh: start from "no answer everywhere", then hand each question its
     # prediction in increasing na_prob order; keep the best running total and the na_prob where it was reached.
+    # One change: when "no answer everywhere" stays best, the script reports 0.0, which (for probabilities)
+    # means "every question above 0"; with null-score differences, which can be negative, 0.0 would not
+    # reproduce it, so the threshold reported is then one below the smallest difference.
     best = current = sum(1 for q in scores if not has_ans[q])
-    best_thresh = 0.0
+    scored = [na_probs[q] for q in na_probs if q in scores]
+    best_thresh = min(scored) - 1.0 if scored else 0.0
     for qid in sorted(na_probs, key=lambda q: na_probs[q]):
         if qid not in scores:
             continue
@@ -620,7 +624,9 @@ def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Seq
     either side is 1 when both are empty, else 0. Returns ``exact_match`` (the script's ``exact``), ``f1``,
     ``total``; ``HasAns_*`` / ``NoAns_*`` (exact, f1, total) when such questions exist; and, with ``na_probs``
     (id → the script's --na-prob-file values), ``best_exact``, ``best_exact_thresh``, ``best_f1``,
-    ``best_f1_thresh``. As without --na-prob-file, the main figures score the predictions as given.
+    ``best_f1_thresh`` (the script's, except that when answering nothing is best the threshold reported is
+    below every na_prob, so that it reproduces that choice). As without --na-prob-file, the main figures
+    score the predictions as given.
     A referenced id without prediction scores 0 (unanswerable questions: as if answered).
     """
     exact, f1, has_ans = {}, {}, {}
