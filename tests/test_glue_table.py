@@ -104,3 +104,18 @@ def test_one_command_runs_the_tasks_with_data_and_lists_the_others(tmp_path):
     tasks = sorted(json.loads(p.read_text())["task"] for p in out.glob("*/metrics.json"))
     assert tasks == ["cola", "mnli"]
     assert "tags" in json.loads(next(out.glob("*/metrics.json")).read_text())
+
+
+def test_nothing_to_run_is_an_error_that_lists_the_missing_tasks(tmp_path, monkeypatch, capsys):
+    from bertlab.glue import main
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "glue"
+    status = main(["run", "--tasks", "qqp,qnli", "--out", str(out), f"paths.data_dir={tmp_path / 'empty'}",
+                   f"paths.cache_dir={tmp_path / 'cache'}"])
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "qqp: data not found" in err and "qnli: data not found" in err and "no GLUE task ran" in err
+    missing = json.loads((out / "glue_missing.json").read_text())
+    assert missing["qqp"].startswith("data not found") and missing["cola"] == "not asked for (--tasks)"

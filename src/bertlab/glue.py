@@ -319,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
 
             out = args.out or Path("logs") / "glue" / time.strftime("%Y-%m-%d_%H-%M-%S")
             status = run_glue(tasks, list(args.overrides), out, args.train_script)
+            if not any(out.rglob("metrics.json")):
+                print(f"error: no GLUE task ran (see above); nothing to tabulate in {out}", file=sys.stderr)
+                return 1
             if status != 0:
                 print(f"glue: the multirun exited with status {status}; the table holds the runs that finished",
                       file=sys.stderr)
