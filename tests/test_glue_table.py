@@ -57,6 +57,18 @@ def test_glue_scores_as_glue_computes_them(tmp_path):
     assert {r["task"] for r in csv_rows if r["metric"] == "missing"} == set(table.missing)
 
 
+def test_the_average_pairs_runs_by_seed(tmp_path):
+    fake_run(tmp_path, "0", "rte", 1, {"accuracy": 0.60})
+    fake_run(tmp_path, "1", "rte", 2, {"accuracy": 0.80})
+    fake_run(tmp_path, "2", "qnli", 2, {"accuracy": 0.50})  # listed first for qnli, but it is seed 2
+    fake_run(tmp_path, "3", "qnli", 1, {"accuracy": 0.90})
+    table = glue_table([tmp_path])
+    assert table.score == pytest.approx((70.0, statistics.stdev([75.0, 65.0])))
+    fake_run(tmp_path, "4", "wnli", 3, {"accuracy": 0.40})  # another seed: no per-seed average any more
+    table = glue_table([tmp_path])
+    assert table.score == (pytest.approx(statistics.fmean([70.0, 70.0, 40.0])), None)
+
+
 def test_wnli_is_averaged_and_also_left_out_as_in_the_bert_paper(tmp_path):
     fake_run(tmp_path, "0", "rte", 1, {"accuracy": 0.60})
     fake_run(tmp_path, "1", "wnli", 1, {"accuracy": 0.40})

@@ -244,7 +244,7 @@ class DataConfig:
     group_by_length: bool = True
     pad_to_multiple_of: int | None = None
     cache_dir: str | None = None
-    # tables
+    # tables (an integer column is a 0-based position in a file without a header line, as GLUE's CoLA)
     text_column: str = "sentence"
     text_pair_column: str | None = None
     label_column: str | None = "label"

@@ -60,6 +60,7 @@ class GlueError(CompareError):
 class TaskRow:
     task: str
     runs: list[Path] = field(default_factory=list)
+    seeds: list[Any] = field(default_factory=list)  # the seed of each run, in the order of ``values``
     # column name → the per-run values (percent)
     values: dict[str, list[float]] = field(default_factory=dict)
 
@@ -126,6 +127,7 @@ def collect(dirs: list[Path]) -> tuple[dict[str, TaskRow], dict[str, str]]:
             log.warning("%s: no %s in its metrics.json; left out of the table", run.run_dir, ", ".join(absent))
             continue
         row.runs.append(run.run_dir)
+        row.seeds.append(run.config.get("seed"))
         for column, block, metric in TASKS[task]:
             row.values.setdefault(column, []).append(100.0 * float(blocks[block][metric]))
     for task in list(rows):
@@ -161,17 +163,16 @@ def glue_table(dirs: list[Path], out: Path | None = None, missing: dict[str, str
 
 
 def _average(rows: list[TaskRow]) -> tuple[float | None, float | None]:
-    """The macro-average of the task scores: per seed (the i-th run of every task), then mean ± std over seeds.
-
-    With unequal numbers of runs per task it is the mean of the task means, without a std.
-    """
-    per_task = [r.per_run_scores for r in rows]
-    if not per_task:
+    """The macro-average of the task scores: per seed (every task's run with that seed), then mean ± std over
+    the seeds. When the tasks were not run with the same seeds (each once), it is the mean of the task means,
+    without a std."""
+    if not rows:
         return None, None
-    n = min(len(s) for s in per_task)
-    if any(len(s) != n for s in per_task):
-        return statistics.fmean(statistics.fmean(s) for s in per_task), None
-    return _mean_std([statistics.fmean(s[i] for s in per_task) for i in range(n)])
+    by_seed = [dict(zip(r.seeds, r.per_run_scores)) for r in rows]
+    seeds = set(by_seed[0])
+    if all(set(s) == seeds and len(s) == len(r.seeds) for s, r in zip(by_seed, rows)):
+        return _mean_std([statistics.fmean(s[seed] for s in by_seed) for seed in sorted(seeds, key=str)])
+    return statistics.fmean(statistics.fmean(r.per_run_scores) for r in rows), None
 
 
 def _fmt(mean: float | None, std: float | None) -> str:
