@@ -131,3 +131,23 @@ def test_nothing_to_run_is_an_error_that_lists_the_missing_tasks(tmp_path, monke
     assert "qqp: data not found" in err and "qnli: data not found" in err and "no GLUE task ran" in err
     missing = json.loads((out / "glue_missing.json").read_text())
     assert missing["qqp"].startswith("data not found") and missing["cola"] == "not asked for (--tasks)"
+
+
+def test_submission_files_take_each_tasks_best_run_and_list_the_rest(tmp_path):
+    from bertlab.glue import submission
+
+    runs = tmp_path / "runs"
+    for name, task, seed, acc, preds in (("0", "rte", 1, 0.6, ["entailment", "not_entailment"]),
+                                         ("1", "rte", 2, 0.7, ["not_entailment", "not_entailment"]),
+                                         ("2", "stsb", 1, 0.8, ["3.25", "0.5"])):
+        fake_run(runs, name, task, seed, {"accuracy": acc, "pearson": acc, "spearmanr": acc})
+        (runs / name / "predictions").mkdir()
+        (runs / name / "predictions" / "predict_predictions.tsv").write_text(
+            "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in enumerate(preds)))
+    missing = submission([runs], tmp_path / "out")
+    assert (tmp_path / "out" / "RTE.tsv").read_text() == "index\tprediction\n0\tnot_entailment\n1\tnot_entailment\n"
+    assert (tmp_path / "out" / "STS-B.tsv").is_file() and "CoLA" in missing and "MNLI-mm" in missing
+    bad = runs / "1" / "predictions" / "predict_predictions.tsv"
+    bad.write_text("index\tprediction\n0\tyes\n")
+    with pytest.raises(GlueError, match="not one of GLUE's"):
+        submission([runs], tmp_path / "out2")

@@ -2,6 +2,7 @@
 
     python -m bertlab.glue run [--tasks cola,stsb,...] [--out DIR] [hydra overrides ...]
     python -m bertlab.glue table DIR [--out DIR]
+    python -m bertlab.glue submit DIR --out DIR   # GLUE test-server files from runs made with predict=true
 
 ``run`` checks which of the nine GLUE tasks have their data (the files of their presets under
 ``paths.data_dir``, the bundled samples with ``data.source=sample``, or the hub when online), runs the ones
@@ -235,6 +236,48 @@ def print_table(table: GlueTable) -> None:
     print(table.md_path.read_text().split("\n## Runs")[0].rstrip())
 
 
+# ---------------------------------------------------------------- test-server submission files
+# The GLUE server's file per task and the predictions it accepts (bertlab's presets use the same label strings).
+SUBMISSION = {"cola": ("CoLA", {"0", "1"}), "sst2": ("SST-2", {"0", "1"}), "mrpc": ("MRPC", {"0", "1"}),
+              "stsb": ("STS-B", None), "qqp": ("QQP", {"0", "1"}),
+              "mnli": ("MNLI-m", {"entailment", "neutral", "contradiction"}),
+              "qnli": ("QNLI", {"entailment", "not_entailment"}), "rte": ("RTE", {"entailment", "not_entailment"}),
+              "wnli": ("WNLI", {"0", "1"})}
+NOT_FROM_PRESETS = {"MNLI-mm": "predict mnli/test_mismatched.tsv in a run of its own "
+                               "(data.predict_file=mnli/test_mismatched.tsv) and copy its file",
+                    "AX": "the diagnostic set: predict ax/test.tsv with an MNLI checkpoint"}
+
+
+def submission(dirs: list[Path], out: Path) -> dict[str, str]:
+    """Write ``<out>/<TASK>.tsv`` (``index<TAB>prediction``) from the ``predict=true`` files of the GLUE runs
+    under ``dirs`` — per task the run with the best monitored dev score — and return what is missing (why)."""
+    best: dict[str, tuple[float, Path]] = {}
+    for run in find_runs(dirs):
+        task = run.config.get("task")
+        path = run.run_dir / "predictions" / "predict_predictions.tsv"
+        if task not in SUBMISSION or not path.is_file():
+            continue
+        value = run.values.get(str(run.monitor.get("metric")), float("-inf"))
+        value = -value if run.monitor.get("mode") == "min" else value
+        if task not in best or value > best[task][0]:
+            best[task] = (value, path)
+    out.mkdir(parents=True, exist_ok=True)
+    missing = {}
+    for task, (name, allowed) in SUBMISSION.items():
+        if task not in best:
+            missing[name] = "no run with predict=true predictions"
+            continue
+        lines = best[task][1].read_text(encoding="utf-8").splitlines()
+        if lines[0] != "index\tprediction":
+            raise GlueError(f"{best[task][1]}: header {lines[0]!r}, expected 'index<TAB>prediction'")
+        for i, line in enumerate(lines[1:], 2):
+            value = line.split("\t")[1]
+            if allowed is not None and value not in allowed:
+                raise GlueError(f"{best[task][1]}:{i}: prediction {value!r} is not one of GLUE's {sorted(allowed)}")
+        (out / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {**missing, **NOT_FROM_PRESETS}
+
+
 # ---------------------------------------------------------------- running the tasks
 def parse_tasks(spec: str | None) -> list[str]:
     if not spec:
@@ -305,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--out", type=Path, default=None, help="multirun folder (default: logs/glue/<time>)")
     p_run.add_argument("--train-script", type=Path, default=Path("train.py"), help="bertlab's train.py")
     p_run.add_argument("overrides", nargs="*", help="Hydra overrides for every task (e.g. seed=1,2,3 model=bert_tiny)")
+    p_submit = sub.add_parser("submit", help="GLUE test-server files from runs made with predict=true")
+    p_submit.add_argument("dirs", nargs="+", type=Path)
+    p_submit.add_argument("--out", type=Path, required=True)
     p_table = sub.add_parser("table", help="write glue.md / glue.csv for finished runs")
     p_table.add_argument("dirs", nargs="+", type=Path)
     p_table.add_argument("--out", type=Path, default=None)
@@ -327,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"glue: the multirun exited with status {status}; the table holds the runs that finished",
                       file=sys.stderr)
             dirs = [out]
+        elif args.command == "submit":
+            missing = submission(args.dirs, args.out)
+            for name in sorted(p.stem for p in args.out.glob("*.tsv")):
+                print(f"wrote {args.out / name}.tsv")
+            for name, why in missing.items():
+                print(f"not written: {name}.tsv ({why})")
+            return 0
         else:
             dirs, out = args.dirs, args.out
         table = glue_table(dirs, out)
