@@ -51,7 +51,7 @@ def test_contract_keys_exist(tmp_path: Path):
     assert cfg.trainer.max_steps == 5 and cfg.freeze.policy == "none"
 
 
-@pytest.mark.parametrize("task", ["sst2", "mrpc", "rte", "conll2003", "wnut17", "squad", "text_classification",
+@pytest.mark.parametrize("task", ["sst2", "mrpc", "rte", "cola", "stsb", "qqp", "mnli", "qnli", "wnli", "swag", "squad_v2", "conll2003", "wnut17", "squad", "text_classification",
                                   "token_classification", "question_answering"])
 def test_fine_tuning_presets_follow_the_published_recipes(tmp_path: Path, task: str):
     """BERT paper §A.3: lr in {2, 3, 5}e-5, batch 16/32 (run_qa: 12), 2-4 epochs, 10 % warm-up, weight decay 0.01."""

@@ -39,6 +39,15 @@ RANGES = {
     "squad_v1.1/dev.json": ((60, 100), (8, 12)),
     "wikitext2/wiki.valid.tokens": ((12, 18), (2, 4)),  # articles
     "wikitext2/wiki.test.tokens": ((3, 6), (1, 3)),
+    **{f"{task}/{name}.tsv": ranges for task in ("cola", "stsb", "qqp", "qnli")
+       for name, ranges in (("train", ((200, 280), (30, 50))), ("dev", ((60, 100), (12, 20))))},
+    "wnli/train.tsv": ((100, 140), (30, 50)), "wnli/dev.tsv": ((30, 50), (12, 20)),
+    "mnli/train.tsv": ((200, 280), (30, 50)), "mnli/dev_matched.tsv": ((50, 70), (12, 20)),
+    "mnli/dev_mismatched.tsv": ((50, 70), (12, 20)),
+    "squad_v2/train.json": ((300, 380), (24, 40)),
+    "squad_v2/dev.json": ((90, 130), (10, 16)),
+    "swag/train.csv": ((200, 280), (30, 50)),
+    "swag/val.csv": ((50, 70), (12, 20)),
 }
 SETS = [pytest.param(SAMPLES, 0, id="samples"), pytest.param(FIXTURES, 1, id="fixtures")]
 
@@ -124,6 +133,58 @@ def test_rte(root: Path, index: int) -> None:
         assert {row[3] for row in rows} == {"entailment", "not_entailment"}
         assert [int(row[0]) for row in rows] == list(range(len(rows)))
         in_range(root, index, f"rte/{split}.tsv", len(rows))
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_cola(root: Path, index: int) -> None:
+    for split in ("train", "dev"):
+        path = root / f"cola/{split}.tsv"
+        lines = path.read_text(encoding="utf-8")[:-1].split("\n")
+        rows = [line.split("\t") for line in lines]
+        assert all(len(r) == 4 for r in rows), "CoLA rows: source, label, mark, sentence (no header line)"
+        assert {r[1] for r in rows} == {"0", "1"}
+        assert all((r[2] == "*") == (r[1] == "0") and r[3].strip() for r in rows)
+        in_range(root, index, f"cola/{split}.tsv", len(rows))
+
+
+GLUE_HEADERS = {
+    "stsb": ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2",
+             "score"],
+    "qqp": ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+    "qnli": ["index", "question", "sentence", "label"],
+    "wnli": ["index", "sentence1", "sentence2", "label"],
+}
+GLUE_LABELS = {"qqp": {"0", "1"}, "qnli": {"entailment", "not_entailment"}, "wnli": {"0", "1"}}
+
+
+@pytest.mark.parametrize("root,index", SETS)
+@pytest.mark.parametrize("task", list(GLUE_HEADERS))
+def test_glue_pair_tasks(root: Path, index: int, task: str) -> None:
+    for split in ("train", "dev"):
+        header, rows = read_tsv(root / f"{task}/{split}.tsv")
+        assert header == GLUE_HEADERS[task]
+        labels = [row[-1] for row in rows]
+        if task == "stsb":
+            assert all(0.0 <= float(x) <= 5.0 for x in labels) and len(set(labels)) > 5
+        else:
+            assert set(labels) == GLUE_LABELS[task]
+        in_range(root, index, f"{task}/{split}.tsv", len(rows))
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_mnli(root: Path, index: int) -> None:
+    genres = {}
+    for split in ("train", "dev_matched", "dev_mismatched"):
+        header, rows = read_tsv(root / f"mnli/{split}.tsv")
+        votes = ["label1"] if split == "train" else [f"label{i}" for i in range(1, 6)]
+        assert header[:4] == ["index", "promptID", "pairID", "genre"] and header[-1] == "gold_label"
+        assert header[8:10] == ["sentence1", "sentence2"] and header[10:-1] == votes
+        assert {row[-1] for row in rows} == {"entailment", "neutral", "contradiction"}
+        for row in rows:  # gold is the annotators' majority
+            assert row[10:-1].count(row[-1]) > len(votes) / 2
+        genres[split] = {row[3] for row in rows}
+        in_range(root, index, f"mnli/{split}.tsv", len(rows))
+    assert genres["dev_matched"] <= genres["train"] and not genres["dev_mismatched"] & genres["train"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -251,6 +312,43 @@ def test_squad(root: Path, index: int) -> None:
                     for a in json.loads((root / f"squad_v1.1/{split}.json").read_text())["data"]
                     for p in a["paragraphs"]]
         assert any(600 <= len(c) <= 1200 for c in contexts), "some contexts should be long (600-1,200 chars)"
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_squad_v2(root: Path, index: int) -> None:
+    ids: set[str] = set()
+    for split in ("train", "dev"):
+        squad = json.loads((root / f"squad_v2/{split}.json").read_text(encoding="utf-8"))
+        assert squad["version"] == "v2.0"
+        impossible = answerable = 0
+        for article in squad["data"]:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    assert set(qa) == {"id", "question", "answers", "is_impossible"} and qa["id"] not in ids
+                    ids.add(qa["id"])
+                    assert qa["is_impossible"] == (qa["answers"] == [])
+                    impossible += qa["is_impossible"]
+                    answerable += not qa["is_impossible"]
+                    for a in qa["answers"]:
+                        assert paragraph["context"][a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]
+        assert impossible and answerable, split  # both kinds in every split
+        in_range(root, index, f"squad_v2/{split}.json", impossible + answerable)
+
+
+@pytest.mark.parametrize("root,index", SETS)
+def test_swag(root: Path, index: int) -> None:
+    import csv
+
+    for split in ("train", "val"):
+        path = root / f"swag/{split}.csv"
+        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))
+        assert rows[0] == ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
+                           "ending1", "ending2", "ending3", "label"]
+        for row in rows[1:]:
+            assert len(row) == 12 and row[3] == f"{row[4]} {row[5]}" and all(row[7:11])
+            assert row[11] in {"0", "1", "2", "3"} and len(set(row[7:11])) == 4
+        assert len({row[11] for row in rows[1:]}) > 1
+        in_range(root, index, f"swag/{split}.csv", len(rows) - 1)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -44,15 +44,26 @@ class Sizes:
     squad: tuple[int, int]
     wiki: tuple[int, int]
     wiki_paragraphs: tuple[int, int]  # paragraphs per section, min and max
+    cola: tuple[int, int] = (0, 0)
+    stsb: tuple[int, int] = (0, 0)
+    qqp: tuple[int, int] = (0, 0)
+    mnli: tuple[int, int] = (0, 0)  # train, and each of dev_matched / dev_mismatched
+    qnli: tuple[int, int] = (0, 0)
+    wnli: tuple[int, int] = (0, 0)
+    swag: tuple[int, int] = (0, 0)
 
 
 SAMPLE_SIZES = Sizes(
     sst2=(400, 100, 40), mrpc=(300, 80), rte=(200, 60), conll=(400, 100), wnut=(200, 60),
     squad=(300, 80), wiki=(15, 4), wiki_paragraphs=(1, 3),
+    cola=(240, 80), stsb=(240, 80), qqp=(240, 80), mnli=(240, 60), qnli=(240, 80), wnli=(120, 40),
+    swag=(240, 60),
 )
 FIXTURE_SIZES = Sizes(
     sst2=(40, 16, 8), mrpc=(40, 16), rte=(40, 16), conll=(40, 16), wnut=(40, 16),
     squad=(24, 10), wiki=(3, 2), wiki_paragraphs=(1, 1),
+    cola=(40, 16), stsb=(40, 16), qqp=(40, 16), mnli=(40, 16), qnli=(40, 16), wnli=(40, 16),
+    swag=(40, 16),
 )
 
 Files = dict[str, str]  # relative path -> file text
@@ -1517,6 +1528,82 @@ def build_squad(rng: random.Random, sizes: Sizes) -> Files:
             "squad_v1.1/dev.json": json.dumps(dev, ensure_ascii=False) + "\n"}
 
 
+SWAG_SCENES = [
+    ("picks up a knife and a loaf of bread.", ["slices the bread on the board.", "cuts a thick piece of bread."]),
+    ("walks onto the stage holding a violin.", ["starts to play a slow tune.", "bows to the audience."]),
+    ("pulls on a pair of running shoes.", ["jogs down the street.", "ties the laces tightly."]),
+    ("opens the hood of the car.", ["checks the oil level.", "looks at the engine."]),
+    ("fills a bucket with soapy water.", ["washes the windows.", "scrubs the kitchen floor."]),
+    ("climbs up the ladder with a brush.", ["paints the top of the wall.", "reaches the roof."]),
+    ("sits down at the piano.", ["plays a few chords.", "opens the book of music."]),
+    ("kneels in the garden with a trowel.", ["digs a small hole.", "plants the seedlings."]),
+    ("steps onto the diving board.", ["jumps into the pool.", "dives into the water."]),
+    ("takes a camera out of the bag.", ["photographs the mountains.", "adjusts the lens."]),
+]
+
+
+def _swag_row(rng: random.Random) -> tuple[str, str, list[str], int]:
+    scene = rng.randrange(len(SWAG_SCENES))
+    start, good = SWAG_SCENES[scene]
+    who = rng.choice(["Someone", "The man", "The woman", "A boy", "A girl", person(rng)])
+    wrong = [rng.choice(SWAG_SCENES[j][1]) for j in pick(rng, [j for j in range(len(SWAG_SCENES)) if j != scene], 3)]
+    label = rng.randrange(4)
+    endings = wrong[:label] + [rng.choice(good)] + wrong[label:]
+    pronoun = "They" if who not in ("The man", "A boy") else "He"
+    return f"{who} {start}", rng.choice([pronoun, who]), endings, label
+
+
+def build_swag(rng: random.Random, sizes: Sizes) -> Files:
+    """SWAG's CSV: an unnamed row index, video-id, fold-ind, startphrase (sent1 + sent2), sent1, sent2,
+    gold-source, ending0-3, label."""
+    rows = unique(rng, lambda: _swag_row(rng), sum(sizes.swag), key=lambda e: e[0] + e[1] + "|".join(e[2]))
+    header = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+              "ending2", "ending3", "label"]
+    out = {}
+    for name, part in zip(("train", "val"), split(rows, sizes.swag), strict=True):
+        lines = [",".join(header)]
+        for i, (sent1, sent2, endings, label) in enumerate(part):
+            cells = [str(i), f"lsmdc_bertlab_{i // 5:04d}", str(1000 + i), f"{sent1} {sent2}", sent1, sent2, "gold",
+                     *endings, str(label)]
+            lines.append(",".join(f'"{c}"' if "," in c or '"' in c else c for c in cells))
+        out[f"swag/{name}.csv"] = "\n".join(lines) + "\n"
+    return out
+
+
+def build_squad_v2(rng: random.Random, sizes: Sizes) -> Files:
+    """SQuAD 2.0 layout: the v1.1 generator's articles, plus unanswerable questions (answers [], is_impossible
+    true) that are relevant but have no answer in the passage: a question of another paragraph of the same
+    article whose answer is not in this one, else (small files) one of another article. The dev files get
+    more of them (SQuAD 2.0's dev set is about half unanswerable)."""
+    files = {name: json.loads(text) for name, text in build_squad(rng, sizes).items()}
+    used_ids = {qa["id"] for squad in files.values() for a in squad["data"] for p in a["paragraphs"]
+                for qa in p["qas"]}
+    pool = [(a["title"], qa) for squad in files.values() for a in squad["data"] for p in a["paragraphs"]
+            for qa in p["qas"]]
+    out = {}
+    for name, squad in files.items():
+        for article in squad["data"]:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    qa["is_impossible"] = False
+        for article in squad["data"]:
+            for paragraph in article["paragraphs"]:
+                context = paragraph["context"]
+                fits = [qa for title, qa in pool if qa["answers"] and qa["answers"][0]["text"] not in context
+                        and qa["question"] not in {q["question"] for q in paragraph["qas"]}]
+                same = [qa for title, qa in pool if title == article["title"] and qa in fits]
+                others = [qa for qa in fits if qa not in same]
+                n = rng.choice([2, 3, 4] if "dev" in name else [0, 1, 1, 2])
+                chosen = pick(rng, same, min(n, len(same)))
+                chosen += pick(rng, others, min(n - len(chosen), len(others)))
+                for qa in chosen:
+                    paragraph["qas"].append({"answers": [], "question": qa["question"],
+                                             "id": _new_id(rng, used_ids), "is_impossible": True})
+        squad["version"] = "v2.0"
+        out[name.replace("squad_v1.1/", "squad_v2/")] = json.dumps(squad, ensure_ascii=False) + "\n"
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------
 # WikiText-2: invented encyclopedia articles, tokenized the WikiText way (spaces around punctuation,
 # @-@ / @,@ / @.@ inside hyphenated words and numbers, <unk> for some rare words). Every line starts with
@@ -2085,12 +2172,211 @@ def _wiki_counts() -> Counter:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The rest of GLUE: CoLA, STS-B, QQP, MNLI, QNLI, WNLI, each in its GLUE release layout (CoLA without a
+# header: source, label, the original author's mark, sentence; MNLI with the parse columns and, in its dev
+# files, five annotator labels). Small template worlds written for bertlab, like the ones above.
+# ---------------------------------------------------------------------------------------------------------
+
+COLA_SUBJECTS = ["the farmer", "the teacher", "my neighbour", "the old sailor", "a young doctor", "the baker",
+                 "the pilot", "her brother", "the new clerk", "the tall guard", "our cousin", "the painter"]
+COLA_OBJECTS = ["the letter", "a small boat", "the red door", "the cake", "an old map", "the fence",
+                "a warm coat", "the garden", "the last train", "a heavy box", "the bridge", "the radio"]
+COLA_VERBS = [("opened", "open"), ("painted", "paint"), ("carried", "carry"), ("found", "find"),
+              ("repaired", "repair"), ("sold", "sell"), ("washed", "wash"), ("moved", "move"),
+              ("watched", "watch"), ("built", "build")]
+COLA_ADVERBS = ["yesterday", "slowly", "last week", "in the morning", "carefully", "again"]
+COLA_SOURCES = ["bl01", "bl02", "bl03", "bl04"]
+
+
+def _cola_row(rng: random.Random) -> tuple[str, int, str, str]:
+    s, o = rng.choice(COLA_SUBJECTS), rng.choice(COLA_OBJECTS)
+    past, bare = rng.choice(COLA_VERBS)
+    adv = rng.choice(COLA_ADVERBS)
+    good = [f"{cap(s)} {past} {o} {adv}.", f"{cap(o)} was {past} by {s}.",
+            f"{cap(s)} did not {bare} {o}.", f"Did {s} {bare} {o}?", f"{cap(s)} wanted to {bare} {o}."]
+    bad = [f"{cap(s)} {o} {past} {adv}.", f"{cap(o)} was {bare} by {s}.", f"{cap(s)} did not {past} {o}.",
+           f"Did {s} {past} {o}?", f"{cap(s)} wanted to {past} {o}.", f"{cap(s)} {past} {adv} {o} {o}."]
+    if rng.random() < 0.7:  # CoLA is about 70 % acceptable
+        return rng.choice(COLA_SOURCES), 1, "", rng.choice(good)
+    return rng.choice(COLA_SOURCES), 0, "*", rng.choice(bad)
+
+
+def build_cola(rng: random.Random, sizes: Sizes) -> Files:
+    rows = unique(rng, lambda: _cola_row(rng), sum(sizes.cola), key=lambda e: e[3])
+    train, dev = split(rows, sizes.cola)
+    body = lambda part: "".join("\t".join(str(c) for c in row) + "\n" for row in part)  # noqa: E731
+    return {"cola/train.tsv": body(train), "cola/dev.tsv": body(dev)}
+
+
+STS_SUBJECTS = ["A man", "A woman", "A child", "Two dogs", "A cat", "An old man", "A girl", "A group of people"]
+STS_VERBS = ["is playing", "is cutting", "is riding", "is eating", "is carrying", "is cleaning", "is watching"]
+STS_OBJECTS = ["a guitar", "an onion", "a horse", "a bicycle", "a sandwich", "a ball", "a box", "the window"]
+STS_PLACES = ["in the park", "on a stage", "in the kitchen", "on the beach", "in a field", "at home"]
+
+
+def _stsb_pair(rng: random.Random) -> tuple[str, str, str, str]:
+    slots = [STS_SUBJECTS, STS_VERBS, STS_OBJECTS, STS_PLACES]
+    first = [rng.choice(s) for s in slots]
+    changed = rng.sample(range(4), rng.randint(0, 4))
+    second = [_other(rng, slots[i], w) if i in changed else w for i, w in enumerate(first)]
+    score = min(5.0, max(0.0, 5.0 - 1.25 * len(changed) + rng.uniform(-0.4, 0.4)))
+    genre = rng.choice(["main-captions", "main-news", "main-forums"])
+    return genre, " ".join(first) + ".", " ".join(second) + ".", f"{score:.3f}"
+
+
+def build_stsb(rng: random.Random, sizes: Sizes) -> Files:
+    pairs = unique(rng, lambda: _stsb_pair(rng), sum(sizes.stsb), key=lambda e: e[1] + "\t" + e[2])
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2",
+              "score"]
+    out = {}
+    for name, part in zip(("train", "dev"), split(pairs, sizes.stsb), strict=True):
+        out[f"stsb/{name}.tsv"] = tsv(header, [(i, g, "bertlab", "2026", f"{i:04d}", "none", "none", a, b, s)
+                                               for i, (g, a, b, s) in enumerate(part)])
+    return out
+
+
+QQP_TASKS = [("learn", "to swim"), ("fix", "a leaking tap"), ("cook", "rice"), ("grow", "tomatoes"),
+             ("clean", "a laptop screen"), ("start", "a small business"), ("train", "a puppy"),
+             ("save", "money on groceries"), ("improve", "my handwriting"), ("repair", "a bicycle tyre"),
+             ("write", "a cover letter"), ("plan", "a trip to Carrick Bay")]
+QQP_ASKS = ["How do I {v} {o}?", "What is the best way to {v} {o}?", "How can I {v} {o}?",
+            "What is the easiest way to {v} {o}?", "Any tips on how to {v} {o}?"]
+
+
+def _qqp_pair(rng: random.Random) -> tuple[str, str, int]:
+    v, o = rng.choice(QQP_TASKS)
+    a, b = pick(rng, QQP_ASKS, 2)
+    if rng.random() < 0.4:
+        return a.format(v=v, o=o), b.format(v=v, o=o), 1
+    v2, o2 = _other(rng, QQP_TASKS, (v, o))
+    other = rng.choice([(v, o2), (v2, o2)]) if v2 != v else (v2, o2)
+    return a.format(v=v, o=o), b.format(v=other[0], o=other[1]), 0
+
+
+def build_qqp(rng: random.Random, sizes: Sizes) -> Files:
+    pairs = unique(rng, lambda: _qqp_pair(rng), sum(sizes.qqp), key=lambda e: e[0] + "\t" + e[1])
+    header = ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
+    out, qid = {}, 0
+    for name, part in zip(("train", "dev"), split(pairs, sizes.qqp), strict=True):
+        rows = []
+        for i, (a, b, dup) in enumerate(part):
+            rows.append((i, qid + 1, qid + 2, a, b, dup))
+            qid += 2
+        out[f"qqp/{name}.tsv"] = tsv(header, rows)
+    return out
+
+
+MNLI_ACTIVITIES = ["visited the museum", "bought a bicycle", "met an old friend", "gave a talk",
+                   "watched a play", "sold the car", "painted the kitchen", "ran a marathon"]
+MNLI_GENRES = (["fiction", "government", "slate", "telephone", "travel"],
+               ["facetoface", "letters", "nineeleven", "oup", "verbatim"])
+MNLI_LABELS = ["entailment", "neutral", "contradiction"]
+
+
+def _mnli_pair(rng: random.Random) -> tuple[str, str, str]:
+    p, city, act, day = person(rng), rng.choice(CITIES), rng.choice(MNLI_ACTIVITIES), rng.choice(DAYS)
+    premise = rng.choice([f"{p} spent {day} in {city}, where they {act}.",
+                          f"On {day}, {p} {act} in {city} before going home."])
+    label = rng.choice(MNLI_LABELS)
+    hypothesis = rng.choice({
+        "entailment": [f"{p} was in {city} on {day}.", f"{p} {act}.", f"Someone {act} in {city}."],
+        "neutral": [f"{p} enjoyed the day in {city}.", f"{p} went to {city} with a friend.",
+                    f"{p} lives near {city}."],
+        "contradiction": [f"{p} was never in {city}.", f"{p} spent {day} in {_other(rng, CITIES, city)}.",
+                          f"{p} stayed at home all {day}."],
+    }[label])
+    return premise, hypothesis, label
+
+
+def _parses(sentence: str) -> tuple[str, str]:
+    """Stand-ins for MNLI's parse columns: the tokens in one bracket (bertlab reads only the plain text)."""
+    tokens = ptb(sentence)
+    return f"( {tokens} )", f"(ROOT (S {tokens}))"
+
+
+def build_mnli(rng: random.Random, sizes: Sizes) -> Files:
+    n_train, n_dev = sizes.mnli
+    pairs = unique(rng, lambda: _mnli_pair(rng), n_train + 2 * n_dev, key=lambda e: e[0] + "\t" + e[1])
+    train, matched, mismatched = split(pairs, (n_train, n_dev, n_dev))
+    parse_cols = ["sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse", "sentence2_parse"]
+    out = {}
+    for name, part, genres in (("train", train, MNLI_GENRES[0]), ("dev_matched", matched, MNLI_GENRES[0]),
+                               ("dev_mismatched", mismatched, MNLI_GENRES[1])):
+        dev = name != "train"
+        labels_cols = ["label1", "label2", "label3", "label4", "label5"] if dev else ["label1"]
+        header = ["index", "promptID", "pairID", "genre", *parse_cols, "sentence1", "sentence2", *labels_cols,
+                  "gold_label"]
+        rows = []
+        for i, (s1, s2, label) in enumerate(part):
+            (b1, p1), (b2, p2) = _parses(s1), _parses(s2)
+            votes = [label] * len(labels_cols)
+            if dev and rng.random() < 0.3:  # annotators disagree now and then; gold is the majority
+                votes[rng.randint(1, 4)] = _other(rng, MNLI_LABELS, label)
+            prompt = rng.randint(10000, 99999)
+            rows.append((i, prompt, f"{prompt}{'ecn'[i % 3]}", rng.choice(genres), b1, b2, p1, p2, s1, s2, *votes,
+                         label))
+        out[f"mnli/{name}.tsv"] = tsv(header, rows)
+    return out
+
+
+QNLI_FACTS = [
+    ("What is {c} known for?", "{c} is known for its {x}.", ["salt marshes", "glass works", "spring fair"]),
+    ("When was the bridge in {c} built?", "The bridge in {c} was built in {x}.", ["1887", "1902", "1951"]),
+    ("Who founded the library in {c}?", "The library in {c} was founded by {x}.", ["a local printer",
+                                                                                     "two sisters", "the mayor"]),
+    ("How many people live in {c}?", "About {x} people live in {c}.", ["12,000", "48,000", "3,500"]),
+]
+
+
+def _qnli_pair(rng: random.Random) -> tuple[str, str, str]:
+    c = rng.choice(CITIES)
+    q, s, xs = rng.choice(QNLI_FACTS)
+    if rng.random() < 0.5:
+        return q.format(c=c), s.format(c=c, x=rng.choice(xs)), "entailment"
+    _, s2, xs2 = _other(rng, QNLI_FACTS, (q, s, xs))
+    return q.format(c=c), s2.format(c=c, x=rng.choice(xs2)), "not_entailment"
+
+
+def build_qnli(rng: random.Random, sizes: Sizes) -> Files:
+    pairs = unique(rng, lambda: _qnli_pair(rng), sum(sizes.qnli), key=lambda e: e[0] + "\t" + e[1])
+    header = ["index", "question", "sentence", "label"]
+    return {f"qnli/{name}.tsv": tsv(header, [(i, *row) for i, row in enumerate(part)])
+            for name, part in zip(("train", "dev"), split(pairs, sizes.qnli), strict=True)}
+
+
+WNLI_FRAMES = [
+    ("The {a} could not lift the {b} because it was too {x}.", {"weak": "a", "heavy": "b"}),
+    ("The {a} did not fit into the {b} because it was too {x}.", {"big": "a", "small": "b"}),
+    ("The {a} passed the {b} because it was so {x}.", {"fast": "a", "slow": "b"}),
+]
+WNLI_THINGS = ["crate", "trunk", "cart", "barrel", "sack", "suitcase", "wagon", "chest"]
+
+
+def _wnli_pair(rng: random.Random) -> tuple[str, str, int]:
+    frame, roles = rng.choice(WNLI_FRAMES)
+    a, b = pick(rng, WNLI_THINGS, 2)
+    x = rng.choice(list(roles))
+    named = rng.choice([a, b])
+    label = int((a if roles[x] == "a" else b) == named)
+    return frame.format(a=a, b=b, x=x), f"The {named} was too {x}.", label
+
+
+def build_wnli(rng: random.Random, sizes: Sizes) -> Files:
+    pairs = unique(rng, lambda: _wnli_pair(rng), sum(sizes.wnli), key=lambda e: e[0] + "\t" + e[1])
+    header = ["index", "sentence1", "sentence2", "label"]
+    return {f"wnli/{name}.tsv": tsv(header, [(i, *row) for i, row in enumerate(part)])
+            for name, part in zip(("train", "dev"), split(pairs, sizes.wnli), strict=True)}
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------------------
 
 BUILDERS: list[tuple[str, Callable[[random.Random, Sizes], Files]]] = [
     ("sst2", build_sst2), ("mrpc", build_mrpc), ("rte", build_rte), ("conll2003", build_conll),
     ("wnut17", build_wnut), ("squad_v1.1", build_squad), ("wikitext2", build_wikitext),
+    ("cola", build_cola), ("stsb", build_stsb), ("qqp", build_qqp), ("mnli", build_mnli), ("qnli", build_qnli),
+    ("wnli", build_wnli), ("squad_v2", build_squad_v2), ("swag", build_swag),
 ]
 
 
@@ -2101,6 +2387,10 @@ def plural(n: int, noun: str) -> str:
 def count(path: str, text: str) -> str:
     """A short description of what one generated file holds (for the README)."""
     lines = text.split("\n")[:-1]
+    if path.endswith(".csv"):
+        return f"{len(lines) - 1} rows"
+    if path.startswith("cola/"):
+        return f"{len(lines)} rows (no header line, as CoLA's)"
     if path.endswith(".tsv"):
         return f"{len(lines) - 1} rows"
     if path.startswith("conll2003/"):
@@ -2115,7 +2405,9 @@ def count(path: str, text: str) -> str:
         data = json.loads(text)["data"]
         paragraphs = [p for article in data for p in article["paragraphs"]]
         questions = sum(len(p["qas"]) for p in paragraphs)
-        return f"{questions} questions on {len(paragraphs)} paragraphs of {plural(len(data), 'article')}"
+        impossible = sum(qa.get("is_impossible", False) for p in paragraphs for qa in p["qas"])
+        extra = f" ({impossible} unanswerable)" if impossible else ""
+        return f"{questions} questions{extra} on {len(paragraphs)} paragraphs of {plural(len(data), 'article')}"
     if path.endswith(".tokens"):
         articles = sum(line.startswith(" = ") and not line.startswith(" = = ") for line in lines)
         return f"{plural(articles, 'article')}, {len(text.split()):,} tokens"
@@ -2131,9 +2423,18 @@ from templates and word lists by `tools/make_samples.py` (seeded, so a rerun rep
 for byte: `python tools/make_samples.py --check`). No text was copied from any dataset.
 
 Each folder copies the file format of the public benchmark it stands in for, so the same readers load
-both: GLUE TSV for SST-2, MRPC (header without the byte-order mark the GLUE file has) and RTE; CoNLL-2003
+both: GLUE TSV for SST-2, MRPC (header without the byte-order mark the GLUE file has), RTE, CoLA (no
+header line: source, label, the author's mark, sentence), STS-B (a 0-5 score), QQP, MNLI (parse columns
+reduced to one bracket; matched and mismatched dev files), QNLI and WNLI; CoNLL-2003
 (`word POS chunk NER`, IOB1); WNUT-17 (`token<TAB>tag`, IOB2; tab-only sentence breaks for most of the
-train file, as in the original); SQuAD v1.1 JSON (three answers per dev question); WikiText-2 tokens.
+train file, as in the original); SQuAD v1.1 JSON (three answers per dev question); SQuAD 2.0 JSON (the same kind of articles plus
+unanswerable questions: a question of another paragraph of the same article, whose answer is not in this
+one); SWAG CSV (a context, the first words of the next sentence and four endings); WikiText-2 tokens.
+
+The samples of the rest of GLUE (CoLA, STS-B, QQP, MNLI, QNLI, WNLI) are made the same way. For CoLA,
+STS-B, QNLI and WNLI real files exist, but the copies at hand came from third-party repositories without a
+licence statement for the text (and CoLA's sentences are quoted from linguistics publications), so no row
+of them is shipped in this Apache-2.0 package; run on the real data from a data folder or the hub instead.
 
 **Use them for smoke runs, demos and tutorials, not for reporting results**: the text is template-made,
 so scores on it say nothing about a model's quality on real data.

@@ -196,7 +196,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         raise ConfigError(
             f"head.layers={head_cfg.layers} is outside 0..{config.num_hidden_layers} (0 = embeddings output)"
         )
-    head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family == "sequence" else \
+    head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family in ("sequence", "multiple_choice") else \
         (family.task.family == "mlm" and family.task.nsp)
     execution = ExecutionConfig.from_model_cfg(model_cfg)
     bert = BertEncoder(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad)

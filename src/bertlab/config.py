@@ -215,7 +215,7 @@ class OptimConfig:
             raise ConfigError(f"optim.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
 
 
-TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm")
+TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
 
 
 @dataclass
@@ -259,6 +259,9 @@ class DataConfig:
     hub_dataset: str | None = None  # e.g. "glue/sst2" for source=hub
     train_file: str | list[str] | None = None
     val_file: str | None = None
+    # More labelled dev sets, each scored once with the best checkpoint into its own metrics.json block
+    # (MNLI: {val_mismatched: mnli/dev_mismatched.tsv})
+    val_extra_files: dict[str, str] | None = None
     test_file: str | None = None
     predict_file: str | None = None
     batch_size: int = 32  # per device
@@ -271,10 +274,14 @@ class DataConfig:
     group_by_length: bool = True
     pad_to_multiple_of: int | None = None
     cache_dir: str | None = None
-    # tables
+    # tables (an integer column is a 0-based position in a file without a header line, as GLUE's CoLA)
     text_column: str = "text"
     text_pair_column: str | None = None
     label_column: str | None = "label"
+    # multiple choice (bertlab.data.choices): one column per choice, or a JSONL list field
+    choice_columns: list[str] | None = None
+    choice_prefix_column: str | None = None  # put before every choice (SWAG: sent2, the ending's first words)
+    choices_field: str = "choices"
     # CoNLL
     tag_column: int = -1
     tag_scheme: str = "iob2"  # iob1 files are converted to IOB2 at load time
@@ -283,6 +290,8 @@ class DataConfig:
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
+    version_2_with_negative: bool = False  # SQuAD 2.0: questions may have no answer ("" predicted)
+    null_score_diff_threshold: float = 0.0  # answer "" when null score - best span score exceeds this
     # raw text (mlm / clm)
     text_format: str = "plain"  # plain | wikitext
     short_seq_prob: float = 0.1
@@ -297,3 +306,9 @@ class DataConfig:
                 raise ConfigError(f"data.{name} must be positive, got {getattr(self, name)}")
         if self.tag_scheme not in ("iob1", "iob2"):
             raise ConfigError(f"data.tag_scheme must be iob1 or iob2, got {self.tag_scheme!r}")
+        for name in self.val_extra_files or {}:
+            if name in ("val", "test", "predict", "train") or not name.replace("_", "").isalnum():
+                raise ConfigError(
+                    f"data.val_extra_files: {name!r} cannot name an extra dev set (it becomes a metrics.json "
+                    "block): use letters, digits and '_', and none of train, val, test, predict"
+                )

@@ -99,6 +99,20 @@ class SequenceClassificationHead(nn.Module):
         return _classify(self, x).float()  # (B, num_labels)
 
 
+class MultipleChoiceHead(SequenceClassificationHead):
+    """``BertForMultipleChoice``: each (context, choice) row is read as a sentence pair (pooler by default), one
+    shared linear layer scores it, and the scores of an example's choices form its logits (softmax over them).
+
+    ``forward(x, num_choices)`` takes the features of B·C rows and returns (B, C) float32 scores.
+    """
+
+    def __init__(self, config: EncoderConfig, head: HeadConfig):
+        super().__init__(config, head, num_labels=1)
+
+    def forward(self, x: torch.Tensor, num_choices: int) -> torch.Tensor:
+        return _classify(self, x).float().view(-1, num_choices)  # (B, C)
+
+
 class TokenClassificationHead(nn.Module):
     """One linear layer shared by every position (``BertForTokenClassification``), optionally an MLP probe."""
 
@@ -260,14 +274,12 @@ class TaskModel(nn.Module):
         self.output_hidden_states = output_hidden_states
 
     def encode(self, batch: dict[str, torch.Tensor]):
-        enc = self.bert(
-            batch["input_ids"],
-            attention_mask=batch.get("attention_mask"),
-            token_type_ids=batch.get("token_type_ids"),
-            output_hidden_states=self.output_hidden_states,
-        )
+        ids, mask, types = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+        if ids.dim() == 3:  # multiple choice (B, C, T): the encoder reads the B·C (context, choice) rows
+            ids, mask, types = (None if t is None else t.flatten(0, 1) for t in (ids, mask, types))
+        enc = self.bert(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=self.output_hidden_states)
         if getattr(self.head, "reads_attention_mask", False):  # mean pooling: padding must not count
-            return self.head.features(enc, batch.get("attention_mask"))
+            return self.head.features(enc, mask)
         return self.head.features(enc)
 
     def forward(self, batch: dict[str, torch.Tensor], **head_kwargs):

@@ -7,7 +7,7 @@ head, so the map is an identity on the encoder and a short table on the heads:
 HF checkpoint key                                        bertlab
 =====================================================  ==========================================
 ``bert.{rest}`` or ``{rest}`` (bare ``BertModel``)       ``bert.{rest}``
-``classifier.*``                                         ``head.classifier.*`` (sequence / token)
+``classifier.*``                                         ``head.classifier.*`` (sequence / token / choice)
 ``qa_outputs.*``                                         ``head.qa_outputs.*`` (span)
 ``cls.predictions.transform.*``                          ``head.predictions.transform.*`` (MLM)
 ``cls.predictions.bias`` / ``...decoder.bias``           ``head.predictions.bias``
@@ -45,7 +45,7 @@ TORCH_NAME = "pytorch_model.bin"
 CONFIG_NAME = "config.json"
 
 # The head layouts bertlab can exchange with a stock transformers class.
-HEAD_KINDS = ("sequence", "token", "span", "mlm", "pretraining")
+HEAD_KINDS = ("sequence", "token", "span", "mlm", "pretraining", "multiple_choice")
 HF_ARCHITECTURES = {
     None: "BertModel",
     "sequence": "BertForSequenceClassification",
@@ -53,6 +53,7 @@ HF_ARCHITECTURES = {
     "span": "BertForQuestionAnswering",
     "mlm": "BertForMaskedLM",
     "pretraining": "BertForPreTraining",
+    "multiple_choice": "BertForMultipleChoice",
 }
 ARCHITECTURE_TO_HEAD = {v: k for k, v in HF_ARCHITECTURES.items()}
 
@@ -239,7 +240,7 @@ def hf_key_to_bertlab(key: str, head_kind: str | None) -> str | None:
     if key.startswith("bert."):
         return key
     if key.startswith("classifier."):
-        return "head." + key if head_kind in ("sequence", "token") else None
+        return "head." + key if head_kind in ("sequence", "token", "multiple_choice") else None
     if key.startswith("qa_outputs."):
         return "head." + key if head_kind == "span" else None
     if key.startswith("cls.predictions."):
@@ -261,7 +262,7 @@ def bertlab_key_to_hf(key: str, head_kind: str | None) -> str | None:
     if not key.startswith("head."):
         return None
     leaf = key[len("head."):]
-    if head_kind in ("sequence", "token") and leaf.startswith("classifier."):
+    if head_kind in ("sequence", "token", "multiple_choice") and leaf.startswith("classifier."):
         return leaf
     if head_kind == "span" and leaf.startswith("qa_outputs."):
         return leaf

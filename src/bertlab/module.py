@@ -75,6 +75,7 @@ class BertTaskModule(L.LightningModule):
         self.strict_loading = not self._slim_checkpoints
         self._fingerprint: str | None = None
         self.last_metrics: dict[str, dict[str, float]] = {}
+        self.val_stage = "val"  # what a validation loop is scoring: "val", or a data.val_extra_files name
 
     # ------------------------------------------------------------------------------------------------
     # Forward
@@ -209,8 +210,8 @@ class BertTaskModule(L.LightningModule):
         self._eval_step(batch)
 
     def on_validation_epoch_end(self) -> None:
-        scores = self._eval_end("val")
-        self._log_scores("val", scores)
+        scores = self._eval_end(self.val_stage)
+        self._log_scores(self.val_stage, scores)
 
     def on_test_epoch_start(self) -> None:
         self._eval_start()
@@ -235,3 +236,18 @@ class BertTaskModule(L.LightningModule):
             out = self.output_dir / "predictions" / f"{stage}_predictions.json"
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
+
+
+def evaluate_extra_split(trainer: L.Trainer, module: BertTaskModule, datamodule: Any, name: str,
+                         ckpt_path: str | None) -> dict[str, float]:
+    """Score the labelled dev set ``name`` (a ``data.val_extra_files`` entry) once, exactly as ``val``.
+
+    It runs as a validation loop (every rank, gathered, de-duplicated) and logs ``<name>/<metric>``.
+    """
+    module.val_stage = name
+    try:
+        trainer.validate(module, dataloaders=datamodule.eval_dataloader(name), ckpt_path=ckpt_path, verbose=False,
+                         weights_only=True)
+    finally:
+        module.val_stage = "val"
+    return module.last_metrics.get(name, {})

@@ -41,7 +41,7 @@ from bertlab.export import export_checkpoint
 from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
 from bertlab.hf_weights import CheckpointError
 from bertlab.loggers import build_loggers, finish_wandb
-from bertlab.module import BertTaskModule
+from bertlab.module import BertTaskModule, evaluate_extra_split
 from bertlab.overrides import apply_policy_defaults, build_typed
 from bertlab.predict import predict_checkpoint, run_predict
 from bertlab.reliability import (
@@ -308,6 +308,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used")
         val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
         metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
+        for name in data_cfg.val_extra_files or {}:  # MNLI's mismatched dev set: its own metrics.json block
+            metrics[name] = evaluate_extra_split(trainer, module, datamodule, name, best_path)
         if cfg.test and data_cfg.test_file:
             trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
             metrics["test"] = module.last_metrics.get("test", {})
@@ -441,6 +443,8 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
         "monitor": {"metric": task.monitor, "mode": task.mode,
                     "value": clean(metrics.get("val", {})).get(metric_name)},
     }
+    for name in data_cfg.val_extra_files or {}:
+        result[name] = clean(metrics.get(name, {}))
     if "test" in metrics:
         result["test"] = clean(metrics["test"])
     if data_cfg.source == "sample":
@@ -478,6 +482,9 @@ def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) 
         f"{monitor['metric']}: {format_value(monitor['value'])}  ({monitor['mode']})",
         "val:              " + ", ".join(f"{k}={format_value(v)}" for k, v in result["val"].items()),
     ]
+    for name, block in result.items():  # data.val_extra_files blocks (MNLI: val_mismatched)
+        if name.startswith("val_") and isinstance(block, dict):
+            lines.append(f"{name}: " + ", ".join(f"{k}={format_value(v)}" for k, v in block.items()))
     if trained:
         lines.append(f"train:            {result['train']['steps']} steps, "
                      f"{format_value(float(result['train']['samples_per_s']))} samples/s")

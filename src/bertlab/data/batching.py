@@ -189,6 +189,8 @@ class Collator:
         self.calls = 0
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        if len(features[0]["input_ids"]) and not np.isscalar(features[0]["input_ids"][0]):
+            return self._choices(features)
         longest = max(len(f["input_ids"]) for f in features)
         if self.multiple:
             longest = -(-longest // self.multiple) * self.multiple
@@ -222,6 +224,33 @@ class Collator:
                 batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
         if self.mlm is not None:
             self._mask(batch, getattr(features, "mask_seed", None))
+        return batch
+
+    def _choices(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Multiple choice: (B, C, T) ids / types / attention, C the most choices in the batch; ``choice_mask``
+        (B, C) marks the real choices. A padded choice attends to its first position only (a row with no
+        position to attend to would make attention NaN); its score is masked out by the family."""
+        longest = max(len(row) for f in features for row in f["input_ids"])
+        if self.multiple:
+            longest = -(-longest // self.multiple) * self.multiple
+        n, c = len(features), max(len(f["input_ids"]) for f in features)
+        input_ids = torch.full((n, c, longest), self.pad_id, dtype=torch.long)
+        token_type_ids = torch.zeros((n, c, longest), dtype=torch.long)
+        attention_mask = torch.zeros((n, c, longest), dtype=torch.long)
+        attention_mask[:, :, 0] = 1
+        choice_mask = torch.zeros((n, c), dtype=torch.bool)
+        for i, f in enumerate(features):
+            for j, (ids, types) in enumerate(zip(f["input_ids"], f["token_type_ids"])):
+                t = len(ids)
+                input_ids[i, j, :t] = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+                token_type_ids[i, j, :t] = torch.as_tensor(np.asarray(types, dtype=np.int64))
+                attention_mask[i, j, :t] = 1
+                choice_mask[i, j] = True
+        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+                 "choice_mask": choice_mask, "index": torch.tensor([f["index"] for f in features], dtype=torch.long),
+                 "num_tokens": int(attention_mask[choice_mask].sum())}
+        if "labels" in features[0]:
+            batch["labels"] = torch.tensor([int(f["labels"]) for f in features], dtype=torch.long)
         return batch
 
     @staticmethod

@@ -99,7 +99,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def split_file(self, split: str) -> Path | list[Path] | None:
         value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,
-                 "predict": self.cfg.predict_file}[split]
+                 "predict": self.cfg.predict_file, **(self.cfg.val_extra_files or {})}[split]
         if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
             return [self.resolve(v) for v in value]
         return self.resolve(value)
@@ -120,6 +120,11 @@ class TaskDataModule(L.LightningDataModule):
         if self.task.family == "qa":
             examples = read_squad(path, train=True, policy=policy)
             return [e.question for e in examples] + sorted({e.context for e in examples})
+        if self.task.family == "multiple_choice":
+            from bertlab.data.choices import read_choices
+
+            examples = read_choices(path, self.cfg, labelled=False, policy=policy)
+            return [e.context for e in examples] + [c for e in examples for c in e.choices]
         rows = read_table(path, self.cfg.text_column, self.cfg.text_pair_column, None, policy)
         return [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair]
 
@@ -185,7 +190,7 @@ class TaskDataModule(L.LightningDataModule):
     def _featurize(self, split: str, path) -> Split:
         train = split == "train"
         limit = self.cfg.max_train_samples if train else self.cfg.max_eval_samples
-        labelled = split != "predict"
+        labelled = split != "predict"  # val, test and the data.val_extra_files sets carry labels
         family = self.task.family
         label_map = LabelMap(self.labels) if self.labels is not None else None
         if family == "sequence":
@@ -195,6 +200,10 @@ class TaskDataModule(L.LightningDataModule):
             return token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
         if family == "qa":
             return qa_split(split, path, self.cfg, self.tokenizer, train=train, max_examples=limit)
+        if family == "multiple_choice":
+            from bertlab.data.choices import choice_split
+
+            return choice_split(split, path, self.cfg, self.tokenizer, labelled=labelled, max_examples=limit)
         paths = path if isinstance(path, list) else [path]
         return mlm_split(split, paths, self.cfg, self.tokenizer, self.task, self.seed, max_examples=limit)
 
@@ -204,6 +213,8 @@ class TaskDataModule(L.LightningDataModule):
             names += ["train", "val"]
         if stage == "validate":
             names.append("val")
+        if stage in (None, "fit", "validate"):
+            names += list(self.cfg.val_extra_files or {})
         if stage in (None, "test") and self.cfg.test_file:
             names.append("test")
         return names
@@ -265,6 +276,10 @@ class TaskDataModule(L.LightningDataModule):
         # it, and the sampler skips exactly that many (see TrainBatchSampler.load_state_dict).
         trainer = self.trainer
         return trainer.fit_loop.epoch_loop.batch_progress.current.ready if trainer is not None else 0
+
+    def eval_dataloader(self, name: str) -> DataLoader:
+        """The loader of any evaluation split by name (``val``, ``test`` or a ``data.val_extra_files`` name)."""
+        return self._eval_loader(name)
 
     def _eval_loader(self, name: str) -> DataLoader:
         split = self.splits[name]

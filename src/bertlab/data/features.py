@@ -169,7 +169,7 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
         raise DataError(f"{path}: no questions")
     # Evaluation windows get the first answer's positions too (when every question has one), so val/loss
     # is the same span loss as in training.
-    labelled = all(e.answers for e in examples)
+    labelled = all(e.answers or e.is_impossible for e in examples)  # SQuAD 2.0: no answer → [CLS]
     try:
         qa = prepare_qa_features(examples, tokenizer.tokenizer, cls_id=tokenizer.cls_id,
                                  sep_id=tokenizer.sep_id, train=labelled, max_seq_length=data.max_seq_length,
@@ -231,4 +231,8 @@ def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTok
 
 
 def lengths(features: list[dict[str, Any]]) -> np.ndarray:
-    return np.fromiter((len(f["input_ids"]) for f in features), dtype=np.int64, count=len(features))
+    """Tokens per feature (what batching sorts on); a multiple-choice feature counts all of its choice rows."""
+    def size(ids) -> int:
+        return sum(len(row) for row in ids) if len(ids) and not np.isscalar(ids[0]) else len(ids)
+
+    return np.fromiter((size(f["input_ids"]) for f in features), dtype=np.int64, count=len(features))

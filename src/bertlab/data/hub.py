@@ -29,6 +29,23 @@ PRESETS = {
                                       "conll2003/eng.testb": "test"}),
     "wnut17": ("wnut_17", None, {"wnut17/wnut17train.conll": "train", "wnut17/emerging.dev.conll": "validation"}),
     "squad": ("squad", None, {"squad_v1.1/train.json": "train", "squad_v1.1/dev.json": "validation"}),
+    "swag": ("swag", "regular", {"swag/train.csv": "train", "swag/val.csv": "validation", "swag/test.csv": "test"}),
+    "squad_v2": ("squad_v2", None, {"squad_v2/train.json": "train", "squad_v2/dev.json": "validation"}),
+    **{task: ("glue", task, {f"{task}/train.tsv": "train", f"{task}/dev.tsv": "validation",
+                             f"{task}/test.tsv": "test"}) for task in ("cola", "stsb", "qqp", "qnli", "wnli")},
+    "mnli": ("glue", "mnli", {"mnli/train.tsv": "train", "mnli/dev_matched.tsv": "validation_matched",
+                              "mnli/dev_mismatched.tsv": "validation_mismatched",
+                              "mnli/test_matched.tsv": "test_matched", "mnli/test_mismatched.tsv": "test_mismatched"}),
+}
+
+# The rest of GLUE in the release's layout: (header, the hub columns in that order, the label column's
+# name in our files). CoLA's train/dev files have no header: (source, label, author's mark, sentence).
+GLUE_COLUMNS = {
+    "stsb": (["index", "sentence1", "sentence2", "score"], ["idx", "sentence1", "sentence2"], "score"),
+    "qqp": (["id", "question1", "question2", "is_duplicate"], ["idx", "question1", "question2"], "is_duplicate"),
+    "mnli": (["index", "sentence1", "sentence2", "gold_label"], ["idx", "premise", "hypothesis"], "gold_label"),
+    "qnli": (["index", "question", "sentence", "label"], ["idx", "question", "sentence"], "label"),
+    "wnli": (["index", "sentence1", "sentence2", "label"], ["idx", "sentence1", "sentence2"], "label"),
 }
 
 
@@ -80,6 +97,44 @@ def _write_glue(ds, task: str, path: Path) -> None:
     path.write_text("\t".join(header) + "\n" + "".join("\t".join(r) + "\n" for r in clean), encoding="utf-8")
 
 
+def _write_glue_table(ds, task: str, path: Path) -> None:
+    """CoLA, STS-B, QQP, MNLI, QNLI, WNLI as the GLUE release writes them (labels: MNLI and QNLI by name,
+    the others by number, STS-B as a 0-5 score); a test split (labels -1) has no label column."""
+    names = _label_names(ds, "label")
+    test = all(r["label"] in (-1, -1.0) for r in ds)
+
+    def label(value) -> str:
+        if task == "stsb":
+            return f"{float(value):g}"
+        return names[value] if task in ("mnli", "qnli") and names else str(value)
+
+    if task == "cola":
+        header = ["index", "sentence"] if test else None
+        rows = [[str(r["idx"]), r["sentence"]] if test else
+                ["hub", str(r["label"]), "" if r["label"] == 1 else "*", r["sentence"]] for r in ds]
+    else:
+        header, columns, _ = GLUE_COLUMNS[task]
+        header = header[:-1] if test else header
+        rows = [[str(r[c]) for c in columns] + ([] if test else [label(r["label"])]) for r in ds]
+    clean = [[c.replace("\t", " ").replace("\n", " ") for c in r] for r in rows]
+    text = ("\t".join(header) + "\n" if header else "") + "".join("\t".join(r) + "\n" for r in clean)
+    path.write_text(text, encoding="utf-8")
+
+
+def _write_swag(ds, path: Path) -> None:
+    """SWAG's CSV layout (test rows have label -1: no label column then)."""
+    import csv
+
+    test = all(int(r["label"]) < 0 for r in ds)
+    columns = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+               "ending2", "ending3"] + ([] if test else ["label"])
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["", *columns])
+        for i, r in enumerate(ds):
+            writer.writerow([i, *(str(r[c]) for c in columns)])
+
+
 def _write_conll(ds, path: Path) -> None:
     names = _label_names(ds, "ner_tags")
     lines = []
@@ -94,8 +149,9 @@ def _write_squad(ds, path: Path) -> None:
     paragraphs = []
     for r in ds:
         answers = [{"text": t, "answer_start": int(s)} for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"])]
+        # SQuAD 2.0's unanswerable questions have no answers: is_impossible says so explicitly.
         paragraphs.append({"context": r["context"], "qas": [{"id": r["id"], "question": r["question"],
-                                                             "answers": answers}]})
+                                                             "answers": answers, "is_impossible": not answers}]})
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "hub", "paragraphs": paragraphs}]}),
                     encoding="utf-8")
 
@@ -113,6 +169,10 @@ def fetch_preset(task: str, relative: str, root: Path) -> Path:
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     if task in ("sst2", "mrpc", "rte"):
         _write_glue(ds, task, tmp)
+    elif task in ("cola", *GLUE_COLUMNS):
+        _write_glue_table(ds, task, tmp)
+    elif task == "swag":
+        _write_swag(ds, tmp)
     elif task in ("conll2003", "wnut17"):
         _write_conll(ds, tmp)
     else:

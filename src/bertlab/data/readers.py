@@ -73,7 +73,8 @@ class TextExample:
     where: str  # "file:line"
 
 
-def _table_rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """(header, [(line number, {column: cell})]); ``has_header=False`` names the columns "0", "1", ... (CoLA)."""
     lines = read_text_lines(path)
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
@@ -95,9 +96,13 @@ def _table_rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]
     quoting = csv.QUOTE_MINIMAL if suffix == ".csv" else csv.QUOTE_NONE
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
-    header = [h.strip() for h in next(reader)]
+    if has_header:
+        header, first_line = [h.strip() for h in next(reader)], 2
+    else:
+        header, first_line = [str(i) for i in range(len(next(csv.reader(lines[:1], delimiter=delimiter,
+                                                                        quoting=quoting))))], 1
     rows = []
-    for i, cells in enumerate(reader, 2):
+    for i, cells in enumerate(reader, first_line):
         if not cells or all(not c.strip() for c in cells):
             continue
         if len(cells) != len(header):
@@ -114,10 +119,23 @@ def read_table(
     label_column: str | None,
     policy: BadExamplePolicy,
 ) -> list[TextExample]:
-    """Rows of a TSV/CSV/JSONL file as examples; ``label_column=None`` reads unlabelled (predict) files."""
-    header, rows = _table_rows(path)
+    """Rows of a TSV/CSV/JSONL file as examples; ``label_column=None`` reads unlabelled (predict) files.
+
+    Columns given as integers are positions (0-based) in a TSV/CSV file without a header line (GLUE's CoLA).
+    """
+    named = [c for c in (text_column, text_pair_column, label_column) if c is not None]
+    positional = bool(named) and all(isinstance(c, int) and not isinstance(c, bool) for c in named)
+    if positional and path.suffix.lower() in (".jsonl", ".json"):
+        raise DataError(f"{path}: JSON lines name their fields: give data.text_column etc. as names, not positions")
+    header, rows = _table_rows(path, has_header=not positional)
+    if positional:
+        text_column, text_pair_column, label_column = (None if c is None else str(c) for c in
+                                                       (text_column, text_pair_column, label_column))
     for key, column in (("text_column", text_column), ("text_pair_column", text_pair_column),
                         ("label_column", label_column)):
+        if column is not None and column not in header and positional:
+            raise DataError(f"{path}: no column {column} (data.{key}); the first line has {len(header)} "
+                            f"columns, numbered from 0. Set data.{key} to one of 0..{len(header) - 1}")
         if column is not None and column not in header:
             raise DataError(
                 f"{path}: no column {column!r} (data.{key}); the header has {header}. "

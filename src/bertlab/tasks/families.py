@@ -21,6 +21,7 @@ from bertlab.data.features import Split
 from bertlab.data.mlm import IGNORE_INDEX, mlm_loss
 from bertlab.heads import (
     CausalLMHead,
+    MultipleChoiceHead,
     PreTrainingHead,
     SequenceClassificationHead,
     SpanHead,
@@ -177,6 +178,8 @@ class QAFamily(Family):
 
         examples = split.meta["examples"]
         features = split.meta["qa_features"]
+        if getattr(self.data_cfg, "version_2_with_negative", False):
+            return self._score_v2(index, outputs, examples, features, loss)
         predictions = postprocess_qa_predictions(
             examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
             feature_indices=index.tolist(), n_best_size=self.data_cfg.n_best_size,
@@ -185,6 +188,23 @@ class QAFamily(Family):
         references = squad_references(examples)
         arrived = {k: references[k] for k in predictions}
         scores = squad_scores(predictions, arrived)
+        self.last_predictions = predictions
+        return {"loss": loss, **scores, "num_examples": len(predictions)}
+
+    def _score_v2(self, index, outputs, examples, features, loss):
+        """SQuAD 2.0: "" when the null score wins by more than data.null_score_diff_threshold; the official v2
+        metrics, with the best threshold on this split from the null-score differences."""
+        from bertlab.tasks.qa import postprocess_qa_predictions_v2, squad_references, squad_v2_scores
+
+        cfg = self.data_cfg
+        predictions, diffs = postprocess_qa_predictions_v2(
+            examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+            feature_indices=index.tolist(), null_score_diff_threshold=cfg.null_score_diff_threshold,
+            n_best_size=cfg.n_best_size, max_answer_length=cfg.max_answer_length, use_max_context=True,
+        )
+        references = squad_references(examples)
+        scores = squad_v2_scores(predictions, {k: references[k] for k in predictions}, na_probs=diffs)
+        scores.pop("total")
         self.last_predictions = predictions
         return {"loss": loss, **scores, "num_examples": len(predictions)}
 
@@ -290,7 +310,44 @@ class CLMFamily(Family):
         return {"samples": samples} if samples else {}
 
 
-FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily}
+class MultipleChoiceFamily(Family):
+    """One shared linear score per (context, choice) row, softmax over an example's choices
+    (``BertForMultipleChoice``); padded choices (examples with fewer choices than the batch's most) never win."""
+
+    head_kind = "multiple_choice"
+
+    def build_head(self, config, head, word_embeddings):
+        return MultipleChoiceHead(config, head)
+
+    def stock_head_kind(self, head):
+        return super().stock_head_kind(head) if head.pooling == "pooler" else None
+
+    def head_kwargs(self, batch):
+        return {"num_choices": batch["input_ids"].shape[1]}
+
+    @staticmethod
+    def _logits(scores, batch):
+        if "choice_mask" in batch:
+            scores = scores.masked_fill(~batch["choice_mask"], -1e9)  # float32 scores
+        return scores
+
+    def loss(self, scores, batch):
+        return F.cross_entropy(self._logits(scores, batch), batch["labels"])
+
+    def eval_step(self, scores, batch, state):
+        logits = self._logits(scores, batch)
+        per = F.cross_entropy(logits, batch["labels"], reduction="none")
+        state.add_loss(per.sum(), per.numel())
+        state.index.append(batch["index"].cpu())
+        state.outputs.append(torch.stack([logits.argmax(-1), batch["labels"]], dim=1).cpu())
+
+    def score(self, index, outputs, split, loss, extra):
+        pairs = torch.cat(outputs)
+        return {"loss": loss, "accuracy": float((pairs[:, 0] == pairs[:, 1]).float().mean())}
+
+
+FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
+            "multiple_choice": MultipleChoiceFamily}
 
 
 def build_family(task: TaskSpec, num_labels: int, labels: list[str] | None, data_cfg: Any) -> Family:

@@ -29,10 +29,12 @@ def classification_scores(preds: torch.Tensor, target: torch.Tensor, num_labels:
 
 
 def regression_scores(preds: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
+    """Pearson, Spearman and their mean ``combined_score`` (run_glue's STS-B metrics)."""
     if len(preds) < 2:
-        return {"pearson": 0.0, "spearmanr": 0.0}
+        return {"pearson": 0.0, "spearmanr": 0.0, "combined_score": 0.0}
     out = {"pearson": float(pearson_corrcoef(preds, target)), "spearmanr": float(spearman_corrcoef(preds, target))}
-    return {k: (0.0 if v != v else v) for k, v in out.items()}  # a constant prediction has no correlation
+    out = {k: (0.0 if v != v else v) for k, v in out.items()}  # a constant prediction has no correlation
+    return {**out, "combined_score": (out["pearson"] + out["spearmanr"]) / 2}
 
 
 def entity_scores(true_seqs: list[list[str]], pred_seqs: list[list[str]]) -> dict[str, float]:

@@ -16,8 +16,10 @@ Windowing is the one of Hugging Face ``run_qa.py`` (``truncation="only_second"``
 ``return_overflowing_tokens=True``), rebuilt on ``tokenizers`` so that each distinct context is tokenized
 once and windows are cheap slices (see :func:`window_bounds` for the exact stride rule).
 
-Scope: SQuAD v1.1 decoding always returns a span. SQuAD 2.0 ``is_impossible`` questions are trained
-towards ``[CLS]`` but no null-answer threshold is applied when decoding.
+SQuAD v1.1 decoding always returns a span. SQuAD 2.0 (``task=squad_v2``): ``is_impossible`` questions (and
+windows without the answer) are trained towards ``[CLS]``; :func:`postprocess_qa_predictions_v2` answers ""
+when the null score beats the best span by more than a threshold, and :func:`squad_v2_scores` is the official
+v2 metric, including the best threshold on the data.
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ __all__ = [
     "QASpan",
     "best_spans",
     "normalize_answer",
+    "null_scores",
     "postprocess_qa_predictions",
+    "postprocess_qa_predictions_v2",
     "prepare_qa_features",
     "squad_examples",
     "squad_references",
     "squad_scores",
+    "squad_v2_scores",
     "validate_example",
     "window_bounds",
 ]
@@ -509,3 +514,148 @@ def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequen
         exact += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
         f1 += max(_f1(pred, g) for g in golds)
     return {"exact_match": 100.0 * exact / len(references), "f1": 100.0 * f1 / len(references)}
+
+
+# --------------------------------------------------------------------------------------------------------
+# SQuAD v2.0: the null answer, and the official evaluate-v2.0.py metric
+
+
+def null_scores(
+    features: QAFeatures,
+    start_logits: Sequence[Any] | np.ndarray,
+    end_logits: Sequence[Any] | np.ndarray,
+    feature_indices: Sequence[int] | None = None,
+) -> dict[int, float]:
+    """Example index → its null ("no answer") score: the smallest ``start_logit[CLS] + end_logit[CLS]`` over
+    its windows that arrived (BERT's ``run_squad.py`` and ``run_qa.py`` take the minimum over windows)."""
+    if feature_indices is None:
+        feature_indices = range(len(start_logits))
+    out: dict[int, float] = {}
+    for k, f in enumerate(feature_indices):
+        ex = features.example_index[int(f)]
+        score = float(np.asarray(start_logits[k]).reshape(-1)[0]) + float(np.asarray(end_logits[k]).reshape(-1)[0])
+        out[ex] = min(score, out.get(ex, np.inf))
+    return out
+
+
+def postprocess_qa_predictions_v2(
+    examples: Sequence[QAExample],
+    features: QAFeatures,
+    start_logits: Sequence[Any] | np.ndarray,
+    end_logits: Sequence[Any] | np.ndarray,
+    feature_indices: Sequence[int] | None = None,
+    *,
+    null_score_diff_threshold: float = 0.0,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    use_max_context: bool = False,
+) -> tuple[dict[str, str], dict[str, float]]:
+    """SQuAD 2.0 answers: ``(id → text or "" for no answer, id → null score minus best span score)``.
+
+    As BERT's ``run_squad.py``: an example answers "" when ``null score - best span score`` exceeds
+    ``null_score_diff_threshold``, else the best span of :func:`best_spans`; an example without any valid span
+    answers "". The differences are the official script's ``--na-prob-file`` values (larger = more likely
+    unanswerable), from which :func:`squad_v2_scores` finds the best threshold. Every example with at least
+    one arrived window is in both results.
+    """
+    if feature_indices is None:
+        feature_indices = range(len(start_logits))
+    spans = best_spans(examples, features, start_logits, end_logits, feature_indices, n_best_size=n_best_size,
+                       max_answer_length=max_answer_length, use_max_context=use_max_context)
+    predictions, diffs = {}, {}
+    for ex_index, null in null_scores(features, start_logits, end_logits, feature_indices).items():
+        qid = examples[ex_index].id
+        span = spans.get(qid)
+        diff = null - span.score if span is not None else np.inf
+        diffs[qid] = float(min(diff, 1e9))  # finite: it goes to a JSON file
+        predictions[qid] = "" if span is None or diff > null_score_diff_threshold else span.text
+    return predictions, diffs
+
+
+def _v2_tokens(s: str) -> list[str]:
+    return normalize_answer(s).split() if s else []
+
+
+def _v2_exact(gold: str, pred: str) -> int:
+    return int(normalize_answer(gold) == normalize_answer(pred))
+
+
+def _v2_f1(gold: str, pred: str) -> float:
+    gold_toks, pred_toks = _v2_tokens(gold), _v2_tokens(pred)
+    if not gold_toks or not pred_toks:  # no-answer on either side: 1 when both are empty, else 0
+        return float(gold_toks == pred_toks)
+    same = sum((collections.Counter(gold_toks) & collections.Counter(pred_toks)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_toks), same / len(gold_toks)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float], na_probs: Mapping[str, float],
+                    has_ans: Mapping[str, bool]) -> tuple[float, float]:
+    # evaluate-v2.0.py find_best_thresh: start from "no answer everywhere", then hand each question its
+    # prediction in increasing na_prob order; keep the best running total and the na_prob where it was reached.
+    # One change: when "no answer everywhere" stays best, the script reports 0.0, which (for probabilities)
+    # means "every question above 0"; with null-score differences, which can be negative, 0.0 would not
+    # reproduce it, so the threshold reported is then one below the smallest difference.
+    best = current = sum(1 for q in scores if not has_ans[q])
+    scored = [na_probs[q] for q in na_probs if q in scores]
+    best_thresh = min(scored) - 1.0 if scored else 0.0
+    for qid in sorted(na_probs, key=lambda q: na_probs[q]):
+        if qid not in scores:
+            continue
+        if has_ans[qid]:
+            diff = scores[qid]
+        else:
+            diff = -1 if predictions[qid] else 0
+        current += diff
+        if current > best:
+            best, best_thresh = current, na_probs[qid]
+    return 100.0 * best / len(scores), float(best_thresh)
+
+
+def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+                    na_probs: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The official SQuAD 2.0 metric (``evaluate-v2.0.py``), in percent, on the questions in ``references``.
+
+    ``references``: id → gold answer texts (empty for an unanswerable question); ``predictions``: id → text,
+    "" meaning no answer. Gold answers that normalize to nothing are dropped, and a question left without any
+    counts as unanswerable (gold ""); exact match and F1 are maxima over the golds; F1 with no tokens on
+    either side is 1 when both are empty, else 0. Returns ``exact_match`` (the script's ``exact``), ``f1``,
+    ``total``; ``HasAns_*`` / ``NoAns_*`` (exact, f1, total) when such questions exist; and, with ``na_probs``
+    (id → the script's --na-prob-file values), ``best_exact``, ``best_exact_thresh``, ``best_f1``,
+    ``best_f1_thresh`` (the script's, except that when answering nothing is best the threshold reported is
+    below every na_prob, so that it reproduces that choice). As without --na-prob-file, the main figures
+    score the predictions as given.
+    A referenced id without prediction scores 0 (unanswerable questions: as if answered).
+    """
+    exact, f1, has_ans = {}, {}, {}
+    for qid, golds in references.items():
+        golds = [g for g in golds if normalize_answer(g)] or [""]
+        has_ans[qid] = golds != [""]
+        pred = predictions.get(qid)
+        if pred is None:
+            exact[qid], f1[qid] = 0.0, 0.0
+            continue
+        exact[qid] = float(max(_v2_exact(g, pred) for g in golds))
+        f1[qid] = max(_v2_f1(g, pred) for g in golds)
+    if not references:
+        return {"exact_match": 0.0, "f1": 0.0, "total": 0}
+
+    def block(qids: list[str]) -> tuple[float, float]:
+        return 100.0 * sum(exact[q] for q in qids) / len(qids), 100.0 * sum(f1[q] for q in qids) / len(qids)
+
+    out: dict[str, float] = {}
+    out["exact_match"], out["f1"] = block(list(references))
+    out["total"] = len(references)
+    for name, wanted in (("HasAns", True), ("NoAns", False)):
+        qids = [q for q in references if has_ans[q] is wanted]
+        if qids:
+            out[f"{name}_exact"], out[f"{name}_f1"] = block(qids)
+            out[f"{name}_total"] = len(qids)
+    if na_probs is not None:
+        preds = {q: predictions.get(q, "") for q in references}
+        probs = {q: na_probs.get(q, 0.0) for q in references}
+        out["best_exact"], out["best_exact_thresh"] = _best_threshold(preds, exact, probs, has_ans)
+        out["best_f1"], out["best_f1_thresh"] = _best_threshold(preds, f1, probs, has_ans)
+    return out

@@ -1,0 +1,146 @@
+"""Multiple choice (SWAG and your own data): read examples, and turn each into one (context, choice) pair per
+choice, as ``BertForMultipleChoice`` reads them.
+
+Formats (the family ``multiple_choice``; ``data.*`` keys name the fields):
+
+- SWAG's CSV (``task=swag``): the context is ``sent1``; each choice is ``sent2`` (the start of the next
+  sentence, ``data.choice_prefix_column``) followed by one of ``ending0`` … ``ending3``
+  (``data.choice_columns``); ``label`` is the index of the right ending (run_swag's pairing).
+- Your own TSV/CSV: the same keys with your column names, any number of choice columns.
+- Your own JSONL (``task=multiple_choice``): ``{"context": ..., "choices": [...], "label": 1}``, the choices a
+  list (``data.choices_field``) whose length may differ between examples; an optional
+  ``data.choice_prefix_column`` string is put before every choice.
+
+The label is the 0-based index of the right choice. A feature holds one row of ids per choice; the collator
+pads rows and choices, and padded choices are masked out of the softmax (``choice_mask``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertlab.config import DataConfig
+from bertlab.data.features import Split
+from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, read_text_lines
+from bertlab.tokenization import BertTokenizer
+
+
+@dataclass
+class ChoiceExample:
+    context: str
+    choices: list[str]
+    label: int | None
+    where: str  # "file:line"
+
+
+def _label(value, n_choices: int, where: str, policy: BadExamplePolicy) -> int | None | bool:
+    """The label as a choice index; False (after policy.bad) when it is not one."""
+    try:
+        label = int(str(value).strip())
+    except ValueError:
+        policy.bad(f"{where}: label {value!r} is not the index of a choice (0..{n_choices - 1})")
+        return False
+    if not 0 <= label < n_choices:
+        policy.bad(f"{where}: label {label} is outside the {n_choices} choices (0..{n_choices - 1})")
+        return False
+    return label
+
+
+def read_choices(path: Path, data: DataConfig, labelled: bool, policy: BadExamplePolicy) -> list[ChoiceExample]:
+    """Examples of a multiple-choice file (SWAG CSV, TSV/CSV with choice columns, or JSONL with a choice list)."""
+    label_column = data.label_column if labelled else None
+    examples = []
+    if path.suffix.lower() in (".jsonl", ".json"):
+        for i, line in enumerate(read_text_lines(path), 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{i}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{where}: not a JSON object per line ({err.msg})") from None
+            choices = obj.get(data.choices_field) if isinstance(obj, dict) else None
+            if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) and c.strip()
+                                                                             for c in choices):
+                policy.bad(f"{where}: {data.choices_field!r} must be a list of at least two non-empty strings "
+                           "(data.choices_field)")
+                continue
+            prefix = str(obj.get(data.choice_prefix_column) or "") if data.choice_prefix_column else ""
+            examples.append(_example(obj.get(data.text_column), prefix, choices,
+                                     obj.get(label_column) if label_column else None, label_column, where, policy))
+    else:
+        columns = list(data.choice_columns or [])
+        if len(columns) < 2:
+            raise DataError(f"{path}: a table needs data.choice_columns (at least two columns, one per choice), "
+                            f"got {columns}")
+        header, rows = _table_rows(path)
+        for key, names in (("text_column", [data.text_column]), ("choice_columns", columns),
+                           ("choice_prefix_column", [data.choice_prefix_column] if data.choice_prefix_column
+                            else []), ("label_column", [label_column] if label_column else [])):
+            unknown = [c for c in names if c not in header]
+            if unknown:
+                raise DataError(f"{path}: no column {unknown[0]!r} (data.{key}); the header has {header}")
+        for line, row in rows:
+            where = f"{path}:{line}"
+            if "__bad__" in row:
+                policy.bad(f"{where}: {row['__bad__']}")
+                continue
+            prefix = row.get(data.choice_prefix_column, "") if data.choice_prefix_column else ""
+            examples.append(_example(row.get(data.text_column), prefix, [row[c] for c in columns],
+                                     row.get(label_column) if label_column else None, label_column, where, policy))
+    return [e for e in examples if e is not None]
+
+
+def _example(context, prefix: str, choices: list[str], label, label_column, where: str,
+             policy: BadExamplePolicy) -> ChoiceExample | None:
+    context = str(context or "").strip()
+    if not context:
+        policy.bad(f"{where}: empty context (data.text_column)")
+        return None
+    if any(not str(c).strip() for c in choices):
+        policy.bad(f"{where}: an empty choice")
+        return None
+    index = None
+    if label_column:
+        if label is None or not str(label).strip():
+            policy.bad(f"{where}: empty label in {label_column!r}")
+            return None
+        index = _label(label, len(choices), where, policy)
+        if index is False:
+            return None
+    prefix = str(prefix or "").strip()
+    texts = [f"{prefix} {str(c).strip()}" if prefix else str(c).strip() for c in choices]
+    return ChoiceExample(context, texts, index, where)
+
+
+def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labelled: bool = True,
+                 max_examples: int | None = None) -> Split:
+    """One feature per example: ``input_ids`` / ``token_type_ids`` as one row per choice
+    (``[CLS] context [SEP] choice [SEP]``, cut longest-first to ``data.max_seq_length``), ``labels``."""
+    policy = BadExamplePolicy(data.on_bad_example)
+    examples = read_choices(path, data, labelled, policy)
+    if max_examples is not None:
+        examples = examples[:max_examples]
+    if not examples:
+        raise DataError(f"{path}: no usable examples")
+    tok = tokenizer.tokenizer
+    tok.enable_truncation(data.max_seq_length, strategy="longest_first")
+    try:
+        encodings = tokenizer.encode_batch([e.context for e in examples for _ in e.choices],
+                                           [c for e in examples for c in e.choices])
+    finally:
+        tok.no_truncation()
+    features, truncated, k = [], 0, 0
+    for i, ex in enumerate(examples):
+        rows = encodings[k:k + len(ex.choices)]
+        k += len(ex.choices)
+        truncated += any(bool(enc.overflowing) for enc in rows)
+        feature = {"input_ids": [enc.ids for enc in rows], "token_type_ids": [enc.type_ids for enc in rows],
+                   "index": i}
+        if labelled:
+            feature["labels"] = ex.label
+        features.append(feature)
+    return Split(name, features, len(examples), policy.skipped, truncated,
+                 meta={"num_choices": [len(e.choices) for e in examples]})
