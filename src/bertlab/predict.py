@@ -341,12 +341,8 @@ class Predictor:
         return rows
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
-        tok = self.tokenizer.tokenizer
-        tok.enable_truncation(self.settings.max_seq_length, strategy="longest_first")
-        try:
-            return tok.encode_batch(inputs, is_pretokenized=pretokenized)
-        finally:
-            tok.no_truncation()
+        with self.tokenizer.truncating(self.settings.max_seq_length):
+            return self.tokenizer.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
 
     @staticmethod
     def _features(encodings) -> list[dict[str, Any]]:

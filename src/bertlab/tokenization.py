@@ -6,10 +6,11 @@ whole-word masking), and segment ids for pairs (``[CLS] A [SEP] B [SEP]``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,16 @@ class BertTokenizer:
     def encode_words_batch(self, words: Sequence[Sequence[str]]):
         """Pre-split words (CoNLL): word_ids map every piece back to its word."""
         return self.tokenizer.encode_batch([list(w) for w in words], is_pretokenized=True)
+
+    @contextlib.contextmanager
+    def truncating(self, max_length: int, strategy: str = "longest_first") -> Iterator[BertTokenizer]:
+        """Encodings inside the block are cut to ``max_length`` tokens (specials included); the overflow of
+        each is in ``Encoding.overflowing``. Outside it the tokenizer never truncates."""
+        self.tokenizer.enable_truncation(max_length, strategy=strategy)
+        try:
+            yield self
+        finally:
+            self.tokenizer.no_truncation()
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))

@@ -125,13 +125,9 @@ def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokeniz
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    tok = tokenizer.tokenizer
-    tok.enable_truncation(data.max_seq_length, strategy="longest_first")
-    try:
+    with tokenizer.truncating(data.max_seq_length):
         encodings = tokenizer.encode_batch([e.context for e in examples for _ in e.choices],
                                            [c for e in examples for c in e.choices])
-    finally:
-        tok.no_truncation()
     features, truncated, k = [], 0, 0
     for i, ex in enumerate(examples):
         rows = encodings[k:k + len(ex.choices)]

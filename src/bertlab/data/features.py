@@ -68,13 +68,9 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    tok = tokenizer.tokenizer
-    tok.enable_truncation(data.max_seq_length, strategy="longest_first")
-    try:
+    with tokenizer.truncating(data.max_seq_length):
         encodings = tokenizer.encode_batch([e.text for e in examples],
                                            [e.text_pair for e in examples] if data.text_pair_column else None)
-    finally:
-        tok.no_truncation()
     features, truncated = [], 0
     for i, (ex, enc) in enumerate(zip(examples, encodings)):
         truncated += bool(enc.overflowing)
@@ -132,12 +128,8 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
         kept.append((s, tags, ids))
     b_to_i = {labels.index[t]: labels.index.get("I-" + t[2:], labels.index[t])
               for t in labels.labels if t.startswith("B-")}
-    tok = tokenizer.tokenizer
-    tok.enable_truncation(data.max_seq_length)
-    try:
+    with tokenizer.truncating(data.max_seq_length, strategy="longest_first"):
         encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept])
-    finally:
-        tok.no_truncation()
     features, gold, word_ids_all, truncated = [], [], [], 0
     for i, ((_, tags, ids), enc) in enumerate(zip(kept, encodings)):
         word_ids = enc.word_ids
