@@ -237,3 +237,82 @@ def test_experiment_configs_compose():
     for name in ("freeze_comparison", "pretrain_then_finetune"):
         header = (ROOT / "conf" / "experiment" / f"{name}.yaml").read_text()
         assert f"python train.py -m experiment={name}" in header
+
+
+# ---------------------------------------------------------------- the trial callback (no training)
+
+
+def _trainer(rank: int = 0, value: float | None = None, step: int = 4):
+    from types import SimpleNamespace
+
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    return SimpleNamespace(
+        is_global_zero=rank == 0, global_rank=rank, global_step=step, sanity_checking=False, should_stop=False,
+        state=SimpleNamespace(fn=TrainerFn.FITTING), callback_metrics={"val/loss": value},
+        strategy=SimpleNamespace(broadcast=lambda obj, src=0: obj))
+
+
+def _module(lr: float):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(hparams={"config": {"optim": {"lr": lr}, "seed": 1}})
+
+
+@pytest.fixture
+def in_process_trial(monkeypatch):
+    """An in-memory study whose trial 0 (lr=0.01) is this process's job, as the sweeper hands it over."""
+    import optuna
+    from optuna.distributions import FloatDistribution
+
+    from bertlab.sweeps import trial as trial_mod
+
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(study_name="s", storage=storage, direction="minimize",
+                                pruner=optuna.pruners.ThresholdPruner(upper=1.0))
+    study.enqueue_trial({"optim.lr": 0.01})
+    study.ask(fixed_distributions={"optim.lr": FloatDistribution(1e-4, 1.0, log=True)})
+    trial_mod.register_in_process(study, storage)
+    monkeypatch.setenv(trial_mod.TRIAL_ENV, "0")
+    monkeypatch.setenv(trial_mod.STUDY_ENV, "s")
+    monkeypatch.setenv(trial_mod.STORAGE_ENV, "")
+    trial_mod.reset_outcome()
+    yield study
+    trial_mod._IN_PROCESS.clear()
+
+
+def test_trial_callback_refuses_a_rank_with_other_parameters(in_process_trial, caplog):
+    from bertlab.sweeps.trial import OptunaTrialCallback
+
+    caplog.set_level("INFO")
+    OptunaTrialCallback("val/loss").setup(_trainer(), _module(0.01), "fit")
+    assert "optuna trial 0, rank 0: hyper-parameters optim.lr=0.01" in caplog.text
+    with pytest.raises(ConfigError, match=r"rank 0 trains with optim.lr=0.02 but the study asked for optim.lr=0.01"):
+        OptunaTrialCallback("val/loss").setup(_trainer(), _module(0.02), "fit")
+
+
+def test_trial_callback_reports_and_stops_a_pruned_trial(in_process_trial):
+    from bertlab.sweeps import trial as trial_mod
+
+    callback = trial_mod.OptunaTrialCallback("val/loss")
+    callback.setup(_trainer(), _module(0.01), "fit")
+    good = _trainer(value=0.5, step=2)
+    callback.on_validation_end(good, None)
+    assert not good.should_stop and trial_mod.OUTCOME.pruned is None
+    bad = _trainer(value=3.0, step=4)  # above the ThresholdPruner's upper bound: pruned
+    callback.on_validation_end(bad, None)
+    assert bad.should_stop and trial_mod.OUTCOME.pruned == {"step": 4, "value": 3.0}
+    (frozen,) = in_process_trial.trials
+    assert frozen.intermediate_values == {2: 0.5, 4: 3.0}
+    assert frozen.user_attrs[trial_mod.PRUNED_ATTR] == {"step": 4, "value": 3.0}
+
+
+def test_trial_callback_does_nothing_outside_a_sweep(monkeypatch):
+    from bertlab.sweeps import trial as trial_mod
+
+    monkeypatch.delenv(trial_mod.TRIAL_ENV, raising=False)
+    callback = trial_mod.OptunaTrialCallback("val/loss")
+    callback.setup(_trainer(), _module(0.01), "fit")
+    trainer = _trainer(value=100.0)
+    callback.on_validation_end(trainer, None)
+    assert callback.trial is None and not trainer.should_stop
