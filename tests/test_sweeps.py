@@ -316,3 +316,31 @@ def test_trial_callback_does_nothing_outside_a_sweep(monkeypatch):
     trainer = _trainer(value=100.0)
     callback.on_validation_end(trainer, None)
     assert callback.trial is None and not trainer.should_stop
+
+
+# ---------------------------------------------------------------- workers and storage (no training)
+
+
+def test_a_worker_is_alive_while_it_holds_its_lock(tmp_path):
+    from bertlab.sweeps.study import Worker
+
+    with Worker(tmp_path) as first, Worker(tmp_path) as second:
+        assert second.others() == [first.id] and first.others() == [second.id]
+        assert second.alive(first.id) and second.alive(second.id)
+    # A lock file nobody holds is what a killed worker leaves: that worker is gone.
+    (tmp_path / ".workers" / "host-1-abcdef.lock").write_text("")
+    with Worker(tmp_path) as third:
+        assert not third.alive("host-1-abcdef") and not third.alive(None) and third.others() == []
+        assert not (tmp_path / ".workers" / "host-1-abcdef.lock").exists()
+
+
+def test_sqlite_is_refused_for_parallel_trials():
+    from bertlab.sweeps.study import check_storage_for_workers, describe
+
+    check_storage_for_workers("sqlite:///x.db", 1, [])
+    check_storage_for_workers("/tmp/optuna.journal", 4, ["other"])
+    with pytest.raises(ConfigError, match="n_jobs=2 on this study. Use a journal file"):
+        check_storage_for_workers("sqlite:///x.db", 2, [])
+    with pytest.raises(ConfigError, match="1 other worker"):
+        check_storage_for_workers("sqlite:///x.db", 1, ["w"])
+    assert describe("postgresql://user:secret@db:5432/optuna") == "postgresql://***@db:5432/optuna"

@@ -165,7 +165,8 @@ def _jobs(sweep: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_joblib_and_submitit_local_launchers_write_what_the_basic_launcher_writes(tmp_path):
-    args = ("trainer.max_epochs=1",)
+    # One cache: a scratch tokenizer trained again in another process may break ties differently.
+    args = ("trainer.max_epochs=1", f"paths.cache_dir={tmp_path / 'cache'}")
     train_cli("seed=1,2", *args, tmp=tmp_path / "basic")
     train_cli("seed=1,2", *args, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", tmp=tmp_path / "joblib")
     train_cli("seed=1,2,3,4", *args, "hydra/launcher=submitit_local", tmp=tmp_path / "submitit")
@@ -180,7 +181,8 @@ def test_joblib_and_submitit_local_launchers_write_what_the_basic_launcher_write
             if job in ("0", "1"):  # the same job as the basic launcher's: the same metrics.json
                 b = metrics(basic / job)
                 assert m.keys() == b.keys() and m["val"] == b["val"] and m["train"]["steps"] == b["train"]["steps"]
-                assert m["overrides"] == b["overrides"]
+                assert [o for o in m["overrides"] if not o.startswith("paths.log_dir=")] == [
+                    o for o in b["overrides"] if not o.startswith("paths.log_dir=")]
     assert (sweep / ".submitit").is_dir()
 
 

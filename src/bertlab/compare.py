@@ -47,7 +47,7 @@ TOP_LEVEL_KEYS = ("task", "model", "freeze", "data_source")
 EXTRA_METRICS = (("params", "trainable"), ("train", "wall_s"), ("train", "samples_per_s"))
 LOWER_IS_BETTER = ("loss", "perplexity", "wall_s")
 # Keys that differ between runs without being an experimental choice: seeds, output locations, Hydra's own.
-_EXCLUDED = re.compile(r"(^|\.)seed$|^(hydra|paths)(\.|$)|(dir|dirpath|_path|best_checkpoint)$")
+_EXCLUDED = re.compile(r"(^|\.)seed$|^(hydra|paths)(\.|$)|(dir|dirpath|_path|best_checkpoint)$|^skip_finished$")
 
 
 class CompareError(ValueError):
