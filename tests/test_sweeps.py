@@ -344,3 +344,16 @@ def test_sqlite_is_refused_for_parallel_trials():
     with pytest.raises(ConfigError, match="1 other worker"):
         check_storage_for_workers("sqlite:///x.db", 1, ["w"])
     assert describe("postgresql://user:secret@db:5432/optuna") == "postgresql://***@db:5432/optuna"
+
+
+@pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "1"}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}])
+def test_a_sweep_started_once_per_rank_is_refused(monkeypatch, env):
+    from hydra_plugins.bertlab_optuna.optuna_sweeper import refuse_rank_launched_sweep
+
+    for key in ("WORLD_SIZE", "RANK", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(key, raising=False)
+    refuse_rank_launched_sweep()  # one process: fine
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError, match="every rank would ask the study for a different trial"):
+        refuse_rank_launched_sweep()

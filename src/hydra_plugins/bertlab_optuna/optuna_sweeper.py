@@ -12,6 +12,10 @@
 - Several workers (the same command started several times, on one machine or on many) share the study:
   each asks for the next trial while fewer than ``n_trials`` are finished or running (bertlab.sweeps.study).
   ``n_jobs`` trials of one worker run at once through ``hydra/launcher``.
+- DDP: the sweeper (one process) asks the study; a trial's ranks are started for its job with the job's
+  overrides (Lightning re-runs the job's command line for ``trainer=ddp``, SLURM runs the pickled job on
+  every task for ``submitit_slurm``), so every rank trains with the trial's parameters, and only rank 0
+  reports to the trial (bertlab.sweeps.trial checks the ranks agree). A sweep started once per rank is refused.
 - ``optimization_results.yaml`` in the sweep dir: ``best_params`` / ``best_value`` / ``best_trial`` plus every
   trial's state, value and parameters (written even when all trials failed; the sweep then exits with an
   error).
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +97,22 @@ def build_pruner(pruner: Any) -> optuna.pruners.BasePruner | None:
     return hydra.utils.instantiate(pruner)
 
 
+def refuse_rank_launched_sweep() -> None:
+    """A sweep started once per rank (torchrun / srun around the sweep command) would make every rank a
+    worker asking the study for a trial of its own: the ranks of one DDP group would train with different
+    parameters. The sweep runs in one process; the ranks are started per trial (module docstring)."""
+    world = int(os.environ.get("WORLD_SIZE") or 1)
+    slurm_tasks = int(os.environ.get("SLURM_NTASKS") or 1) if os.environ.get("SLURM_PROCID") else 1
+    if world > 1 or slurm_tasks > 1:
+        raise ConfigError(
+            f"hparams_search=optuna was started as one of {max(world, slurm_tasks)} ranks (torchrun or srun "
+            "around the sweep command): every rank would ask the study for a different trial. Start the sweep "
+            "as one process and let each trial start its ranks: trainer=ddp / ddp_cpu (Lightning starts them "
+            "on this machine), or hydra/launcher=submitit_slurm with hydra.launcher.tasks_per_node=<devices> "
+            "(SLURM starts them per trial); see docs/sweeps.md"
+        )
+
+
 def _is_grid(sampler: Any) -> bool:
     target = sampler.get("_target_", "") if isinstance(sampler, dict | DictConfig) else ""
     return str(target).rsplit(".", 1)[-1] == "GridSampler"
@@ -122,6 +143,7 @@ class BertlabOptunaSweeper(Sweeper):
     # ------------------------------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.launcher is not None
+        refuse_rank_launched_sweep()
         space = parse_search_space(params_to_overrides(self.params) + list(arguments))
         n_trials = self.n_trials
         grid = _is_grid(self.sampler_conf)
