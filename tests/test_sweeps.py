@@ -357,3 +357,19 @@ def test_a_sweep_started_once_per_rank_is_refused(monkeypatch, env):
         monkeypatch.setenv(key, value)
     with pytest.raises(ConfigError, match="every rank would ask the study for a different trial"):
         refuse_rank_launched_sweep()
+
+
+def test_a_trial_left_with_some_parameters_gets_the_rest():
+    import optuna
+
+    from bertlab.sweeps.space import suggest_missing
+
+    space = parse_search_space(["a=interval(0.1, 0.2)", "b=choice(x, y)", "c=range(1, 5)"])
+    study = optuna.create_study()
+    trial = study.ask()
+    trial.suggest_categorical("b", ["x", "y"])  # a worker killed while asking: only b was drawn
+    b = trial.params["b"]
+    assert suggest_missing(trial, space.distributions) == ["a", "c"]
+    assert set(trial.params) == {"a", "b", "c"} and trial.params["b"] == b
+    assert 0.1 <= trial.params["a"] <= 0.2 and trial.params["c"] in range(1, 6)
+    assert suggest_missing(trial, space.distributions) == []

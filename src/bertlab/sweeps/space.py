@@ -110,3 +110,18 @@ def _override_value(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
+
+
+def suggest_missing(trial: Any, distributions: dict[str, BaseDistribution]) -> list[str]:
+    """Draw the parameters ``trial`` lacks (a worker killed while asking leaves a trial with only some of
+    them); returns their names."""
+    missing = [name for name in distributions if name not in trial.params]
+    for name in missing:
+        dist = distributions[name]
+        if isinstance(dist, FloatDistribution):
+            trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+        elif isinstance(dist, IntDistribution):
+            trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+        else:
+            trial.suggest_categorical(name, list(dist.choices))
+    return missing

@@ -41,7 +41,7 @@ from optuna.trial import TrialState
 from bertlab.config import ConfigError
 from bertlab.sweeps import study as study_mod
 from bertlab.sweeps import trial as trial_mod
-from bertlab.sweeps.space import SearchSpace, params_to_overrides, parse_search_space
+from bertlab.sweeps.space import SearchSpace, params_to_overrides, parse_search_space, suggest_missing
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,9 @@ class BertlabOptunaSweeper(Sweeper):
                             "the same parameters, in the same folder", t.number, t.user_attrs.get(WORKER_ATTR))
                 handle = study_mod.trial_handle(study, storage, t.number)
                 handle.set_user_attr(WORKER_ATTR, worker.id)
+                drawn = suggest_missing(handle, space.distributions)  # killed while asking
+                if drawn:
+                    log.warning("Trial %d had no value yet for %s: drawn now", t.number, ", ".join(drawn))
                 batch.append(handle)
         counted = sum(t.state != TrialState.WAITING for t in trials)
         for _ in range(min(n_trials - counted, self.n_jobs - len(batch))):
