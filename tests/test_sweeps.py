@@ -192,7 +192,7 @@ def test_grid_needs_enumerable_values():
 def test_pruner_by_name_or_node():
     import optuna
 
-    assert build_pruner(None) is None
+    assert isinstance(build_pruner(None), optuna.pruners.NopPruner)  # Optuna's own default would prune
     assert isinstance(build_pruner("median"), optuna.pruners.MedianPruner)
     assert isinstance(build_pruner("hyperband"), optuna.pruners.HyperbandPruner)
     node = build_pruner({"_target_": "optuna.pruners.MedianPruner", "n_startup_trials": 2})

@@ -83,12 +83,13 @@ def trial_values(ret: JobReturn, n_objectives: int) -> tuple[list[float] | None,
     return values, None
 
 
-def build_pruner(pruner: Any) -> optuna.pruners.BasePruner | None:
-    """``hydra.sweeper.pruner``: null, a name (median, successive_halving, hyperband, none) or a node."""
+def build_pruner(pruner: Any) -> optuna.pruners.BasePruner:
+    """``hydra.sweeper.pruner``: null (no pruning), a name (median, successive_halving, hyperband, none) or a
+    node with ``_target_``."""
     import hydra
 
     if pruner is None:
-        return None
+        return optuna.pruners.NopPruner()  # not Optuna's default (a MedianPruner): no pruning unless asked
     if isinstance(pruner, str):
         if pruner.lower() not in _PRUNERS:
             raise ConfigError(f"hydra.sweeper.pruner={pruner}: use one of {', '.join(_PRUNERS)}, null, or a node "
