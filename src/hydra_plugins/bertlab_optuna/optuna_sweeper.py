@@ -215,7 +215,6 @@ class BertlabOptunaSweeper(Sweeper):
 
     def _launch(self, batch: list[optuna.Trial], space: SearchSpace, study_name: str) -> list[JobReturn]:
         """Launch the trials' jobs; job folder ``<n>`` is trial ``n`` (a run of consecutive numbers per launch)."""
-        returns: list[JobReturn] = []
         runs: list[list[optuna.Trial]] = []
         for trial in sorted(batch, key=lambda t: t.number):
             if runs and runs[-1][-1].number + 1 == trial.number:
@@ -228,8 +227,7 @@ class BertlabOptunaSweeper(Sweeper):
                          for t in run]
             for trial, ret in zip(run, self.launcher.launch(overrides, initial_job_idx=run[0].number)):
                 by_number[trial.number] = ret
-        returns = [by_number[t.number] for t in batch]
-        return returns
+        return [by_number[t.number] for t in batch]
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: JobReturn) -> None:
         frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
