@@ -518,7 +518,7 @@ def _plot(result: CompareResult) -> None:
         ax.errorbar([x + 0.3], [mean], yerr=yerr, fmt="D", color="black", ms=6 if x == result.best else 4,
                     capsize=4, zorder=4)
     ax.set_xticks(list(xs), [g.label for g in result.groups], rotation=20, ha="right", fontsize="small")
-    ax.set(ylabel=m, title=f"{m}: dots = seeds, diamond = mean with 95% CI (Student t; {result.mode} is better)")
+    ax.set(ylabel=m, title=f"{m} ({result.mode} is better)\ndots: seeds; diamond: mean, 95% CI (Student t)")
     for ax, column in zip(axes[1:], curve_columns):
         _plot_curves(ax, result, column, colors)
     fig.savefig(result.png_path, dpi=120)
