@@ -1,5 +1,6 @@
 """Sweeps from the command line: a Hydra multirun grid + compare, and an Optuna study that survives a diverged
-trial and resumes from its sqlite storage. Also the sweeper's trial bookkeeping and the experiment configs."""
+trial and resumes from its journal storage. Also the sweeper's trial bookkeeping, the search space syntax and
+the experiment configs."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import math
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import FIXTURE_DATA, ROOT
 
-from hydra_plugins.bertlab_optuna.optuna_sweeper import normalize_direction, trial_values
+from bertlab.config import ConfigError
+from bertlab.sweeps.space import parse_search_space
+from hydra_plugins.bertlab_optuna.optuna_sweeper import build_pruner, normalize_direction, trial_values
 
 
 def train_cli(*overrides: str, tmp: Path, multirun: bool = True) -> subprocess.CompletedProcess:
@@ -68,13 +70,13 @@ OPTUNA_ARGS = ("hparams_search=optuna", "hydra.sweeper.params=null", "optim.lr=c
                "hydra.sweeper.sampler.seed=9", "data.batch_size=8")
 
 
-def _study(sweep: Path):
+def _study(sweep: Path, name: str = "sst2_bert_tiny_none"):
     import optuna
+    from optuna.storages.journal import JournalFileBackend
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Deprecated API features detected")  # sqlalchemy<2 is pinned
-        return optuna.load_study(study_name="sst2_bert_tiny_none", storage=f"sqlite:///{sweep}/optuna.db")
+    storage = optuna.storages.JournalStorage(JournalFileBackend(str(sweep / "optuna.journal")))
+    return optuna.load_study(study_name=name, storage=storage)
 
 
 def test_optuna_sweep_survives_a_diverged_trial_and_resumes(tmp_path):
@@ -83,11 +85,19 @@ def test_optuna_sweep_survives_a_diverged_trial_and_resumes(tmp_path):
                     multirun=False))  # hparams_search=optuna sets hydra.mode=MULTIRUN itself
 
     results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
-    assert results["n_trials"] == {"complete": 2, "fail": 1, "pruned": 0}
+    assert results["n_trials"] == {"complete": 2, "fail": 1, "pruned": 0, "running": 0}
     failed = [t for t in results["trials"] if t["state"] == "FAIL"]
     assert len(failed) == 1 and failed[0]["params"] == {"optim.lr": 1e6}
     assert "NonFiniteLossError" in failed[0]["fail_reason"]
-    assert not (sweep / str(failed[0]["number"]) / "metrics.json").exists()
+    # The failed trial's folder says so, in a metrics.json of its own.
+    failed_metrics = json.loads((sweep / str(failed[0]["number"]) / "metrics.json").read_text())
+    assert failed_metrics["state"] == "failed" and failed_metrics["error"].startswith("NonFiniteLossError")
+    assert failed_metrics["trial"] == failed[0]["number"] and "optim.lr=1000000.0" in failed_metrics["overrides"]
+    assert failed_metrics["task"] == "sst2" and "val" not in failed_metrics
+    for t in results["trials"]:
+        if t["state"] == "COMPLETE":
+            m = json.loads((sweep / str(t["number"]) / "metrics.json").read_text())
+            assert m["state"] == "complete" and m["trial"] == t["number"]
     # The study maximises the task's monitor metric, read from each trial's own run folder.
     values = {t["number"]: json.loads((sweep / str(t["number"]) / "metrics.json").read_text())["monitor"]["value"]
               for t in results["trials"] if t["state"] == "COMPLETE"}
@@ -127,7 +137,9 @@ def test_a_non_finite_or_missing_value_fails_the_trial(value):
 
 
 def test_a_raised_job_fails_the_trial_without_reraising():
-    values, reason = trial_values(_job("FAILED", RuntimeError("diverged")), 1)
+    ret = _job("FAILED", None)
+    ret.return_value = RuntimeError("diverged")  # Hydra stores a failed job's exception as its value
+    values, reason = trial_values(ret, 1)
     assert values is None and "RuntimeError: diverged" in reason
 
 
@@ -141,6 +153,52 @@ def test_direction_takes_a_task_mode():
     assert normalize_direction("max") == "maximize" and normalize_direction("minimize") == "minimize"
     with pytest.raises(ValueError, match="direction"):
         normalize_direction("up")
+
+
+# ---------------------------------------------------------------- search space syntax (no training)
+
+
+def test_search_space_from_hydra_sweep_syntax():
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    space = parse_search_space([
+        "optim.lr=tag(log, interval(1e-5, 3e-4))", "optim.weight_decay=interval(0.0, 0.1)",
+        "data.batch_size=choice(16, 32)", "head.pooling=cls,mean", "model.num_layers=range(2, 6, 2)",
+        "optim.warmup_ratio=range(0.0, 0.2, 0.1)", "seed=int(interval(1, 9))", "model=bert_tiny",
+    ])
+    d = space.distributions
+    assert d["optim.lr"] == FloatDistribution(1e-5, 3e-4, log=True)
+    assert d["optim.weight_decay"] == FloatDistribution(0.0, 0.1)
+    assert d["data.batch_size"] == CategoricalDistribution([16, 32])
+    assert d["head.pooling"] == CategoricalDistribution(["cls", "mean"])
+    assert d["model.num_layers"] == IntDistribution(2, 6, step=2)  # stop included, as hydra-optuna-sweeper
+    assert d["optim.warmup_ratio"] == FloatDistribution(0.0, 0.2, step=0.1)
+    assert d["seed"] == IntDistribution(1, 9)
+    assert space.fixed == {"model": "bert_tiny"}
+    assert space.overrides({"optim.lr": 1e-4, "data.batch_size": 16}) == [
+        "optim.lr=0.0001", "data.batch_size=16", "model=bert_tiny"]
+    # The command line replaces a key of the config's params.
+    assert parse_search_space(["optim.lr=choice(1,2)", "optim.lr=interval(0.1, 0.2)"]).distributions == {
+        "optim.lr": FloatDistribution(0.1, 0.2)}
+
+
+def test_grid_needs_enumerable_values():
+    space = parse_search_space(["a=choice(1, 2)", "b=range(0, 4, 2)"])
+    assert space.grid() == {"a": [1, 2], "b": [0, 2, 4]} and space.size() == 6
+    with pytest.raises(ConfigError, match="GridSampler"):
+        parse_search_space(["a=interval(0.0, 1.0)"]).grid()
+
+
+def test_pruner_by_name_or_node():
+    import optuna
+
+    assert isinstance(build_pruner(None), optuna.pruners.NopPruner)  # Optuna's own default would prune
+    assert isinstance(build_pruner("median"), optuna.pruners.MedianPruner)
+    assert isinstance(build_pruner("hyperband"), optuna.pruners.HyperbandPruner)
+    node = build_pruner({"_target_": "optuna.pruners.MedianPruner", "n_startup_trials": 2})
+    assert isinstance(node, optuna.pruners.MedianPruner)
+    with pytest.raises(ConfigError, match="pruner=fast"):
+        build_pruner("fast")
 
 
 # ---------------------------------------------------------------- configs compose
@@ -160,7 +218,8 @@ def test_optuna_config_follows_the_task(tmp_path):
     sweeper = cfg.hydra.sweeper
     assert sweeper._target_.endswith("BertlabOptunaSweeper")
     assert sweeper.direction == "min" and sweeper.sampler._target_ == "optuna.samplers.TPESampler"
-    assert sweeper.storage == f"sqlite:///{tmp_path}/optuna.db"
+    assert sweeper.storage == f"{tmp_path}/optuna.journal" and sweeper.pruner is None
+    assert cfg.callbacks.optuna_trial.monitor == "val/loss"
     assert sweeper.study_name == "mlm_bert_tiny_none" and cfg.hydra.mode.name == "MULTIRUN"
 
 
@@ -178,3 +237,139 @@ def test_experiment_configs_compose():
     for name in ("freeze_comparison", "pretrain_then_finetune"):
         header = (ROOT / "conf" / "experiment" / f"{name}.yaml").read_text()
         assert f"python train.py -m experiment={name}" in header
+
+
+# ---------------------------------------------------------------- the trial callback (no training)
+
+
+def _trainer(rank: int = 0, value: float | None = None, step: int = 4):
+    from types import SimpleNamespace
+
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    return SimpleNamespace(
+        is_global_zero=rank == 0, global_rank=rank, global_step=step, sanity_checking=False, should_stop=False,
+        state=SimpleNamespace(fn=TrainerFn.FITTING), callback_metrics={"val/loss": value},
+        strategy=SimpleNamespace(broadcast=lambda obj, src=0: obj))
+
+
+def _module(lr: float):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(hparams={"config": {"optim": {"lr": lr}, "seed": 1}})
+
+
+@pytest.fixture
+def in_process_trial(monkeypatch):
+    """An in-memory study whose trial 0 (lr=0.01) is this process's job, as the sweeper hands it over."""
+    import optuna
+    from optuna.distributions import FloatDistribution
+
+    from bertlab.sweeps import trial as trial_mod
+
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(study_name="s", storage=storage, direction="minimize",
+                                pruner=optuna.pruners.ThresholdPruner(upper=1.0))
+    study.enqueue_trial({"optim.lr": 0.01})
+    study.ask(fixed_distributions={"optim.lr": FloatDistribution(1e-4, 1.0, log=True)})
+    trial_mod.register_in_process(study, storage)
+    monkeypatch.setenv(trial_mod.TRIAL_ENV, "0")
+    monkeypatch.setenv(trial_mod.STUDY_ENV, "s")
+    monkeypatch.setenv(trial_mod.STORAGE_ENV, "")
+    trial_mod.reset_outcome()
+    yield study
+    trial_mod._IN_PROCESS.clear()
+
+
+def test_trial_callback_refuses_a_rank_with_other_parameters(in_process_trial, caplog):
+    from bertlab.sweeps.trial import OptunaTrialCallback
+
+    caplog.set_level("INFO")
+    OptunaTrialCallback("val/loss").setup(_trainer(), _module(0.01), "fit")
+    assert "optuna trial 0, rank 0: hyper-parameters optim.lr=0.01" in caplog.text
+    with pytest.raises(ConfigError, match=r"rank 0 trains with optim.lr=0.02 but the study asked for optim.lr=0.01"):
+        OptunaTrialCallback("val/loss").setup(_trainer(), _module(0.02), "fit")
+
+
+def test_trial_callback_reports_and_stops_a_pruned_trial(in_process_trial):
+    from bertlab.sweeps import trial as trial_mod
+
+    callback = trial_mod.OptunaTrialCallback("val/loss")
+    callback.setup(_trainer(), _module(0.01), "fit")
+    good = _trainer(value=0.5, step=2)
+    callback.on_validation_end(good, None)
+    assert not good.should_stop and trial_mod.OUTCOME.pruned is None
+    bad = _trainer(value=3.0, step=4)  # above the ThresholdPruner's upper bound: pruned
+    callback.on_validation_end(bad, None)
+    assert bad.should_stop and trial_mod.OUTCOME.pruned == {"step": 4, "value": 3.0}
+    (frozen,) = in_process_trial.trials
+    assert frozen.intermediate_values == {2: 0.5, 4: 3.0}
+    assert frozen.user_attrs[trial_mod.PRUNED_ATTR] == {"step": 4, "value": 3.0}
+
+
+def test_trial_callback_does_nothing_outside_a_sweep(monkeypatch):
+    from bertlab.sweeps import trial as trial_mod
+
+    monkeypatch.delenv(trial_mod.TRIAL_ENV, raising=False)
+    callback = trial_mod.OptunaTrialCallback("val/loss")
+    callback.setup(_trainer(), _module(0.01), "fit")
+    trainer = _trainer(value=100.0)
+    callback.on_validation_end(trainer, None)
+    assert callback.trial is None and not trainer.should_stop
+
+
+# ---------------------------------------------------------------- workers and storage (no training)
+
+
+def test_a_worker_is_alive_while_it_holds_its_lock(tmp_path):
+    from bertlab.sweeps.study import Worker
+
+    with Worker(tmp_path) as first, Worker(tmp_path) as second:
+        assert second.others() == [first.id] and first.others() == [second.id]
+        assert second.alive(first.id) and second.alive(second.id)
+    # A lock file nobody holds is what a killed worker leaves: that worker is gone.
+    (tmp_path / ".workers" / "host-1-abcdef.lock").write_text("")
+    with Worker(tmp_path) as third:
+        assert not third.alive("host-1-abcdef") and not third.alive(None) and third.others() == []
+        assert not (tmp_path / ".workers" / "host-1-abcdef.lock").exists()
+
+
+def test_sqlite_is_refused_for_parallel_trials():
+    from bertlab.sweeps.study import check_storage_for_workers, describe
+
+    check_storage_for_workers("sqlite:///x.db", 1, [])
+    check_storage_for_workers("/tmp/optuna.journal", 4, ["other"])
+    with pytest.raises(ConfigError, match="n_jobs=2 on this study. Use a journal file"):
+        check_storage_for_workers("sqlite:///x.db", 2, [])
+    with pytest.raises(ConfigError, match="1 other worker"):
+        check_storage_for_workers("sqlite:///x.db", 1, ["w"])
+    assert describe("postgresql://user:secret@db:5432/optuna") == "postgresql://***@db:5432/optuna"
+
+
+@pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "1"}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}])
+def test_a_sweep_started_once_per_rank_is_refused(monkeypatch, env):
+    from hydra_plugins.bertlab_optuna.optuna_sweeper import refuse_rank_launched_sweep
+
+    for key in ("WORLD_SIZE", "RANK", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(key, raising=False)
+    refuse_rank_launched_sweep()  # one process: fine
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError, match="every rank would ask the study for a different trial"):
+        refuse_rank_launched_sweep()
+
+
+def test_a_trial_left_with_some_parameters_gets_the_rest():
+    import optuna
+
+    from bertlab.sweeps.space import suggest_missing
+
+    space = parse_search_space(["a=interval(0.1, 0.2)", "b=choice(x, y)", "c=range(1, 5)"])
+    study = optuna.create_study()
+    trial = study.ask()
+    trial.suggest_categorical("b", ["x", "y"])  # a worker killed while asking: only b was drawn
+    b = trial.params["b"]
+    assert suggest_missing(trial, space.distributions) == ["a", "c"]
+    assert set(trial.params) == {"a", "b", "c"} and trial.params["b"] == b
+    assert 0.1 <= trial.params["a"] <= 0.2 and trial.params["c"] in range(1, 6)
+    assert suggest_missing(trial, space.distributions) == []

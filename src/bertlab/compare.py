@@ -1,15 +1,25 @@
-"""Compare finished runs: one row per group of runs that differ only in seed.
+"""Compare finished runs: one row per group of runs that differ only in seed, with statistics over seeds.
 
     python -m bertlab.compare DIR... [--out DIR] [--group-by freeze,model] [--metric val/f1]
+                              [--baseline freeze=none] [--alpha 0.05] [--expect expected.yaml]
 
 Reads every ``metrics.json`` under the DIRs (plus ``.hydra/overrides.yaml``, ``.hydra/config.yaml`` and
 ``csv/metrics.csv`` when present) and writes ``comparison.csv``, ``comparison.md`` and ``comparison.png``
-into ``--out`` (default: the first DIR).
+into ``--out`` (default: the first DIR). Several DIRs (several sweeps) are compared together; when runs of
+different DIRs would otherwise fall into one group, the DIR (key ``sweep``) splits them.
 
 Conventions: a group's ``<metric>_mean`` / ``<metric>_std`` are taken over the runs of the group that report
 that metric; ``_std`` is the sample standard deviation (ddof=1) and is left empty when fewer than two runs
 report it, because one sample says nothing about seed variance (0.0 would claim it does). A metric no run
-of a group reports is an empty cell.
+of a group reports is an empty cell. Runs whose ``metrics.json`` says ``state: failed`` or ``pruned`` (an
+Optuna trial stopped early) are left out.
+
+Statistics (bertlab.stats) on the ranked metric: ``_ci95_low`` / ``_ci95_high``, the Student t 95 %
+confidence interval of the mean over seeds. ``--baseline KEY=VALUE`` compares every other group with the
+baseline group on the seeds both ran: ``diff`` (mean paired difference), its Student t 95 % interval, and
+``p_value`` from the exact paired sign-flip (permutation) test; ``verdict`` is ``better`` / ``worse`` when
+p < ``--alpha``, else ``within noise`` (with n shared seeds no p is below 2/2^n: use 6 or more seeds).
+``--expect FILE`` checks groups against expected ranges and exits with status 1 when one falls outside.
 """
 
 from __future__ import annotations
@@ -29,17 +39,23 @@ from typing import Any
 
 import yaml
 
+from bertlab import stats
+
 log = logging.getLogger(__name__)
 
 TOP_LEVEL_KEYS = ("task", "model", "freeze", "data_source")
 EXTRA_METRICS = (("params", "trainable"), ("train", "wall_s"), ("train", "samples_per_s"))
 LOWER_IS_BETTER = ("loss", "perplexity", "wall_s")
 # Keys that differ between runs without being an experimental choice: seeds, output locations, Hydra's own.
-_EXCLUDED = re.compile(r"(^|\.)seed$|^(hydra|paths)(\.|$)|(dir|dirpath|_path|best_checkpoint)$")
+_EXCLUDED = re.compile(r"(^|\.)seed$|^(hydra|paths)(\.|$)|(dir|dirpath|_path|best_checkpoint)$|^skip_finished$")
 
 
 class CompareError(ValueError):
     """Nothing (usable) to compare; the CLI turns it into exit code 2."""
+
+
+class SkippedRun(ValueError):
+    """A run left out of comparisons on purpose (it failed or was pruned)."""
 
 
 @dataclass
@@ -75,6 +91,8 @@ class CompareResult:
     csv_path: Path
     md_path: Path
     png_path: Path
+    baseline: str | None = None  # "KEY=VALUE" of --baseline
+    alpha: float = 0.05
 
 
 # ---------------------------------------------------------------- reading runs
@@ -113,6 +131,8 @@ def _read_yaml(path: Path) -> Any:
 def load_run(metrics_path: Path) -> Run:
     """Read one run; raises ValueError/OSError when its metrics.json is unusable."""
     metrics = json.loads(metrics_path.read_text())
+    if isinstance(metrics, dict) and metrics.get("state") in ("failed", "pruned"):
+        raise SkippedRun(metrics["state"])
     if not isinstance(metrics, dict) or not isinstance(metrics.get("val"), dict):
         raise ValueError("no 'val' block")
     run_dir = metrics_path.parent
@@ -144,13 +164,25 @@ def _natural(path: Path) -> list[Any]:
 
 
 def find_runs(dirs: list[Path]) -> list[Run]:
-    """Every readable metrics.json under `dirs`; unreadable ones are skipped with a warning."""
+    """Every readable metrics.json under `dirs`; unreadable ones are skipped with a warning, failed and pruned
+    ones with a note. With several `dirs` each run's config gets ``sweep`` = the DIR it was found under."""
     runs = []
+    roots = [Path(d).resolve() for d in dirs]
+    skipped: Counter[str] = Counter()
     for path in sorted({p.resolve() for d in dirs for p in Path(d).rglob("metrics.json")}, key=_natural):
         try:
-            runs.append(load_run(path))
+            run = load_run(path)
+        except SkippedRun as why:
+            skipped[str(why)] += 1
+            continue
         except (OSError, ValueError) as err:
             log.warning("skipping unreadable %s: %s", path, err)
+            continue
+        if len(dirs) > 1:
+            run.config["sweep"] = next(str(d) for d, r in zip(dirs, roots) if path.is_relative_to(r))
+        runs.append(run)
+    for state, count in skipped.items():
+        log.warning("left out %d %s run(s) (metrics.json state: %s)", count, state, state)
     if not runs:
         missing = [str(d) for d in dirs if not Path(d).is_dir()]
         hint = f" (not a directory: {', '.join(missing)})" if missing else ""
@@ -171,15 +203,18 @@ def default_group_keys(runs: list[Run]) -> list[str]:
     adds nothing once `freeze` is a column.
     """
     primary = list(dict.fromkeys([k for r in runs for k in r.override_keys or []] + list(TOP_LEVEL_KEYS)))
+    primary = [k for k in primary if k != "sweep"]
     secondary = []
     if any(r.override_keys is None for r in runs):
         secondary = list(dict.fromkeys(k for r in runs if r.override_keys is None for k in r.config))
     chosen: list[str] = []
     for key in primary + [k for k in secondary if k not in primary]:
-        if _EXCLUDED.search(key) or _partition(runs, [key]) < 2:
+        if key == "sweep" or _EXCLUDED.search(key) or _partition(runs, [key]) < 2:
             continue
         if key in primary or _partition(runs, chosen + [key]) > _partition(runs, chosen):
             chosen.append(key)
+    if any("sweep" in r.config for r in runs) and _partition(runs, chosen + ["sweep"]) > _partition(runs, chosen):
+        chosen.append("sweep")  # several DIRs whose runs the config keys do not tell apart
     return chosen
 
 
@@ -192,9 +227,7 @@ def group_runs(runs: list[Run], keys: list[str]) -> list[Group]:
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    if not values:
-        return None, None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+    return stats.mean_std(values)
 
 
 def _default_metric(runs: list[Run]) -> str:
@@ -214,12 +247,14 @@ def _mode(runs: list[Run], metric: str) -> str:
 
 
 def compare_runs(
-    dirs: list[Path], out: Path | None = None, group_by: list[str] | None = None, metric: str | None = None
+    dirs: list[Path], out: Path | None = None, group_by: list[str] | None = None, metric: str | None = None,
+    baseline: str | None = None, alpha: float = 0.05,
 ) -> CompareResult:
     """Group the runs under `dirs`, write comparison.{csv,md,png} into `out` (default: ``dirs[0]``).
 
     `group_by` forces the grouping keys (metrics.json fields or dotted config keys such as ``optim.lr``);
-    `metric` (default: the runs' monitor metric) ranks the groups and is plotted.
+    `metric` (default: the runs' monitor metric) ranks the groups and is plotted; `baseline` (``KEY=VALUE``)
+    adds the paired comparison with the baseline group (module docstring).
     """
     runs = find_runs(dirs)
     keys = list(group_by) if group_by is not None else default_group_keys(runs)
@@ -240,19 +275,116 @@ def compare_runs(
         for name in names:
             row[f"{name}_mean"], row[f"{name}_std"] = _mean_std(
                 [r.values[name] for r in group.runs if name in r.values])
+        interval = stats.t_interval([r.values[metric] for r in group.runs if metric in r.values])
+        row[f"{metric}_ci95_low"], row[f"{metric}_ci95_high"] = interval or (None, None)
         rows.append(row)
     mode = _mode(runs, metric)
+    if baseline is not None:
+        _paired_with_baseline(groups, rows, keys, metric, mode, baseline, alpha)
     scored = [i for i, row in enumerate(rows) if row[f"{metric}_mean"] is not None]
     pick = max if mode == "max" else min
     best = pick(scored, key=lambda i: rows[i][f"{metric}_mean"]) if scored else None
     out = Path(out) if out is not None else Path(dirs[0])
     out.mkdir(parents=True, exist_ok=True)
     result = CompareResult(keys, metric, mode, names, groups, rows, best,
-                           out / "comparison.csv", out / "comparison.md", out / "comparison.png")
+                           out / "comparison.csv", out / "comparison.md", out / "comparison.png", baseline, alpha)
     _write_csv(result)
     _write_md(result, out)
     _plot(result)
     return result
+
+
+def _per_seed(group: Group, metric: str) -> dict[Any, float]:
+    """seed → the group's value of `metric` (the mean when several runs of the group share a seed)."""
+    by_seed: dict[Any, list[float]] = {}
+    for r in group.runs:
+        if metric in r.values:
+            by_seed.setdefault(r.config.get("seed"), []).append(r.values[metric])
+    return {seed: statistics.fmean(v) for seed, v in by_seed.items()}
+
+
+def _paired_with_baseline(groups: list[Group], rows: list[dict[str, Any]], keys: list[str], metric: str,
+                          mode: str, baseline: str, alpha: float) -> None:
+    """Fill the baseline columns of `rows` (see the module docstring)."""
+    key, sep, text = baseline.partition("=")
+    key = key.strip()
+    if not sep or key not in keys:
+        raise CompareError(f"--baseline {baseline}: give KEY=VALUE with KEY one of the grouping keys "
+                           f"({', '.join(keys) or 'none: pass --group-by'})")
+    value = _parse_value(text.strip())
+
+    def matches(g: Group) -> bool:
+        return g.key[key] == value or _show(g.key[key]) == text.strip()
+
+    if not any(matches(g) for g in groups):
+        present = sorted({_show(g.key[key]) for g in groups})
+        raise CompareError(f"--baseline {baseline}: no group has {key}={text.strip()}; present: {', '.join(present)}")
+    others = [k for k in keys if k != key]
+    for group, row in zip(groups, rows):
+        base = next((g for g in groups if matches(g) and all(g.key[k] == group.key[k] for k in others)), None)
+        row.update(baseline=base.label if base else None, n_paired=None, diff=None, diff_ci95_low=None,
+                   diff_ci95_high=None, p_value=None, verdict=None)
+        if base is None:
+            row["verdict"] = "no baseline group"
+            continue
+        if base is group:
+            row["verdict"] = "baseline"
+            continue
+        mine, theirs = _per_seed(group, metric), _per_seed(base, metric)
+        seeds = [s for s in mine if s in theirs]
+        diffs = [mine[s] - theirs[s] for s in seeds]
+        row["n_paired"] = len(diffs)
+        if not diffs:
+            row["verdict"] = "no shared seeds"
+            continue
+        row["diff"] = statistics.fmean(diffs)
+        row["diff_ci95_low"], row["diff_ci95_high"] = stats.t_interval(diffs) or (None, None)
+        row["p_value"] = stats.sign_flip_test(diffs)
+        if row["p_value"] < alpha:
+            row["verdict"] = "better" if (row["diff"] > 0) == (mode == "max") else "worse"
+        elif stats.smallest_p(len(diffs)) >= alpha:
+            row["verdict"] = f"within noise (n={len(diffs)} seeds cannot reach p<{alpha:g})"
+        else:
+            row["verdict"] = "within noise"
+
+
+# ---------------------------------------------------------------- expected ranges (--expect)
+
+
+def check_expectations(result: CompareResult, path: Path) -> list[str]:
+    """Check the groups against ``path`` (YAML); returns one line per check, failures starting "FAIL".
+
+    The file is a list of checks::
+
+        - where: {freeze: none, model: bert_tiny}   # the runs whose config has these values
+          metric: val/accuracy                       # default: the ranked metric
+          min: 0.85                                  # the mean over those runs must lie in [min, max]
+          max: 0.95                                  # (either bound may be left out)
+    """
+    try:
+        checks = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise CompareError(f"--expect {path}: cannot read it ({err})") from None
+    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+        raise CompareError(f"--expect {path}: expected a YAML list of checks (where, metric, min, max)")
+    runs = [r for g in result.groups for r in g.runs]
+    lines = []
+    for i, check in enumerate(checks):
+        where = {k: _parse_value(str(v)) for k, v in (check.get("where") or {}).items()}
+        metric = _qualify(str(check.get("metric") or result.metric))
+        lo, hi = check.get("min"), check.get("max")
+        label = ", ".join(f"{k}={_show(v)}" for k, v in where.items()) or "all runs"
+        chosen = [r for r in runs if all(r.config.get(k) == v or _show(r.config.get(k)) == _show(v)
+                                         for k, v in where.items())]
+        values = [r.values[metric] for r in chosen if metric in r.values]
+        if not values:
+            lines.append(f"FAIL check {i + 1} ({label}): no run reports {metric}")
+            continue
+        mean = statistics.fmean(values)
+        ok = (lo is None or mean >= float(lo)) and (hi is None or mean <= float(hi))
+        lines.append(f"{'ok  ' if ok else 'FAIL'} check {i + 1} ({label}): {metric} mean {_num(mean)} over "
+                     f"{len(values)} run(s), expected [{'' if lo is None else lo}, {'' if hi is None else hi}]")
+    return lines
 
 
 # ---------------------------------------------------------------- outputs
@@ -273,14 +405,31 @@ def _cell(row: dict[str, Any], name: str) -> str:
     return _num(mean) if std is None else f"{_num(mean)} ± {_num(std)}"
 
 
+def _header(result: CompareResult) -> list[str]:
+    extra = [f"{result.metric} 95% CI"]
+    if result.baseline:
+        extra += [f"diff vs {result.baseline} (95% CI)", "p (sign-flip)", "verdict"]
+    return [*result.group_by, "n", *result.metric_names, *extra]
+
+
+def _interval(low: Any, high: Any) -> str:
+    return "" if low is None else f"[{_num(low)}, {_num(high)}]"
+
+
 def _text_rows(result: CompareResult, bold: str = "") -> list[list[str]]:
-    """Display cells per group (key values, n, mean ± std); `bold` wraps the best group's ranked cell."""
+    """Display cells per group (key values, n, mean ± std, CI, baseline comparison); `bold` wraps the best
+    group's ranked cell."""
     rows = []
+    m = result.metric
     for i, (group, row) in enumerate(zip(result.groups, result.rows)):
         cells = [_show(v) for v in group.key.values()] + [str(row["n"])]
         for name in result.metric_names:
             text = _cell(row, name)
             cells.append(f"{bold}{text}{bold}" if i == result.best and name == result.metric and text else text)
+        cells.append(_interval(row[f"{m}_ci95_low"], row[f"{m}_ci95_high"]))
+        if result.baseline:
+            diff = "" if row["diff"] is None else f"{row['diff']:+.4g} {_interval(row['diff_ci95_low'], row['diff_ci95_high'])}"
+            cells += [diff.strip(), "" if row["p_value"] is None else f"{row['p_value']:.3g}", row["verdict"] or ""]
         rows.append(cells)
     return rows
 
@@ -293,13 +442,18 @@ def _write_csv(result: CompareResult) -> None:
 
 
 def _write_md(result: CompareResult, out: Path) -> None:
-    header = [*result.group_by, "n", *result.metric_names]
+    header = _header(result)
     lines = [
         "# Run comparison", "",
         f"Ranked on `{result.metric}` ({result.mode} is better; best group in bold). Cells are mean ± sample "
-        "std (ddof=1) over seeds; no ± when only one run reports the metric.", "",
-        "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+        "std (ddof=1) over seeds; no ± when only one run reports the metric. The 95% CI is Student t's "
+        "interval of the mean over seeds.", "",
     ]
+    if result.baseline:
+        lines += [f"Against the baseline group `{result.baseline}`: the mean paired difference on the seeds both "
+                  "ran (Student t 95% CI), and the two-sided p-value of the exact paired sign-flip "
+                  f"(permutation) test; `better`/`worse` when p < {result.alpha:g}, else `within noise`.", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cells) + " |" for cells in _text_rows(result, bold="**")]
     lines += ["", "## Runs per group", ""]
     for group in result.groups:
@@ -351,19 +505,20 @@ def _plot(result: CompareResult) -> None:
     axes = fig.subplots(1, 1 + len(curve_columns), squeeze=False)[0]
     colors = [f"C{i % 10}" for i in range(len(result.groups))]
     ax = axes[0]
-    means = [row[f"{result.metric}_mean"] for row in result.rows]
-    stds = [row[f"{result.metric}_std"] or 0.0 for row in result.rows]
+    m = result.metric
     xs = range(len(result.groups))
-    bars = ax.bar(xs, [m if m is not None else float("nan") for m in means], yerr=stds, capsize=4,
-                  color=colors, alpha=0.6)
-    if result.best is not None:
-        bars[result.best].set(edgecolor="black", linewidth=2)
-    for x, group in zip(xs, result.groups):
-        seeds = [r.values[result.metric] for r in group.runs if result.metric in r.values]
-        offsets = [0.0] if len(seeds) == 1 else [-0.15 + 0.3 * i / (len(seeds) - 1) for i in range(len(seeds))]
-        ax.scatter([x + o for o in offsets], seeds, color="black", s=14, zorder=3)
+    for x, group, row, color in zip(xs, result.groups, result.rows, colors):
+        seeds = [r.values[m] for r in group.runs if m in r.values]
+        offsets = [0.0] if len(seeds) == 1 else [-0.2 + 0.4 * i / (len(seeds) - 1) for i in range(len(seeds))]
+        ax.scatter([x + o for o in offsets], seeds, color=color, s=18, alpha=0.8, zorder=3)
+        mean, low, high = row[f"{m}_mean"], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"]
+        if mean is None:
+            continue
+        yerr = [[mean - low], [high - mean]] if low is not None else None
+        ax.errorbar([x + 0.3], [mean], yerr=yerr, fmt="D", color="black", ms=6 if x == result.best else 4,
+                    capsize=4, zorder=4)
     ax.set_xticks(list(xs), [g.label for g in result.groups], rotation=20, ha="right", fontsize="small")
-    ax.set(ylabel=result.metric, title=f"{result.metric}: mean ± std, dots = seeds ({result.mode} is better)")
+    ax.set(ylabel=m, title=f"{m} ({result.mode} is better)\ndots: seeds; diamond: mean, 95% CI (Student t)")
     for ax, column in zip(axes[1:], curve_columns):
         _plot_curves(ax, result, column, colors)
     fig.savefig(result.png_path, dpi=120)
@@ -375,7 +530,7 @@ def print_table(result: CompareResult) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(result.groups)} group(s), ranked on {result.metric} ({result.mode})")
-    for name in [*result.group_by, "n", *result.metric_names]:
+    for name in _header(result):
         table.add_column(name, justify="left" if name in result.group_by else "right")
     for i, cells in enumerate(_text_rows(result)):
         table.add_row(*cells, style="bold green" if i == result.best else None)
@@ -391,17 +546,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output directory (default: first DIR)")
     parser.add_argument("--group-by", default=None, help="comma-separated keys, e.g. freeze,optim.lr")
     parser.add_argument("--metric", default=None, help="metric to rank and plot (default: monitor metric)")
+    parser.add_argument("--baseline", default=None, metavar="KEY=VALUE",
+                        help="compare every group with this one on shared seeds (e.g. freeze=none)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of --baseline (0.05)")
+    parser.add_argument("--expect", type=Path, default=None, metavar="FILE",
+                        help="YAML list of expected ranges; exit status 1 when a group falls outside")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     group_by = [k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None
     try:
-        result = compare_runs(args.dirs, args.out, group_by, args.metric)
+        result = compare_runs(args.dirs, args.out, group_by, args.metric, args.baseline, args.alpha)
+        checks = check_expectations(result, args.expect) if args.expect else []
     except CompareError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print_table(result)
     for path in (result.csv_path, result.md_path, result.png_path):
         print(f"wrote {path}")
+    for line in checks:
+        print(line)
+    failed = sum(line.startswith("FAIL") for line in checks)
+    if failed:
+        print(f"error: {failed} of {len(checks)} expectation(s) of {args.expect} not met", file=sys.stderr)
+        return 1
     return 0
 
 

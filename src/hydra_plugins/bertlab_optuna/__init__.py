@@ -1,4 +1,4 @@
-"""bertlab's Optuna sweeper: the hydra-optuna-sweeper plugin, made to survive failed trials and to resume.
+"""bertlab's Optuna sweeper, on Optuna's public ask/tell API (no hydra-optuna-sweeper).
 
 Hydra finds sweepers in the ``hydra_plugins`` namespace package; ``hparams_search=optuna`` selects this one
 (``hydra/sweeper: bertlab_optuna``).
