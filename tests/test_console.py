@@ -89,3 +89,22 @@ def test_auto_log_interval_gives_short_runs_a_curve():
     assert auto.interval(float("inf")) == 50
     for steps in (20, 33, 199, 999, 1000, 5000):
         assert steps // auto.interval(steps) >= 10
+
+
+def test_ranks_other_than_zero_print_warnings_only(monkeypatch):
+    import logging
+
+    from bertlab.console import configure_console
+
+    handler = logging.StreamHandler()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        configure_console("normal")
+        assert handler.level == logging.WARNING
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        configure_console("normal")
+        assert handler.level == logging.NOTSET
+    finally:
+        root.removeHandler(handler)

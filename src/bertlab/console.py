@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from lightning.fabric.utilities.rank_zero import _get_rank
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import BatchesProcessedColumn, CustomBarColumn
 from rich.progress import TimeElapsedColumn
@@ -81,7 +82,10 @@ def configure_console(mode: str) -> None:
         for old in [f for f in handler.filters if isinstance(f, _ConsoleFilter)]:
             handler.removeFilter(old)
         handler.addFilter(_ConsoleFilter(mode))
-        handler.setLevel(logging.WARNING if mode == "quiet" else logging.NOTSET)
+        # Ranks other than 0 (torchrun, srun, Lightning's DDP launcher) print warnings and errors only: their
+        # INFO lines would repeat rank 0's. Their log files keep everything.
+        quiet = mode == "quiet" or (_get_rank() or 0) != 0
+        handler.setLevel(logging.WARNING if quiet else logging.NOTSET)
 
 
 # Short names for the progress bar: it must fit 80 columns beside the bar.
