@@ -290,3 +290,15 @@ def test_vocabulary_sample_is_capped_spread_and_deterministic(tmp_path, tokenize
     assert 0 < sum(len(s) + 1 for s in sample) < cap + 1000 and len(sample) < len(full)
     docs = read_corpus([dm.cfg.train_file])
     assert docs[1][0] not in sample  # every k-th document, k > 1: the second one is skipped
+
+
+@pytest.mark.bench
+def test_benchmark_tiny_smoke(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import pretrain_data
+
+    report = pretrain_data.main(["--tiny", "--num-proc", "1", "--no-hf", "--workdir", str(tmp_path),
+                                 "--json", str(tmp_path / "r.json")])
+    (row,) = report["rows"]
+    assert row["bertlab_prep"]["examples"] > 0 and row["bertlab_prep"]["peak_rss_mb"] > 0
+    assert row["encode_mb_s"] > 0 and row["first_batch_s"] > 0 and (tmp_path / "r.json").is_file()

@@ -225,7 +225,7 @@ class TaskDataModule(L.LightningDataModule):
                          block_documents=self.cfg.nsp_block_documents, num_proc=self.cfg.prep_num_proc)
         limit = self.cfg.max_train_samples if split == "train" else self.cfg.max_eval_samples
         examples = ArrowExamples(folder, nsp=self.task.nsp, limit=limit)
-        log.info("%s: prepared corpus %s (%s)", split, folder, examples.meta["engine"])
+        log.debug("%s: prepared corpus %s (%s)", split, folder, examples.meta["engine"])
         return Split(split, examples, len(examples),  # type: ignore[arg-type]
                      meta={"documents": examples.meta["documents"], "prepared": str(folder)})
 

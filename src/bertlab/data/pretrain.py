@@ -180,7 +180,12 @@ def prepare(paths: Sequence[Path], tokenizer: BertTokenizer, cache_dir: str | os
         tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
         tmp.mkdir(parents=True)
         try:
+            log.info("%s: preparing %s into %s (once; later runs reuse it)", split, ", ".join(map(str, paths)),
+                     final)
             meta = _prepare_into(tmp, paths, tokenizer, settings, num_proc)
+            log.info("%s: %d documents → %d examples, %.1f MB of text at %.1f MB/s (%d processes)", split,
+                     meta["documents"], meta["examples"], meta["corpus_bytes"] / 1e6, meta["mb_per_s"],
+                     meta["num_proc"])
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
             os.replace(tmp, final)  # atomic: the folder exists complete or not at all
         finally:
