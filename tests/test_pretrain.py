@@ -3,6 +3,7 @@ statistics, disjoint reads across ranks and workers, the datamodule switch, the 
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from collections import Counter
@@ -104,9 +105,19 @@ def test_key_follows_corpus_tokenizer_and_settings(tmp_path, tokenizer):
     assert prep(corpus, tokenizer, tmp_path / "cache", nsp=False) != base
     other_tok = train_wordpiece(["omega psi chi. " * 20, "tower light field."], vocab_size=120)
     assert prep(corpus, other_tok, tmp_path / "cache") != base
+    text = corpus.read_text()
+    corpus.write_text(text.replace("Alpha", "Omega", 1) if "Alpha" in text else "Z" + text[1:])  # same size
+    edited = prep(corpus, tokenizer, tmp_path / "cache")
+    assert edited != base
     with open(corpus, "a") as f:
         f.write("\nNew final doc here.\n")
-    assert prep(corpus, tokenizer, tmp_path / "cache") != base
+    assert prep(corpus, tokenizer, tmp_path / "cache") not in (base, edited)
+    # A copy elsewhere (another machine's disk, another modification time) keeps the key.
+    copy = tmp_path / "elsewhere" / corpus.name
+    copy.parent.mkdir()
+    copy.write_bytes(corpus.read_bytes())
+    os.utime(copy, (1, 1))
+    assert pretrain.corpus_fingerprint([copy]) == pretrain.corpus_fingerprint([corpus])
 
 
 def test_interrupted_preparation_leaves_no_usable_cache_and_the_next_run_restarts(tmp_path, tokenizer,
