@@ -290,6 +290,13 @@ def test_stream_auto_follows_the_size_threshold_and_true_needs_a_cache_dir(tmp_p
         DataConfig(stream="sometimes")
 
 
+def test_without_datasets_auto_reads_into_memory_and_true_says_what_to_install(tmp_path, tokenizer, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets → ImportError
+    assert not _module(tmp_path, tokenizer, stream_threshold_mb=0).streamed()
+    with pytest.raises(ConfigError, match="pip install datasets"):
+        _module(tmp_path, tokenizer, stream=True).streamed()
+
+
 def test_vocabulary_sample_is_capped_spread_and_deterministic(tmp_path, tokenizer):
     dm = _module(tmp_path, tokenizer)
     full = dm.training_texts()

@@ -201,6 +201,14 @@ class TaskDataModule(L.LightningDataModule):
         """
         if self.task.family != "mlm" or self.cfg.stream is False:
             return False
+        try:
+            import datasets  # noqa: F401  (the engine of the prepared shards)
+        except ImportError:
+            if self.cfg.stream is True:
+                raise ConfigError("data.stream=true prepares the corpus with the Hugging Face `datasets` library, "
+                                  "which is not installed: pip install datasets (or data.stream=false to read "
+                                  "the corpus into memory)") from None
+            return False
         if self.cfg.stream is True:
             if self.cfg.cache_dir is None:
                 raise ConfigError("data.stream=true writes the prepared corpus under data.cache_dir (paths.cache_dir), "
