@@ -320,3 +320,19 @@ def test_benchmark_tiny_smoke(tmp_path):
     (row,) = report["rows"]
     assert row["bertlab_prep"]["examples"] > 0 and row["bertlab_prep"]["peak_rss_mb"] > 0
     assert row["encode_mb_s"] > 0 and row["first_batch_s"] > 0 and (tmp_path / "r.json").is_file()
+
+
+def test_mid_epoch_resume_on_prepared_data_continues_with_the_same_batches_and_masks(tmp_path, tokenizer):
+    def run(state=None):
+        dm = _module(tmp_path, tokenizer, stream=True, prep_num_proc=1)
+        dm.setup("fit")
+        if state is not None:
+            dm.load_state_dict({"labels": None, "train_sampler": state})
+        return [(b["index"].tolist(), b["input_ids"], b["labels"]) for b in dm.train_dataloader()]
+
+    full = run()
+    assert len(full) > 4
+    resumed = run({"seed": 0, "epoch": 0, "batches_done": 3})
+    assert len(resumed) == len(full) - 3
+    for (i1, x1, y1), (i2, x2, y2) in zip(full[3:], resumed, strict=True):
+        assert i1 == i2 and torch.equal(x1, x2) and torch.equal(y1, y2)
