@@ -295,6 +295,13 @@ class DataConfig:
     # raw text (mlm / clm)
     text_format: str = "plain"  # plain | wikitext
     short_seq_prob: float = 0.1
+    # pre-training at corpus scale (bertlab.data.pretrain, docs/pretraining.md): prepared once into
+    # memory-mapped Arrow shards instead of Python lists. auto: when the training files exceed
+    # stream_threshold_mb (and cache_dir is set).
+    stream: Any = "auto"  # auto | true | false
+    stream_threshold_mb: float = 64.0
+    nsp_block_documents: int = 1000  # NotNext B comes from another document of the same block
+    prep_num_proc: int | None = None  # preparing processes; null = every core this process may use
 
     def __post_init__(self) -> None:
         if self.source not in ("files", "hub", "sample"):
@@ -304,6 +311,8 @@ class DataConfig:
         for name in ("batch_size", "eval_batch_size", "max_seq_length"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"data.{name} must be positive, got {getattr(self, name)}")
+        if self.stream not in ("auto", True, False):
+            raise ConfigError(f"data.stream must be auto, true or false, got {self.stream!r}")
         if self.tag_scheme not in ("iob1", "iob2"):
             raise ConfigError(f"data.tag_scheme must be iob1 or iob2, got {self.tag_scheme!r}")
         for name in self.val_extra_files or {}:

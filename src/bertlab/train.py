@@ -185,7 +185,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     datamodule: TaskDataModule | None = None
 
     def training_texts() -> list[str]:
-        return datamodule.training_texts()
+        return datamodule.training_texts(max_bytes=model_cfg.get("vocab_train_bytes"))
 
     datamodule = TaskDataModule(task, data_cfg, tokenizer=None, seed=cfg.seed)  # type: ignore[arg-type]
     # A checkpoint to resume or evaluate brings its run's tokenizer: a scratch WordPiece vocabulary trained

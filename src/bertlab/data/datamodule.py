@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import pickle
 from dataclasses import asdict
@@ -40,6 +41,12 @@ log = logging.getLogger(__name__)
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 _CACHE_VERSION = "1"
+
+
+def _lengths(split: Split):
+    # Prepared (memory-mapped) examples keep their lengths in a column: no need to read every row.
+    features = split.features
+    return features.lengths() if hasattr(features, "lengths") else lengths(features)
 
 
 class TaskDataModule(L.LightningDataModule):
@@ -104,17 +111,34 @@ class TaskDataModule(L.LightningDataModule):
             return [self.resolve(v) for v in value]
         return self.resolve(value)
 
-    def training_texts(self) -> list[str]:
-        """Text of the training split only: what a scratch tokenizer may be fit on (no val/test leakage)."""
-        from bertlab.data.rawtext import read_corpus
+    def training_texts(self, max_bytes: int | None = None) -> list[str]:
+        """Text of the training split only: what a scratch tokenizer may be fit on (no val/test leakage).
+
+        Raw-text corpora (mlm, clm) larger than ``max_bytes`` (``model.vocab_train_bytes``) give a
+        deterministic sample instead of all their sentences: every k-th document, k = ceil(corpus bytes /
+        max_bytes), read as a stream, until ``max_bytes`` bytes of text are collected. A corpus within the
+        cap gives all its sentences in order, as before.
+        """
+        from bertlab.data.rawtext import iter_corpus
         from bertlab.data.readers import BadExamplePolicy, read_conll, read_squad, read_table
 
         path = self.split_file("train")
         policy = BadExamplePolicy("skip")
         if self.task.family in ("mlm", "clm"):
             paths = path if isinstance(path, list) else [path]
-            return [s for doc in read_corpus(paths, fmt="wikitext" if self.cfg.text_format == "wikitext"
-                                             else "auto") for s in doc]
+            fmt = "wikitext" if self.cfg.text_format == "wikitext" else "auto"
+            total = sum(p.stat().st_size for p in paths)
+            stride = 1 if not max_bytes or total <= max_bytes else math.ceil(total / max_bytes)
+            texts: list[str] = []
+            taken = 0
+            for i, doc in enumerate(iter_corpus(paths, fmt=fmt)):
+                if i % stride:
+                    continue
+                if max_bytes and stride > 1 and taken >= max_bytes:
+                    break
+                texts.extend(doc)
+                taken += sum(len(s.encode("utf-8")) + 1 for s in doc)
+            return texts
         if self.task.family == "token":
             return [" ".join(s.words) for s in read_conll(path, self.cfg.tag_column, policy)]
         if self.task.family == "qa":
@@ -169,8 +193,54 @@ class TaskDataModule(L.LightningDataModule):
             return None
         return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.pkl"
 
+    def streamed(self) -> bool:
+        """Whether pre-training data goes through the prepared, memory-mapped shards (bertlab.data.pretrain).
+
+        ``data.stream=auto``: when the training files (the evaluation file when there is none) exceed
+        ``data.stream_threshold_mb`` and ``data.cache_dir`` is set. Every split of a run takes the same path.
+        """
+        if self.task.family != "mlm" or self.cfg.stream is False:
+            return False
+        try:
+            import datasets  # noqa: F401  (the engine of the prepared shards)
+        except ImportError:
+            if self.cfg.stream is True:
+                raise ConfigError("data.stream=true prepares the corpus with the Hugging Face `datasets` library, "
+                                  "which is not installed: pip install datasets (or data.stream=false to read "
+                                  "the corpus into memory)") from None
+            return False
+        if self.cfg.stream is True:
+            if self.cfg.cache_dir is None:
+                raise ConfigError("data.stream=true writes the prepared corpus under data.cache_dir (paths.cache_dir), "
+                                  "which is null: set paths.cache_dir to a folder (a shared file system for many "
+                                  "machines), or data.stream=false to read the corpus into memory")
+            return True
+        if self.cfg.cache_dir is None:
+            return False
+        path = self.split_file("train" if self.cfg.train_file is not None else "val")
+        files = path if isinstance(path, list) else [path]
+        size = sum(p.stat().st_size for p in files if p is not None)
+        return size > self.cfg.stream_threshold_mb * 1e6
+
+    def _streamed_split(self, split: str, path) -> Split:
+        from bertlab.data.pretrain import ArrowExamples, prepare
+
+        paths = path if isinstance(path, list) else [path]
+        folder = prepare(paths, self.tokenizer, self.cfg.cache_dir, split=split,
+                         fmt="wikitext" if self.cfg.text_format == "wikitext" else "auto",
+                         max_seq_length=self.cfg.max_seq_length, nsp=self.task.nsp,
+                         short_seq_prob=self.cfg.short_seq_prob, seed=self.seed,
+                         block_documents=self.cfg.nsp_block_documents, num_proc=self.cfg.prep_num_proc)
+        limit = self.cfg.max_train_samples if split == "train" else self.cfg.max_eval_samples
+        examples = ArrowExamples(folder, nsp=self.task.nsp, limit=limit)
+        log.debug("%s: prepared corpus %s (%s)", split, folder, examples.meta["engine"])
+        return Split(split, examples, len(examples),  # type: ignore[arg-type]
+                     meta={"documents": examples.meta["documents"], "prepared": str(folder)})
+
     def _build(self, split: str) -> Split:
         path = self.split_file(split)
+        if self.streamed():
+            return self._streamed_split(split, path)
         cache = self._cache_path(split)
         # Processes started together (torchrun, SLURM) tokenize once: the first takes the lock, the others
         # wait and load its file. (Lightning's own DDP launcher starts the other ranks after this ran.)
@@ -262,7 +332,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         split = self.splits["train"]
-        sampler = TrainBatchSampler(lengths(split.features), self.cfg.batch_size, self.seed,
+        sampler = TrainBatchSampler(_lengths(split), self.cfg.batch_size, self.seed,
                                     group_by_length=self.cfg.group_by_length)
         sampler.progress = self._train_batches_done
         if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped
@@ -283,7 +353,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def _eval_loader(self, name: str) -> DataLoader:
         split = self.splits[name]
-        return self._loader(split, EvalBatchSampler(lengths(split.features), self.cfg.eval_batch_size), train=False)
+        return self._loader(split, EvalBatchSampler(_lengths(split), self.cfg.eval_batch_size), train=False)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")

@@ -126,39 +126,51 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, str]]:
-    """(1-based line number, decoded line without its line ending); errors name the file and line."""
+    """(1-based line number, decoded line without its line ending); errors name the file and line.
+
+    Streams the file (one line in memory at a time), so a corpus larger than memory can be read. Lines
+    break at LF, CR LF and CR, as ``bytes.splitlines`` does, so line numbers match what an editor shows.
+    """
     p = Path(path)
     if not p.is_file():
         if p.exists():
             raise IsADirectoryError(errno.EISDIR, "corpus path is not a file", str(p))
         raise FileNotFoundError(errno.ENOENT, "corpus file not found", str(p))
-    data = p.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]  # a UTF-8 byte-order mark is not text
-    # bytes.splitlines breaks only at \n, \r\n and \r, so line numbers match what an editor shows.
-    for number, raw in enumerate(data.splitlines(), start=1):
-        try:
-            yield number, raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(
-                f"{p}:{number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
-                "re-encode the file as UTF-8"
-            ) from None
+    number = 0
+    with open(p, "rb") as f:
+        for chunk in f:  # binary iteration breaks at LF only: a CR LF pair stays in one chunk
+            if number == 0 and chunk.startswith(b"\xef\xbb\xbf"):
+                chunk = chunk[3:]  # a UTF-8 byte-order mark is not text
+            for raw in chunk.splitlines() or [b""]:
+                number += 1
+                try:
+                    yield number, raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise ValueError(
+                        f"{p}:{number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
+                        "re-encode the file as UTF-8"
+                    ) from None
 
 
-def _text_documents(path: PathLike, one_document: bool = False) -> list[list[str]]:
-    documents: list[list[str]] = []
+def _one_line(line: str) -> list[str]:
+    return [line]
+
+
+def _iter_text_documents(path: PathLike, one_document: bool = False, split=split_sentences) -> Iterator[list[str]]:
     current: list[str] = []
     for _, line in _lines(path):
         if not line.strip():
             if current and not one_document:
-                documents.append(current)
+                yield current
                 current = []
             continue
-        current.extend(split_sentences(line))
+        current.extend(split(line))
     if current:
-        documents.append(current)
-    return documents
+        yield current
+
+
+def _text_documents(path: PathLike, one_document: bool = False) -> list[list[str]]:
+    return list(_iter_text_documents(path, one_document))
 
 
 # The title is lazy so that "= = Sub = =" gives "= =" on both sides, not "= =" and "=".
@@ -173,8 +185,7 @@ def _heading_level(stripped: str) -> int:
     return m.group(1).count("=")
 
 
-def _wikitext_documents(path: PathLike) -> list[list[str]]:
-    documents: list[list[str]] = []
+def _iter_wikitext_documents(path: PathLike, split=split_sentences) -> Iterator[list[str]]:
     current: list[str] = []
     for _, line in _lines(path):
         stripped = line.strip()
@@ -183,14 +194,17 @@ def _wikitext_documents(path: PathLike) -> list[list[str]]:
         level = _heading_level(stripped)
         if level == 1:
             if current:
-                documents.append(current)
+                yield current
             current = []
         elif level == 0:
-            current.extend(split_sentences(stripped))
+            current.extend(split(stripped))
         # level >= 2: a section heading inside the article, not a sentence
     if current:
-        documents.append(current)
-    return documents
+        yield current
+
+
+def _wikitext_documents(path: PathLike) -> list[list[str]]:
+    return list(_iter_wikitext_documents(path))
 
 
 def _require_nonempty(documents: list[list[str]], paths: Sequence[PathLike]) -> list[list[str]]:
@@ -213,6 +227,45 @@ def read_wikitext(path: PathLike) -> list[list[str]]:
 CorpusFormat = Literal["auto", "text", "wikitext"]
 
 
+def _file_documents(path: PathLike, fmt: CorpusFormat, one_document_per_file: bool,
+                    split) -> Iterator[list[str]]:
+    if fmt == "wikitext" or (fmt == "auto" and Path(path).suffix == ".tokens"):
+        return _iter_wikitext_documents(path, split)
+    return _iter_text_documents(path, one_document=one_document_per_file, split=split)
+
+
+def iter_corpus(
+    paths: PathLike | Sequence[PathLike],
+    fmt: CorpusFormat = "auto",
+    one_document_per_file: bool = False,
+    sentences: bool = True,
+) -> Iterator[list[str]]:
+    """The documents of :func:`read_corpus`, one at a time: memory holds one document, not the corpus.
+
+    Same formats, order and errors as :func:`read_corpus`; the empty-corpus ``ValueError`` comes when the
+    iteration ends without a single document. ``sentences=False`` yields each document as its lines
+    (paragraphs) instead, not yet split: ``split_sentences`` on each line, concatenated, gives exactly the
+    document of ``sentences=True`` (so the costly splitting can run in parallel workers).
+    """
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    if not paths:
+        raise ValueError("read_corpus needs at least one file")
+    if fmt not in ("auto", "text", "wikitext"):
+        raise ValueError(f"unknown corpus format {fmt!r}: use 'auto', 'text' or 'wikitext'")
+    any_document = False
+    for path in paths:
+        file_has_documents = False
+        split = split_sentences if sentences else _one_line
+        for doc in _file_documents(path, fmt, one_document_per_file, split):
+            file_has_documents = any_document = True
+            yield doc
+        if not file_has_documents:
+            log.warning("corpus file %s holds no sentences; skipped", path)
+    if not any_document:
+        _require_nonempty([], list(paths))
+
+
 def read_corpus(
     paths: PathLike | Sequence[PathLike],
     fmt: CorpusFormat = "auto",
@@ -223,22 +276,6 @@ def read_corpus(
     ``fmt="auto"`` reads ``*.tokens`` files as WikiText and everything else as plain text.
     ``one_document_per_file=True`` (plain text only) makes each file one document, blank lines then only
     separating paragraphs. A file without sentences is skipped with a warning; a corpus without any
-    raises ``ValueError`` naming the files.
+    raises ``ValueError`` naming the files. :func:`iter_corpus` gives the same documents one at a time.
     """
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    if not paths:
-        raise ValueError("read_corpus needs at least one file")
-    if fmt not in ("auto", "text", "wikitext"):
-        raise ValueError(f"unknown corpus format {fmt!r}: use 'auto', 'text' or 'wikitext'")
-    documents: list[list[str]] = []
-    for path in paths:
-        is_wikitext = fmt == "wikitext" or (fmt == "auto" and Path(path).suffix == ".tokens")
-        if is_wikitext:
-            docs = _wikitext_documents(path)
-        else:
-            docs = _text_documents(path, one_document=one_document_per_file)
-        if not docs:
-            log.warning("corpus file %s holds no sentences; skipped", path)
-        documents.extend(docs)
-    return _require_nonempty(documents, list(paths))
+    return list(iter_corpus(paths, fmt, one_document_per_file))

