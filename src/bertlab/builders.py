@@ -32,7 +32,7 @@ from bertlab.hf_weights import (
     sentence_transformers_pooling,
 )
 from bertlab.tasks.families import Family
-from bertlab.tokenization import BertTokenizer, content_hash, load_tokenizer, train_wordpiece
+from bertlab.tokenization import BertTokenizer, TokenizerError, content_hash, load_tokenizer, train_wordpiece
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,11 @@ def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_t
     cached = Path(cache_dir) / "tokenizers" / key if cache_dir else None
     with cache_lock(cached):  # processes started together (torchrun, SLURM) train it once; the others load it
         if cached is not None and (cached / "tokenizer.json").is_file():
-            return load_tokenizer(cached)
+            try:
+                return load_tokenizer(cached)
+            except TokenizerError as err:  # a damaged or foreign file in the cache: trained again below
+                log.warning("cached tokenizer %s is damaged (%s); it is removed and trained again", cached, err)
+                shutil.rmtree(cached, ignore_errors=True)
         log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
         tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
         if cached is not None:

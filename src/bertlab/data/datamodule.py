@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -34,12 +33,13 @@ from bertlab.data.features import (
 )
 from bertlab.data.readers import DataError
 from bertlab.distributed import cache_lock
+from bertlab.safe_cache import cached
 from bertlab.tokenization import BertTokenizer, content_hash
 
 log = logging.getLogger(__name__)
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
-_CACHE_VERSION = "1"
+_CACHE_VERSION = "2"  # 2: safetensors files (bertlab.safe_cache) instead of the old format that could run code
 
 
 class TaskDataModule(L.LightningDataModule):
@@ -155,7 +155,7 @@ class TaskDataModule(L.LightningDataModule):
     def _cache_path(self, split: str) -> Path | None:
         if self.cfg.cache_dir is None:
             return None
-        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.pkl"
+        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.safetensors"
 
     def _build(self, split: str) -> Split:
         path = self.split_file(split)
@@ -163,16 +163,10 @@ class TaskDataModule(L.LightningDataModule):
         # Processes started together (torchrun, SLURM) tokenize once: the first takes the lock, the others
         # wait and load its file. (Lightning's own DDP launcher starts the other ranks after this ran.)
         with cache_lock(cache):
-            if cache is not None and cache.is_file():
-                with open(cache, "rb") as f:
-                    return pickle.load(f)  # our own cache, written below: a trusted file
-            split_obj = self._featurize(split, path)
-            if cache is not None:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cache.with_suffix(f".tmp{os.getpid()}")
-                with open(tmp, "wb") as f:
-                    pickle.dump(split_obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, cache)  # atomic: a concurrent reader never sees half a file
+            # A file that is not a whole bertlab cache file (truncated, bit-flipped, or planted by someone
+            # who can write to a shared cache) is reported, removed and rebuilt; nothing in it can run code.
+            split_obj = cached(cache, lambda: self._featurize(split, path), f"{split} features",
+                               check=lambda s: isinstance(s, Split) and s.name == split)
         return split_obj
 
     def _featurize(self, split: str, path) -> Split:
