@@ -49,6 +49,7 @@ from bertlab.reliability import (
     debug_hooks_from_env,
     preflight,
 )
+from bertlab.targets import check_run_config
 from bertlab.tasks.families import build_family
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,7 @@ def run(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     _quiet_lightning_logging()
     _filter_known_warnings()
+    check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.targets)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.trainer.get("deterministic"):
         torch.use_deterministic_algorithms(True, warn_only=True)
