@@ -47,7 +47,9 @@ from bertlab.reliability import (
     check_resume_checkpoint,
     continue_csv_logs,
     debug_hooks_from_env,
+    end_of_run,
     preflight,
+    start_of_run,
 )
 from bertlab.targets import check_run_config
 from bertlab.tasks.families import build_family
@@ -154,6 +156,7 @@ def run(cfg: DictConfig) -> float | None:
         failed = False
         return value
     finally:
+        end_of_run()  # stop-signal handlers back to their previous owners
         # Multirun jobs share one process: an unfinished wandb run would swallow the next job's logs.
         finish_wandb(failed=failed)
 
@@ -166,6 +169,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if cfg.trainer.get("deterministic"):
         torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
+    graceful_stop = start_of_run(run_dir)  # stale partial files removed; SIGTERM/SIGINT save last.ckpt
 
     task = TaskSpec(**_plain(cfg.task))
     data_cfg = DataConfig(**_plain(cfg.data))
@@ -238,7 +242,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         callbacks.append(ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
                                          every_n_train_steps=int(cfg.save_every_n_steps),
                                          enable_version_counter=False))
-    callbacks += [ResumeStateCallback(), *debug_hooks_from_env()]
+    callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop]
     callbacks += _instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"))
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
