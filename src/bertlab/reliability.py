@@ -54,8 +54,9 @@ SIGNAL_AT_STEP_ENV = "BERTLAB_TEST_SIGNAL_AT_STEP"
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Errors whose message is the whole story: the user fixes the data, the config or the checkpoint."""
     from bertlab.module import NonFiniteLossError
+    from bertlab.tokenization import TokenizerError
 
-    return (DataError, ConfigError, CheckpointError, NonFiniteLossError)
+    return (DataError, ConfigError, CheckpointError, NonFiniteLossError, TokenizerError)
 
 
 @contextlib.contextmanager
@@ -160,6 +161,47 @@ def check_resume_checkpoint(path: str | Path, module: L.LightningModule) -> int:
             "encoder weights with model.init_from=<that .ckpt>"
         )
     return int(ckpt.get("global_step", 0))
+
+
+def min_seq_length(family: str, pair: bool, nsp: bool) -> int:
+    """The shortest ``max_seq_length`` that leaves one position of text per segment: [CLS] text [SEP], or
+    [CLS] a [SEP] b [SEP] for pairs and next-sentence pairs."""
+    if family in ("sequence", "token", "mlm"):
+        return 5 if (pair or nsp) else 3
+    if family == "qa":
+        return 4  # [CLS] question [SEP] context [SEP], the window check then asks for more
+    return 2
+
+
+def check_settings(cfg: Any) -> None:
+    """Values that Lightning, the tokenizer or the DataLoader would reject with a traceback, or worse accept:
+    a ``max_seq_length`` below the special tokens turns truncation off (the tokenizer ignores a limit it
+    cannot meet) and trains on full-length text."""
+    data, task, trainer = cfg.get("data") or {}, cfg.get("task") or {}, cfg.get("trainer") or {}
+    length = data.get("max_seq_length")
+    family = task.get("family")
+    if isinstance(length, int) and family:
+        pair, nsp = bool(data.get("text_pair_column")) and family == "sequence", bool(task.get("nsp"))
+        minimum = min_seq_length(family, pair, nsp)
+        if 0 < length < minimum:
+            raise ConfigError(
+                f"data.max_seq_length={length} leaves no room for text: the special tokens of a "
+                f"{'pair' if pair or nsp else family} input ([CLS]{' a [SEP] b' if pair or nsp else ' text'} [SEP]) "
+                f"already take {minimum - (2 if pair or nsp else 1)} positions. Use at least {minimum} "
+                "(BERT's fine-tuning default is 128)"
+            )
+    workers = data.get("num_workers")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
+        raise ConfigError(
+            f"data.num_workers={workers!r}: the number of DataLoader worker processes must be 0 (load in the "
+            f"training process) or a positive integer (e.g. data.num_workers={min(os.cpu_count() or 1, 4)})"
+        )
+    accumulate = trainer.get("accumulate_grad_batches")
+    if accumulate is not None and (not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1):
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches={accumulate!r}: the number of batches whose gradients are summed "
+            "before each optimizer step must be a positive integer (1 = no accumulation)"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -374,9 +416,12 @@ class GracefulStop(Callback):
 _ACTIVE_STOP: list[GracefulStop] = []
 
 
-def start_of_run(run_dir: Path) -> GracefulStop:
-    """What every run does first: remove partial files a killed run left in its checkpoint folder, and
-    install the stop-signal handlers (returned as the callback that saves ``last.ckpt`` on a signal)."""
+def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
+    """What every run does first: check the settings that would otherwise fail late with a traceback,
+    remove partial files a killed run left in its checkpoint folder, and install the stop-signal handlers
+    (returned as the callback that saves ``last.ckpt`` on a signal)."""
+    if cfg is not None:
+        check_settings(cfg)
     remove_stale_temporaries(Path(run_dir) / "checkpoints")
     stop = GracefulStop(run_dir, resume_command(run_dir))
     stop.install()

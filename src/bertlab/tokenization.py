@@ -128,7 +128,11 @@ def load_tokenizer(directory: str | Path) -> BertTokenizer:
         try:
             tokenizer = Tokenizer.from_file(str(tok_json))
         except Exception as err:
-            raise TokenizerError(f"{tok_json} could not be read: {err}") from None
+            raise TokenizerError(
+                f"{tok_json} could not be read ({err}): the file is damaged or not a tokenizer saved by the "
+                "`tokenizers` library. Restore it from a copy (a run's tokenizer/ or export/ folder holds one), "
+                "or pass model.tokenizer=<a folder with a good tokenizer.json or vocab.txt>"
+            ) from None
         return BertTokenizer(tokenizer, do_lower_case=lowercase)
     if vocab_txt.is_file():
         try:

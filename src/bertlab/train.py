@@ -169,7 +169,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if cfg.trainer.get("deterministic"):
         torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
-    graceful_stop = start_of_run(run_dir)  # stale partial files removed; SIGTERM/SIGINT save last.ckpt
+    graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt
 
     task = TaskSpec(**_plain(cfg.task))
     data_cfg = DataConfig(**_plain(cfg.data))

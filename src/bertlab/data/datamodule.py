@@ -31,7 +31,7 @@ from bertlab.data.features import (
     sequence_split,
     token_split,
 )
-from bertlab.data.readers import DataError
+from bertlab.data.readers import DataError, check_readable
 from bertlab.distributed import cache_lock
 from bertlab.safe_cache import cached
 from bertlab.tokenization import BertTokenizer, content_hash
@@ -79,6 +79,8 @@ class TaskDataModule(L.LightningDataModule):
             path = self._root() / path
         if path.is_file() and self.cfg.source != "hub":
             return path
+        if path.is_dir() or path.is_symlink():  # a folder or a broken link: say so, not "not found"
+            check_readable(path)
         hub_reason = "data.source=sample does not use the hub"
         if self.cfg.source != "sample" and relative:
             from bertlab.data.hub import HubUnavailable, fetch_preset
@@ -132,6 +134,13 @@ class TaskDataModule(L.LightningDataModule):
             return None
         if self._labels is None:
             self._labels = self.task.labels or derive_labels(self.split_file("train"), self.cfg, self.task.family)
+            if self.task.family == "sequence" and len(self._labels) < 2:
+                raise DataError(
+                    f"{self.split_file('train')}: the training split has only one class "
+                    f"({', '.join(map(repr, self._labels)) or 'none'} in column {self.cfg.label_column!r}): a "
+                    "classifier needs examples of at least two classes. Check data.train_file and "
+                    "data.label_column; for real-valued targets use task=text_regression"
+                )
         return self._labels
 
     @property
