@@ -121,9 +121,12 @@ def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
     if path.is_dir() and (path / "metrics.json").is_file():
         import json
 
-        best = json.loads((path / "metrics.json").read_text()).get("best_checkpoint")
-        if best and Path(best).is_file():
-            return "ckpt", Path(best)
+        from bertlab.run_dir import resolve_in_run_dir
+
+        # best_checkpoint is the absolute path where the run ran; a copied or moved folder uses its own copy.
+        best = resolve_in_run_dir(path, json.loads((path / "metrics.json").read_text()).get("best_checkpoint"))
+        if best is not None:
+            return "ckpt", best
         last = path / "checkpoints" / "last.ckpt"
         if last.is_file():
             return "ckpt", last
@@ -183,7 +186,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
                      if model_cfg.get(k) is not None}
         config = dataclasses.replace(config, **overrides)
     elif init_kind == "ckpt":
-        config = _ckpt_encoder_config(init_path)
+        config = _ckpt_encoder_config(init_path, tokenizer)
     else:
         config = architecture(model_cfg, vocab_size=tokenizer.vocab_size)
     if tokenizer.vocab_size > config.vocab_size:
@@ -295,8 +298,12 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         ) from None
 
 
-def _ckpt_encoder_config(path: Path) -> EncoderConfig:
+def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
     ckpt = read_checkpoint(path)
+    if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
+        from bertlab.run_dir import check_checkpoint_tokenizer
+
+        check_checkpoint_tokenizer(ckpt, tokenizer, path, init_dir_for_tokenizer(str(path)))
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")

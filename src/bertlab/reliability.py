@@ -421,7 +421,10 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
     remove partial files a killed run left in its checkpoint folder, and install the stop-signal handlers
     (returned as the callback that saves ``last.ckpt`` on a signal)."""
     if cfg is not None:
+        from bertlab.run_dir import claim_run_dir
+
         check_settings(cfg)
+        claim_run_dir(run_dir, cfg)  # a run dir belongs to one run (bertlab.run_dir)
     remove_stale_temporaries(Path(run_dir) / "checkpoints")
     stop = GracefulStop(run_dir, resume_command(run_dir))
     stop.install()
@@ -429,10 +432,16 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
     return stop
 
 
-def end_of_run() -> None:
-    """Give the stop signals back to whoever handled them before the run (multirun jobs share a process)."""
+def end_of_run(failed: bool = False) -> None:
+    """Give the stop signals back to whoever handled them before the run (multirun jobs share a process),
+    and record a run that ended without error as finished in its run dir."""
+    from bertlab.run_dir import finish_run_dir
+
     while _ACTIVE_STOP:
-        _ACTIVE_STOP.pop().uninstall()
+        stop = _ACTIVE_STOP.pop()
+        stop.uninstall()
+        if not failed:
+            finish_run_dir(stop.run_dir)
 
 
 def resume_command(run_dir: Path) -> str:

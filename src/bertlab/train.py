@@ -51,6 +51,7 @@ from bertlab.reliability import (
     preflight,
     start_of_run,
 )
+from bertlab.run_dir import TokenizerFingerprint
 from bertlab.targets import check_run_config
 from bertlab.tasks.families import build_family
 
@@ -156,7 +157,7 @@ def run(cfg: DictConfig) -> float | None:
         failed = False
         return value
     finally:
-        end_of_run()  # stop-signal handlers back to their previous owners
+        end_of_run(failed)  # stop-signal handlers back to their owners; the run dir records the end
         # Multirun jobs share one process: an unfinished wandb run would swallow the next job's logs.
         finish_wandb(failed=failed)
 
@@ -242,7 +243,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         callbacks.append(ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
                                          every_n_train_steps=int(cfg.save_every_n_steps),
                                          enable_version_counter=False))
-    callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop]
+    callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop, TokenizerFingerprint(tokenizer)]
     callbacks += _instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"))
     trainer_kwargs = {k: v for k, v in _plain(cfg.trainer).items() if v is not None}
