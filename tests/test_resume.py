@@ -336,3 +336,20 @@ def test_full_disk_during_training_ends_the_run_with_that_message(tmp_path, monk
     monkeypatch.setattr(torch, "save", full_after_two)
     with pytest.raises(CheckpointError, match=r"the disk is full: could not write the checkpoint .*\.ckpt \(disk mounted at"):
         run_train(list(RUN), tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_slurm_preemption_signal_saves_last_ckpt_instead_of_lightnings_requeue(tmp_path):
+    """Under SLURM, Lightning's auto-requeue would answer SIGUSR1 (``sbatch --signal=USR1@<s>``) by writing
+    ``<run_dir>/hpc_ckpt_<n>.ckpt`` and calling ``scontrol requeue``; bertlab handles the signal itself:
+    last.ckpt at the current step, exit 128 + SIGUSR1, the resume command (docs/reliability.md)."""
+    run = tmp_path / "run"
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1", "SLURM_JOB_NAME": "train", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost",
+             SIGNAL_AT_STEP_ENV: "3:USR1"}
+    out = cli(tmp_path, *RUN, "trainer.accelerator=cpu", f"hydra.run.dir={run}", env=slurm)
+    assert out.returncode == 128 + signal.SIGUSR1, out.stderr[-3000:]
+    assert "bertlab: stopped: received SIGUSR1" in out.stderr
+    assert _load(run / "checkpoints" / "last.ckpt")["global_step"] == 3
+    assert not list(run.glob("hpc_ckpt_*.ckpt"))  # Lightning's requeue handler did not run
+    assert "requeu" not in (out.stdout + out.stderr).lower().replace("auto-requeueing enabled", "")

@@ -105,3 +105,10 @@ def test_checkpoint_and_tokenizer_of_different_runs_are_refused(train_run, first
         train_run(*TINY, f"model.init_from={first_run}", name="mixed")
     with pytest.raises(CheckpointError, match=r"was trained with another tokenizer"):
         train_run(*TINY, "ckpt_path=last", name="run")
+
+
+def test_a_resume_may_extend_the_training_length(train_run, first_run):
+    metrics = train_run(*TINY[:2], "trainer.max_epochs=2", "ckpt_path=last", name="run")
+    assert metrics["train"]["epochs"] == 2
+    with pytest.raises(ConfigError, match=r"optim.lr: 5e-05 there, 0.001 now"):  # but not change what it trains
+        train_run(*TINY[:2], "trainer.max_epochs=3", "optim.lr=1e-3", "ckpt_path=last", name="run")

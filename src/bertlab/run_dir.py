@@ -4,7 +4,7 @@
   start a *different* configuration in a run dir that already holds a run: its checkpoints, tokenizer and
   logs would mix with the new run's. Allowed: the same configuration again (a resume: ``ckpt_path``,
   ``train``, ``test``, ``predict``, ``export``, the logger and other output-only choices do not count as
-  differences), a re-run of a finished multirun job (its old outputs are removed first), and
+  differences, and a resume may change the training length, ``trainer.max_epochs``/``max_steps``), a re-run of a finished multirun job (its old outputs are removed first), and
   ``overwrite_run_dir=true`` (the old outputs are removed first).
 - :class:`TokenizerFingerprint` stores a fingerprint of the run's vocabulary in every checkpoint and, when a
   checkpoint is resumed or evaluated, checks that this run's tokenizer is the one it was trained with;
@@ -39,6 +39,7 @@ IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "logger", "cal
                "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra"}
 IGNORED_DATA = {"data_dir", "cache_dir", "num_workers", "test_file", "predict_file", "eval_batch_size"}
 IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_summary"}
+RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
            "tensorboard", "wandb", MARKER)
@@ -125,7 +126,11 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
         except (OSError, ValueError):
             old = {"fingerprint": "<unreadable>", "config": {}}
     used = old is not None or any((run_dir / n).exists() for n in ("checkpoints", "metrics.json", "tokenizer"))
-    if used and not (old is not None and old.get("fingerprint") == fingerprint):
+    same = old is not None and old.get("fingerprint") == fingerprint
+    if used and not same and old is not None and cfg.get("ckpt_path"):
+        # A resume may extend (or shorten) the training budget: the run continues on the same path.
+        same = all(d.split(":", 1)[0] in RESUME_LENGTH_KEYS for d in _differences(old.get("config", {}), new))
+    if used and not same:
         if overwrite:
             _remove_outputs(run_dir, f"{OVERWRITE_KEY}=true")
         elif old is not None and old.get("status") == "finished" and _in_multirun():
