@@ -285,8 +285,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """A bertlab Lightning checkpoint (``model.init_from``), read with ``weights_only=True``.
 
     bertlab's checkpoints hold tensors and plain values only (Lightning reloads them the same way on
-    resume), so even a checkpoint from someone else cannot run code when it is read (README "Safe
-    loading"). A file that needs full unpickling is refused, not trusted.
+    resume), so even a checkpoint from someone else cannot run code when it is read (docs/reliability.md, "Nothing
+    bertlab reads runs code"). A file that needs full unpickling is refused, not trusted.
     """
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
