@@ -11,6 +11,7 @@ import torch
 
 from bertlab.builders import _init_source, init_dir_for_tokenizer
 from bertlab.config import ConfigError
+from bertlab.data.readers import DataError
 from bertlab.hf_weights import CheckpointError
 from bertlab.run_dir import FINGERPRINT_KEY, MARKER, claim_run_dir
 
@@ -73,7 +74,8 @@ def test_a_finished_multirun_job_may_run_again(tmp_path, monkeypatch):
     claim_run_dir(run, compose([*TINY, "optim.lr=1e-3"], run))  # e.g. a sweeper's new trial in that folder
     assert not (run / "checkpoints").exists()
     monkeypatch.setattr(rd, "_in_multirun", lambda: False)
-    with pytest.raises(ConfigError):  # still running (not finished): refused
+    (run / "checkpoints").mkdir()
+    with pytest.raises(ConfigError):  # outside a multirun, or a job not finished: refused
         claim_run_dir(run, compose([*TINY, "optim.lr=1e-2"], run))
 
 
@@ -112,3 +114,10 @@ def test_a_resume_may_extend_the_training_length(train_run, first_run):
     assert metrics["train"]["epochs"] == 2
     with pytest.raises(ConfigError, match=r"optim.lr: 5e-05 there, 0.001 now"):  # but not change what it trains
         train_run(*TINY[:2], "trainer.max_epochs=3", "optim.lr=1e-3", "ckpt_path=last", name="run")
+
+
+def test_a_run_that_failed_before_writing_anything_does_not_claim_the_dir(train_run, tmp_path):
+    with pytest.raises(DataError):
+        train_run(*TINY, "data.text_column=nope", name="run")
+    assert (tmp_path / "run" / MARKER).is_file()
+    train_run(*TINY, "optim.lr=1e-3", name="run")  # nothing of the failed run can mix with this one

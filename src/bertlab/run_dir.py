@@ -125,7 +125,9 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
             old = json.loads(marker.read_text())
         except (OSError, ValueError):
             old = {"fingerprint": "<unreadable>", "config": {}}
-    used = old is not None or any((run_dir / n).exists() for n in ("checkpoints", "metrics.json", "tokenizer"))
+    # Used = it holds another run's outputs; a run that failed before writing any (bad data, a refused
+    # setting) leaves nothing that could mix with this one.
+    used = any((run_dir / n).exists() for n in ("checkpoints", "metrics.json", "tokenizer"))
     same = old is not None and old.get("fingerprint") == fingerprint
     if used and not same and old is not None and cfg.get("ckpt_path"):
         # A resume may extend (or shorten) the training budget: the run continues on the same path.
