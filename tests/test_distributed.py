@@ -313,5 +313,5 @@ def test_torchrun_launches_the_ranks(tmp_path):
     assert m["val"]["num_examples"] == 16 and m["train"]["steps"] == 3  # ceil(ceil(40 / 8) / 2)
     # Started together, the ranks still tokenized once: one cache entry per split and one tokenizer.
     cache = tmp_path / ".cache" / "bertlab"
-    assert len(list((cache / "features").glob("*.pkl"))) == 3  # train, val, predict
+    assert len(list((cache / "features").glob("*.safetensors"))) == 3  # train, val, predict
     assert len([p for p in (cache / "tokenizers").iterdir() if p.is_dir()]) == 1
