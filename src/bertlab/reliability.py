@@ -70,9 +70,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except JobStopped as err:
+        # Also in a multirun: a stopped sweep must not go on to its next job.
         log.error("%s", err)
-        if _in_multirun():
-            raise
         sys.stderr.write(f"\nbertlab: stopped: {err}\n")
         sys.stderr.flush()
         sys.exit(128 + err.signum)
