@@ -199,7 +199,8 @@ def test_job_argv_recreates_one_job():
 # ----------------------------------------------------------------------------------------------------------
 # DDP through the real command line (Lightning re-runs train.py for rank 1)
 
-RANK0_FILES = {".hydra", "checkpoints", "csv", "metrics.json", "tokenizer", "train.log", "update_scope.json"}
+RANK0_FILES = {".hydra", ".bertlab-run.json", "checkpoints", "csv", "metrics.json", "tokenizer", "train.log",
+               "update_scope.json"}
 RANK1_LOG = "train_ddp_process_1.log"  # each extra rank's own log (Lightning names its Hydra job so)
 
 
@@ -312,7 +313,7 @@ def test_torchrun_launches_the_ranks(tmp_path):
     assert m["val"]["num_examples"] == 16 and m["train"]["steps"] == 3  # ceil(ceil(40 / 8) / 2)
     # Started together, the ranks still tokenized once: one cache entry per split and one tokenizer.
     cache = tmp_path / ".cache" / "bertlab"
-    assert len(list((cache / "features").glob("*.pkl"))) == 2  # train, val (predictions read the file itself)
+    assert len(list((cache / "features").glob("*.safetensors"))) == 2  # train, val (predictions read the file itself)
     assert len([p for p in (cache / "tokenizers").iterdir() if p.is_dir()]) == 1
 
 

@@ -34,7 +34,7 @@ def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pat
     message = str(err.value)
     assert message.startswith("non-finite training loss (nan) at global step 3, epoch 0, batch 3 (example indices [")
     assert "set on_nonfinite_loss=skip to skip such batches" in message
-    assert "the last good checkpoint is kept in checkpoints/last.ckpt" in message
+    assert f"the last good checkpoint is kept in {tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}" in message
     last = _load(tmp_path / "run" / "checkpoints" / "last.ckpt")  # whole, and loadable weights-only
     assert last["global_step"] == 2
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values())
@@ -55,6 +55,9 @@ def test_nonfinite_loss_reaches_the_terminal_with_exit_status_1(tmp_path):
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     assert "bertlab: error: non-finite training loss (inf) at global step 0, epoch 0, batch 0" in out.stderr
+    # Nothing was saved before step 0: the message must not point to a checkpoint that does not exist.
+    assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
+    assert "last.ckpt" not in out.stderr and "no checkpoint had been written before this step" in out.stderr
 
 
 def test_nonfinite_loss_skip_counts_skipped_batches(tmp_path, monkeypatch):

@@ -9,8 +9,12 @@ after optimizer step k, as a pre-empted job dies (no cleanup, no final save).
 from __future__ import annotations
 
 import csv
+import errno
 import json
+import os
+import re
 import signal
+import time
 import warnings
 from pathlib import Path
 
@@ -25,7 +29,14 @@ from torch.utils.data import DataLoader
 from bertlab.data.batching import Collator, FeatureDataset, TrainBatchSampler
 from bertlab.hf_weights import CheckpointError
 from bertlab.module import NonFiniteLossError
-from bertlab.reliability import KILL_AT_STEP_ENV, AtomicCheckpointIO
+from bertlab.reliability import (
+    KILL_AT_STEP_ENV,
+    SIGNAL_AT_STEP_ENV,
+    AtomicCheckpointIO,
+    GracefulStop,
+    JobStopped,
+    remove_stale_temporaries,
+)
 
 # sst2 fixture: 40 examples, batch 8 → 5 steps per epoch; step checkpoints at 2, 4, 6, 8; epoch ends at 5, 10.
 RUN = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "trainer.deterministic=true", "data.batch_size=8",
@@ -233,3 +244,119 @@ def test_atomic_checkpoint_io_never_leaves_a_half_written_file(tmp_path, monkeyp
         io.save_checkpoint({"global_step": 2, "w": torch.zeros(3)}, path)
     assert _load(path)["global_step"] == 1  # the previous checkpoint, whole
     assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]  # no temporary file left
+
+
+# ----------------------------------------------------------------------------------------------------------
+# SIGTERM / SIGINT (scancel, pre-emption, Ctrl-C): last.ckpt at the current step, non-zero exit, a resume hint
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_cli(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("signal")
+    a = base / "a"
+    out = cli(base, *RUN, "trainer.accelerator=cpu", f"hydra.run.dir={a}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return a
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,step", [("TERM", 7), ("INT", 3)])
+def test_signal_saves_last_ckpt_at_the_current_step_and_resume_matches(uninterrupted_cli, tmp_path, name, step):
+    b = tmp_path / "b"
+    common = (*RUN, "trainer.accelerator=cpu")
+    out = cli(uninterrupted_cli.parent, *common, f"hydra.run.dir={b}", env={SIGNAL_AT_STEP_ENV: f"{step}:{name}"})
+    signum = getattr(signal, f"SIG{name}")
+    assert out.returncode == 128 + signum, out.stderr[-3000:]
+    last = b / "checkpoints" / "last.ckpt"
+    assert f"bertlab: stopped: received SIG{name}" in out.stderr
+    assert f"saved {last} at global step {step}" in out.stderr
+    assert "Resume with: python train.py" in out.stderr and f"hydra.run.dir={b} ckpt_path=last" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (b / "metrics.json").exists()
+    assert _load(last)["global_step"] == step
+    # A partial file of a write killed earlier (its process is gone) is removed when the run starts again.
+    stale = b / "checkpoints" / "last.ckpt.tmp-999999999"
+    stale.write_bytes(b"PK\x03\x04 half a zip")
+
+    out = cli(uninterrupted_cli.parent, *common, f"hydra.run.dir={b}", "ckpt_path=last")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not stale.exists() and f"removed {stale}" in out.stdout + out.stderr
+    assert_same_training(uninterrupted_cli, b)
+    assert json.loads((b / "metrics.json").read_text())["train"]["resumed_from_step"] == step
+    assert csv_rows(uninterrupted_cli) == csv_rows(b)
+
+
+def test_a_signal_outside_training_stops_at_once_and_says_nothing_was_saved(tmp_path):
+    stop = GracefulStop(tmp_path, "python train.py hydra.run.dir=x ckpt_path=last")
+    stop.install()
+    try:
+        with pytest.raises(JobStopped, match=r"received SIGTERM: .*no checkpoint had been written yet") as info:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs here
+        assert info.value.signum == signal.SIGTERM
+    finally:
+        stop.uninstall()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+
+
+def test_stale_temporaries_of_live_processes_are_kept(tmp_path):
+    mine = tmp_path / f"last.ckpt.tmp-{os.getppid()}"  # a live process (the parent) may still be writing it
+    dead = tmp_path / "epoch_001.ckpt.tmp-999999999"
+    for p in (mine, dead):
+        p.write_bytes(b"x")
+    assert remove_stale_temporaries(tmp_path) == [dead]
+    assert mine.exists()
+
+
+def test_full_disk_is_one_message_naming_the_disk_and_the_path(tmp_path, monkeypatch):
+    def full(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    io = AtomicCheckpointIO()
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io.save_checkpoint({"global_step": 1}, path)
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(CheckpointError, match=r"the disk is full: could not write the checkpoint "
+                       + re.escape(str(path)) + r" \(disk mounted at /.*MiB free\)") as info:
+        io.save_checkpoint({"global_step": 2}, path)
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]  # the old one kept, no partial file
+    # torch's own zip writer reports the same failure as a RuntimeError
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(
+        RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file "
+                     "data/0: file write failed")))
+    with pytest.raises(CheckpointError, match="the disk is full"):
+        io.save_checkpoint({"global_step": 2}, path)
+
+
+def test_full_disk_during_training_ends_the_run_with_that_message(tmp_path, monkeypatch):
+    real_save = torch.save
+    calls = {"n": 0}
+
+    def full_after_two(obj, f, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_after_two)
+    with pytest.raises(CheckpointError, match=r"the disk is full: could not write the checkpoint .*\.ckpt \(disk mounted at"):
+        run_train(list(RUN), tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_slurm_preemption_signal_saves_last_ckpt_instead_of_lightnings_requeue(tmp_path):
+    """Under SLURM, Lightning's auto-requeue would answer SIGUSR1 (``sbatch --signal=USR1@<s>``) by writing
+    ``<run_dir>/hpc_ckpt_<n>.ckpt`` and calling ``scontrol requeue``; bertlab handles the signal itself:
+    last.ckpt at the current step, exit 128 + SIGUSR1, the resume command (docs/reliability.md)."""
+    run = tmp_path / "run"
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1", "SLURM_JOB_NAME": "train", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost",
+             SIGNAL_AT_STEP_ENV: "3:USR1"}
+    out = cli(tmp_path, *RUN, "trainer.accelerator=cpu", f"hydra.run.dir={run}", env=slurm)
+    assert out.returncode == 128 + signal.SIGUSR1, out.stderr[-3000:]
+    assert "bertlab: stopped: received SIGUSR1" in out.stderr
+    assert _load(run / "checkpoints" / "last.ckpt")["global_step"] == 3
+    assert not list(run.glob("hpc_ckpt_*.ckpt"))  # Lightning's requeue handler did not run
+    assert "requeu" not in (out.stdout + out.stderr).lower().replace("auto-requeueing enabled", "")

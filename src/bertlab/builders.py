@@ -32,7 +32,7 @@ from bertlab.hf_weights import (
     sentence_transformers_pooling,
 )
 from bertlab.tasks.families import Family
-from bertlab.tokenization import BertTokenizer, content_hash, load_tokenizer, train_wordpiece
+from bertlab.tokenization import BertTokenizer, TokenizerError, content_hash, load_tokenizer, train_wordpiece
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,11 @@ def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_t
     cached = Path(cache_dir) / "tokenizers" / key if cache_dir else None
     with cache_lock(cached):  # processes started together (torchrun, SLURM) train it once; the others load it
         if cached is not None and (cached / "tokenizer.json").is_file():
-            return load_tokenizer(cached)
+            try:
+                return load_tokenizer(cached)
+            except TokenizerError as err:  # a damaged or foreign file in the cache: trained again below
+                log.warning("cached tokenizer %s is damaged (%s); it is removed and trained again", cached, err)
+                shutil.rmtree(cached, ignore_errors=True)
         log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
         tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
         if cached is not None:
@@ -117,9 +121,12 @@ def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
     if path.is_dir() and (path / "metrics.json").is_file():
         import json
 
-        best = json.loads((path / "metrics.json").read_text()).get("best_checkpoint")
-        if best and Path(best).is_file():
-            return "ckpt", Path(best)
+        from bertlab.run_dir import resolve_in_run_dir
+
+        # best_checkpoint is the absolute path where the run ran; a copied or moved folder uses its own copy.
+        best = resolve_in_run_dir(path, json.loads((path / "metrics.json").read_text()).get("best_checkpoint"))
+        if best is not None:
+            return "ckpt", best
         last = path / "checkpoints" / "last.ckpt"
         if last.is_file():
             return "ckpt", last
@@ -179,7 +186,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
                      if model_cfg.get(k) is not None}
         config = dataclasses.replace(config, **overrides)
     elif init_kind == "ckpt":
-        config = _ckpt_encoder_config(init_path)
+        config = _ckpt_encoder_config(init_path, tokenizer)
     else:
         config = architecture(model_cfg, vocab_size=tokenizer.vocab_size)
     if tokenizer.vocab_size > config.vocab_size:
@@ -283,8 +290,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """A bertlab Lightning checkpoint (``model.init_from``), read with ``weights_only=True``.
 
     bertlab's checkpoints hold tensors and plain values only (Lightning reloads them the same way on
-    resume), so even a checkpoint from someone else cannot run code when it is read (README "Safe
-    loading"). A file that needs full unpickling is refused, not trusted.
+    resume), so even a checkpoint from someone else cannot run code when it is read (docs/reliability.md, "Nothing
+    bertlab reads runs code"). A file that needs full unpickling is refused, not trusted.
     """
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -296,8 +303,12 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         ) from None
 
 
-def _ckpt_encoder_config(path: Path) -> EncoderConfig:
+def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
     ckpt = read_checkpoint(path)
+    if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
+        from bertlab.run_dir import check_checkpoint_tokenizer
+
+        check_checkpoint_tokenizer(ckpt, tokenizer, path, init_dir_for_tokenizer(str(path)))
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")

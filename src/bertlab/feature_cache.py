@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from bertlab.config import ConfigError
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset
 from bertlab.data.features import Split, lengths
 from bertlab.heads import TaskModel
+from bertlab.safe_cache import cached
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +52,9 @@ def check_cacheable(family: str, encoder_frozen: bool) -> None:
 def attach_features(model: TaskModel, split: Split, collator: Collator, batch_size: int, key: str,
                     cache_dir: str | None) -> None:
     """Compute (or load) the head's input features for every row of ``split`` into ``f["features"]``."""
-    path = Path(cache_dir) / "frozen_features" / f"{split.name}-{key}.pkl" if cache_dir else None
-    if path is not None and path.is_file():
-        with open(path, "rb") as f:
-            stored = pickle.load(f)  # written below by bertlab: a trusted file
-        log.info("frozen features for %s loaded from %s", split.name, path)
-    else:
+    path = Path(cache_dir) / "frozen_features" / f"{split.name}-{key}.safetensors" if cache_dir else None
+
+    def compute() -> list[np.ndarray]:
         was_training = model.training
         model.eval()
         stored: list[np.ndarray | None] = [None] * len(split.features)
@@ -71,11 +67,14 @@ def attach_features(model: TaskModel, split: Split, collator: Collator, batch_si
                 x = feats[row]
                 stored[index] = (x[: real[row]] if x.dim() == 2 else x).numpy().copy()
         model.train(was_training)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            with open(tmp, "wb") as f:
-                pickle.dump(stored, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+        return stored
+
+    def fits(stored) -> bool:  # one array per feature, of its length for per-token features
+        return isinstance(stored, list) and len(stored) == len(split.features) and all(
+            isinstance(x, np.ndarray) and (x.ndim == 1 or len(x) == len(f["input_ids"]))
+            for x, f in zip(stored, split.features))
+
+    # A damaged file is reported with its path, removed and recomputed; nothing in it can run code.
+    stored = cached(path, compute, f"frozen features for {split.name}", check=fits)
     for feature, x in zip(split.features, stored):
         feature["features"] = x

@@ -134,13 +134,20 @@ class BertTaskModule(L.LightningModule):
             if self.on_nonfinite_loss == "error":
                 raise NonFiniteLossError(
                     message + ". Lower optim.lr, check the data, or set on_nonfinite_loss=skip to skip such "
-                    "batches; the last good checkpoint is kept in checkpoints/last.ckpt"
+                    "batches; " + self._checkpoint_note()
                 )
             self.skipped_nonfinite += 1
             log.warning("skipping batch: %s", message)
             return None  # Lightning skips the optimizer step for this batch
         self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(batch["index"]))
         return loss
+
+    def _checkpoint_note(self) -> str:
+        """Where a stopped run can continue from: only checkpoints that exist are named."""
+        last = self.output_dir / "checkpoints" / "last.ckpt" if self.output_dir is not None else None
+        if last is not None and last.is_file():
+            return f"the last good checkpoint is kept in {last} (resume with ckpt_path=last)"
+        return "no checkpoint had been written before this step, so the run has to start again"
 
     def configure_optimizers(self):
         groups = optimizer_param_groups(

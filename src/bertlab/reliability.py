@@ -18,11 +18,15 @@ checkpoints, exact resume (RNG included), and a test hook that kills a run mid-e
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import random
+import re
+import shutil
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +45,7 @@ from bertlab.hf_weights import CheckpointError
 log = logging.getLogger(__name__)
 
 KILL_AT_STEP_ENV = "BERTLAB_TEST_KILL_AT_STEP"
+SIGNAL_AT_STEP_ENV = "BERTLAB_TEST_SIGNAL_AT_STEP"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -50,8 +55,9 @@ KILL_AT_STEP_ENV = "BERTLAB_TEST_KILL_AT_STEP"
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Errors whose message is the whole story: the user fixes the data, the config or the checkpoint."""
     from bertlab.module import NonFiniteLossError
+    from bertlab.tokenization import TokenizerError
 
-    return (DataError, ConfigError, CheckpointError, NonFiniteLossError)
+    return (DataError, ConfigError, CheckpointError, NonFiniteLossError, TokenizerError)
 
 
 @contextlib.contextmanager
@@ -64,6 +70,12 @@ def user_errors() -> Iterator[None]:
     """
     try:
         yield
+    except JobStopped as err:
+        # Also in a multirun: a stopped sweep must not go on to its next job.
+        log.error("%s", err)
+        sys.stderr.write(f"\nbertlab: stopped: {err}\n")
+        sys.stderr.flush()
+        sys.exit(128 + err.signum)
     except user_error_types() as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
@@ -153,6 +165,47 @@ def check_resume_checkpoint(path: str | Path, module: L.LightningModule) -> int:
     return int(ckpt.get("global_step", 0))
 
 
+def min_seq_length(family: str, pair: bool, nsp: bool) -> int:
+    """The shortest ``max_seq_length`` that leaves one position of text per segment: [CLS] text [SEP], or
+    [CLS] a [SEP] b [SEP] for pairs and next-sentence pairs."""
+    if family in ("sequence", "token", "mlm"):
+        return 5 if (pair or nsp) else 3
+    if family == "qa":
+        return 4  # [CLS] question [SEP] context [SEP], the window check then asks for more
+    return 2
+
+
+def check_settings(cfg: Any) -> None:
+    """Values that Lightning, the tokenizer or the DataLoader would reject with a traceback, or worse accept:
+    a ``max_seq_length`` below the special tokens turns truncation off (the tokenizer ignores a limit it
+    cannot meet) and trains on full-length text."""
+    data, task, trainer = cfg.get("data") or {}, cfg.get("task") or {}, cfg.get("trainer") or {}
+    length = data.get("max_seq_length")
+    family = task.get("family")
+    if isinstance(length, int) and family:
+        pair, nsp = bool(data.get("text_pair_column")) and family == "sequence", bool(task.get("nsp"))
+        minimum = min_seq_length(family, pair, nsp)
+        if 0 < length < minimum:
+            raise ConfigError(
+                f"data.max_seq_length={length} leaves no room for text: the special tokens of a "
+                f"{'pair' if pair or nsp else family} input ([CLS]{' a [SEP] b' if pair or nsp else ' text'} [SEP]) "
+                f"already take {minimum - (2 if pair or nsp else 1)} positions. Use at least {minimum} "
+                "(BERT's fine-tuning default is 128)"
+            )
+    workers = data.get("num_workers")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
+        raise ConfigError(
+            f"data.num_workers={workers!r}: the number of DataLoader worker processes must be 0 (load in the "
+            f"training process) or a positive integer (e.g. data.num_workers={min(os.cpu_count() or 1, 4)})"
+        )
+    accumulate = trainer.get("accumulate_grad_batches")
+    if accumulate is not None and (not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1):
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches={accumulate!r}: the number of batches whose gradients are summed "
+            "before each optimizer step must be a positive integer (1 = no accumulation)"
+        )
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Atomic checkpoints
 
@@ -180,6 +233,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+        except (OSError, RuntimeError) as err:
+            if _disk_full(err):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise CheckpointError(disk_full_message(path)) from None
+            raise
         finally:
             if tmp.exists():
                 tmp.unlink()
@@ -189,6 +248,213 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+def _disk_full(err: BaseException) -> bool:
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    # torch's zip writer reports a failed write as a RuntimeError ("enforce fail at inline_container.cc")
+    text = str(err)
+    return isinstance(err, RuntimeError) and ("No space left" in text or "file write failed" in text
+                                              or "Disk quota exceeded" in text)
+
+
+def _mount_point(path: Path) -> Path:
+    path = path.resolve()
+    while not path.exists() or (not os.path.ismount(path) and path.parent != path):
+        path = path.parent
+    return path
+
+
+def disk_full_message(path: Path) -> str:
+    disk = _mount_point(Path(path).parent)
+    try:
+        free = shutil.disk_usage(disk).free
+        free_text = f"{free / 2**20:.0f} MiB free"
+    except OSError:
+        free_text = "free space unknown"
+    return (f"the disk is full: could not write the checkpoint {path} (disk mounted at {disk}, {free_text}). "
+            "The previous checkpoint there, if any, is unchanged. Free space on that disk, or give the run "
+            "another disk with hydra.run.dir=<folder on it> (and resume with ckpt_path=<the last .ckpt>)")
+
+
+_TMP_SUFFIX = re.compile(r"\.tmp-?(\d+)$")
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove ``<name>.tmp-<pid>`` files in ``folder`` left by a process killed while writing (a checkpoint,
+    a cache file); files of processes still running are kept. Returns what was removed."""
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        match = _TMP_SUFFIX.search(path.name)
+        if match is None or not path.is_file():
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and _alive(pid):
+            continue
+        with contextlib.suppress(OSError):
+            size = path.stat().st_size
+            path.unlink()
+            removed.append(path)
+            log.warning("removed %s (%.1f MB), a partial file left by a process killed while writing it",
+                        path, size / 1e6)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Stopping on a signal (pre-emption, scancel, Ctrl-C)
+
+
+class JobStopped(Exception):
+    """The run was stopped by a signal; the message says what was saved and how to resume."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGTERM (scancel, a cluster pre-empting the job) and SIGINT (Ctrl-C); under SLURM also SIGUSR1, the
+    signal ``sbatch --signal=USR1@<seconds>`` sends before the time limit."""
+    signals = [signal.SIGTERM, signal.SIGINT]
+    if os.environ.get("SLURM_JOB_ID") and hasattr(signal, "SIGUSR1"):
+        signals.append(signal.SIGUSR1)
+    return signals
+
+
+class GracefulStop(Callback):
+    """On a stop signal: finish the current optimizer step, save ``last.ckpt`` there (atomically, through the
+    trainer's checkpoint IO), and raise :class:`JobStopped` (exit status 128 + the signal's number).
+
+    Outside training (reading data, the final validation and test) the signal stops the run at once; a
+    second signal always does. The handlers replace Lightning's own for these signals while training runs:
+    Lightning's SIGTERM handling ends the process with status 0 and saves nothing, and its SLURM requeue
+    handler (SIGUSR1) writes ``hpc_ckpt_<n>.ckpt`` files that ``ckpt_path=last`` would not find.
+    """
+
+    def __init__(self, run_dir: Path, resume_hint: str):
+        self.run_dir = Path(run_dir)
+        self.resume_hint = resume_hint
+        self.signum: int | None = None
+        self.training = False
+        self._saved: tuple[Path, int] | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in stop_signals():
+            previous = signal.signal(sig, self._handle)
+            self._previous.setdefault(sig, previous)
+
+    def uninstall(self) -> None:
+        for sig, previous in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is not None or not self.training:
+            self.signum = signum
+            raise JobStopped(self._message(name, saved=None), signum)
+        self.signum = signum
+        log.warning("received %s: saving last.ckpt after the current step, then stopping", name)
+
+    def _message(self, name: str, saved: tuple[Path, int] | None) -> str:
+        last = self.run_dir / "checkpoints" / "last.ckpt"
+        if saved is not None:
+            where = f"saved {saved[0]} at global step {saved[1]}"
+        elif last.is_file():
+            where = f"the last checkpoint is {last}"
+        else:
+            where = "no checkpoint had been written yet, so nothing can be resumed: run the command again"
+        return (f"received {name}: the run stopped before its end; {where}. "
+                + (f"Resume with: {self.resume_hint}" if saved is not None or last.is_file() else ""))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.training = True
+        self.install()  # again: Lightning installed its own SIGTERM handler when fit started
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self.training = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.signum is None or self._saved is not None:
+            return
+        path = self.run_dir / "checkpoints" / "last.ckpt"
+        trainer.save_checkpoint(path)  # the state a step checkpoint at this step holds: resumes exactly
+        self._saved = (path, trainer.global_step)
+        # Stopped at the next hook, once Lightning has logged this step's metrics (the loggers then write
+        # them out as the run fails), so the resumed run's logs continue without a gap.
+
+    def _stop_if_saved(self, *args: Any, **kwargs: Any) -> None:
+        if self._saved is not None:
+            self.training = False
+            raise JobStopped(self._message(signal.Signals(self.signum).name, self._saved), self.signum)
+
+    on_train_batch_start = _stop_if_saved
+    on_validation_start = _stop_if_saved
+    on_train_epoch_end = _stop_if_saved
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_if_saved()
+        self.training = False
+
+
+_ACTIVE_STOP: list[GracefulStop] = []
+
+
+def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
+    """What every run does first: check the settings that would otherwise fail late with a traceback,
+    remove partial files a killed run left in its checkpoint folder, and install the stop-signal handlers
+    (returned as the callback that saves ``last.ckpt`` on a signal)."""
+    if cfg is not None:
+        from bertlab.run_dir import claim_run_dir
+
+        check_settings(cfg)
+        claim_run_dir(run_dir, cfg)  # a run dir belongs to one run (bertlab.run_dir)
+    remove_stale_temporaries(Path(run_dir) / "checkpoints")
+    stop = GracefulStop(run_dir, resume_command(run_dir))
+    stop.install()
+    _ACTIVE_STOP.append(stop)
+    return stop
+
+
+def end_of_run(failed: bool = False) -> None:
+    """Give the stop signals back to whoever handled them before the run (multirun jobs share a process),
+    and record a run that ended without error as finished in its run dir."""
+    from bertlab.run_dir import finish_run_dir
+
+    while _ACTIVE_STOP:
+        stop = _ACTIVE_STOP.pop()
+        stop.uninstall()
+        if not failed:
+            finish_run_dir(stop.run_dir)
+
+
+def resume_command(run_dir: Path) -> str:
+    """``python train.py <this run's command-line overrides> hydra.run.dir=<run_dir> ckpt_path=last``."""
+    overrides: list[str] = []
+    with contextlib.suppress(Exception):
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = [str(o) for o in HydraConfig.get().overrides.task]
+    keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in ("ckpt_path", "hydra.run.dir")]
+    return " ".join(["python train.py", *keep, f"hydra.run.dir={run_dir}", "ckpt_path=last"])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -340,9 +606,30 @@ class KillAtStep(Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class SignalAtStep(Callback):
+    """Test hook: send ``signum`` to this process once ``global_step`` reaches ``step``, as ``scancel`` or a
+    pre-empting cluster does. Enabled only by ``BERTLAB_TEST_SIGNAL_AT_STEP=<step>:<TERM|INT|USR1>``."""
+
+    def __init__(self, step: int, signum: int):
+        self.step, self.signum, self.sent = step, signum, False
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if trainer.global_step >= self.step and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
+
+
 def debug_hooks_from_env() -> list[Callback]:
+    hooks: list[Callback] = []
+    value = os.environ.get(SIGNAL_AT_STEP_ENV)
+    if value:
+        step, name = value.split(":")
+        log.warning("%s=%s: this run sends itself SIG%s after step %s (a test hook)", SIGNAL_AT_STEP_ENV, value,
+                    name, step)
+        hooks.append(SignalAtStep(int(step), getattr(signal, f"SIG{name}")))
     value = os.environ.get(KILL_AT_STEP_ENV)
-    if not value:
-        return []
-    log.warning("%s=%s: this run kills itself after step %s (a test hook)", KILL_AT_STEP_ENV, value, value)
-    return [KillAtStep(int(value))]
+    if value:
+        log.warning("%s=%s: this run kills itself after step %s (a test hook)", KILL_AT_STEP_ENV, value, value)
+        hooks.append(KillAtStep(int(value)))
+    return hooks

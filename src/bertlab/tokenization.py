@@ -123,19 +123,33 @@ def _lowercase_from_config(directory: Path) -> bool:
 
 
 def load_tokenizer(directory: str | Path) -> BertTokenizer:
-    """``tokenizer.json`` when present, else ``vocab.txt`` (WordPiece, lower-casing as the checkpoint says)."""
+    """``tokenizer.json`` when present, else ``vocab.txt`` (WordPiece, lower-casing as the checkpoint says).
+
+    Any file that cannot be read as such (damaged, truncated, not JSON, unreadable) is a :class:`TokenizerError`
+    naming it."""
     directory = Path(directory)
-    lowercase = _lowercase_from_config(directory)
+    config = directory / "tokenizer_config.json"
+    try:
+        lowercase = _lowercase_from_config(directory)
+    except (OSError, ValueError, AttributeError) as err:
+        raise TokenizerError(f"{config} could not be read: {type(err).__name__}: {err}") from None
     tok_json = directory / "tokenizer.json"
     vocab_txt = directory / "vocab.txt"
     if tok_json.is_file():
         try:
             tokenizer = Tokenizer.from_file(str(tok_json))
         except Exception as err:
-            raise TokenizerError(f"{tok_json} could not be read: {err}") from err
+            raise TokenizerError(
+                f"{tok_json} could not be read ({err}): the file is damaged or not a tokenizer saved by the "
+                "`tokenizers` library. Restore it from a copy (a run's tokenizer/ or export/ folder holds one), "
+                "or pass model.tokenizer=<a folder with a good tokenizer.json or vocab.txt>"
+            ) from None
         return BertTokenizer(tokenizer, do_lower_case=lowercase)
     if vocab_txt.is_file():
-        return BertTokenizer(wordpiece_from_vocab(vocab_txt, lowercase), do_lower_case=lowercase)
+        try:
+            return BertTokenizer(wordpiece_from_vocab(vocab_txt, lowercase), do_lower_case=lowercase)
+        except (OSError, UnicodeDecodeError) as err:
+            raise TokenizerError(f"{vocab_txt} could not be read: {type(err).__name__}: {err}") from None
     raise TokenizerError(f"no tokenizer in {directory}: looked for tokenizer.json and vocab.txt")
 
 

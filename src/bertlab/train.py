@@ -50,8 +50,12 @@ from bertlab.reliability import (
     check_resume_checkpoint,
     continue_csv_logs,
     debug_hooks_from_env,
+    end_of_run,
     preflight,
+    start_of_run,
 )
+from bertlab.run_dir import TokenizerFingerprint
+from bertlab.targets import check_run_config
 from bertlab.tasks.families import build_family
 
 log = logging.getLogger(__name__)
@@ -148,6 +152,7 @@ def run(cfg: DictConfig) -> float | None:
         failed = False
         return value
     finally:
+        end_of_run(failed)  # stop-signal handlers back to their owners; the run dir records the end
         # Multirun jobs share one process: an unfinished wandb run would swallow the next job's logs.
         finish_wandb(failed=failed)
 
@@ -156,10 +161,12 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
     _filter_known_warnings()
+    check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.targets)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.trainer.get("deterministic"):
         torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
+    graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt
 
     policy_defaults = apply_policy_defaults(cfg)
     if policy_defaults:
@@ -252,7 +259,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         callbacks += [checkpoint, last, final_validation]
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
-    callbacks += [ResumeStateCallback(), *debug_hooks_from_env()]
+    callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop, TokenizerFingerprint(tokenizer)]
     callbacks += _instantiate_group(cfg.get("callbacks"))
     # A finished run's logs stay as they are: evaluating it again adds nothing to its learning curves.
     loggers = (build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"), quiet_wandb=mode != "verbose")

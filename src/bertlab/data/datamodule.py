@@ -12,7 +12,6 @@ import json
 import logging
 import math
 import os
-import pickle
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,15 @@ from bertlab.data.features import (
     sequence_split,
     token_split,
 )
-from bertlab.data.readers import DataError
+from bertlab.data.readers import DataError, check_readable
 from bertlab.distributed import cache_lock
+from bertlab.safe_cache import cached
 from bertlab.tokenization import BertTokenizer, content_hash
 
 log = logging.getLogger(__name__)
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
-_CACHE_VERSION = "1"
+_CACHE_VERSION = "2"  # 2: safetensors files (bertlab.safe_cache) instead of the old format that could run code
 
 
 def _lengths(split: Split):
@@ -86,6 +86,8 @@ class TaskDataModule(L.LightningDataModule):
             path = self._root() / path
         if path.is_file() and self.cfg.source != "hub":
             return path
+        if path.is_dir() or path.is_symlink():  # a folder or a broken link: say so, not "not found"
+            check_readable(path)
         hub_reason = "data.source=sample does not use the hub"
         if self.cfg.source != "sample" and relative:
             from bertlab.data.hub import HubUnavailable, fetch_preset
@@ -168,6 +170,13 @@ class TaskDataModule(L.LightningDataModule):
             )
         if self._labels is None:
             self._labels = self.task.labels or derive_labels(self.split_file("train"), self.cfg, self.task.family)
+            if self.task.family == "sequence" and len(self._labels) < 2:
+                raise DataError(
+                    f"{self.split_file('train')}: the training split has only one class "
+                    f"({', '.join(map(repr, self._labels)) or 'none'} in column {self.cfg.label_column!r}): a "
+                    "classifier needs examples of at least two classes. Check data.train_file and "
+                    "data.label_column; for real-valued targets use task=text_regression"
+                )
         return self._labels
 
     @property
@@ -191,7 +200,7 @@ class TaskDataModule(L.LightningDataModule):
     def _cache_path(self, split: str) -> Path | None:
         if self.cfg.cache_dir is None:
             return None
-        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.pkl"
+        return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.safetensors"
 
     def streamed(self) -> bool:
         """Whether pre-training data goes through the prepared, memory-mapped shards (bertlab.data.pretrain).
@@ -245,16 +254,10 @@ class TaskDataModule(L.LightningDataModule):
         # Processes started together (torchrun, SLURM) tokenize once: the first takes the lock, the others
         # wait and load its file. (Lightning's own DDP launcher starts the other ranks after this ran.)
         with cache_lock(cache):
-            if cache is not None and cache.is_file():
-                with open(cache, "rb") as f:
-                    return pickle.load(f)  # our own cache, written below: a trusted file
-            split_obj = self._featurize(split, path)
-            if cache is not None:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cache.with_suffix(f".tmp{os.getpid()}")
-                with open(tmp, "wb") as f:
-                    pickle.dump(split_obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, cache)  # atomic: a concurrent reader never sees half a file
+            # A file that is not a whole bertlab cache file (truncated, bit-flipped, or planted by someone
+            # who can write to a shared cache) is reported, removed and rebuilt; nothing in it can run code.
+            split_obj = cached(cache, lambda: self._featurize(split, path), f"{split} features",
+                               check=lambda s: isinstance(s, Split) and s.name == split)
         return split_obj
 
     def _featurize(self, split: str, path) -> Split:

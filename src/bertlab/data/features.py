@@ -8,6 +8,7 @@ windows for QA). Over-long inputs are not bad input: they are truncated (or wind
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,8 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
     policy = BadExamplePolicy(data.on_bad_example)
     examples = read_table(path, data.text_column, data.text_pair_column,
                           data.label_column if labelled else None, policy)
+    if labelled and regression:
+        examples = _finite_regression_labels(examples, policy)
     if max_examples is not None:
         examples = examples[:max_examples]
     if not examples:
@@ -86,6 +89,23 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
         features.append(feature)
     return Split(name, features, len(examples), policy.skipped, truncated,
                  meta={"texts": [e.text for e in examples]})
+
+
+def _finite_regression_labels(examples, policy: BadExamplePolicy):
+    """Regression labels must be finite numbers: a NaN would turn the dev metrics into 0 and a training loss
+    into NaN mid-run. Found here, while reading, with file and line."""
+    kept = []
+    for ex in examples:
+        try:
+            value = float(ex.label)
+        except ValueError:
+            raise DataError(f"{ex.where}: regression label {ex.label!r} is not a number") from None
+        if not math.isfinite(value):
+            policy.bad(f"{ex.where}: regression label {ex.label!r} is not a finite number; give the example a real "
+                       "score or remove it")
+            continue
+        kept.append(ex)
+    return kept
 
 
 def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:

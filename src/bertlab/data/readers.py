@@ -8,8 +8,12 @@ silently.
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
 import logging
+import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +47,42 @@ class BadExamplePolicy:
             log.warning("skipping bad example: %s", message)
 
 
-def read_text_lines(path: Path) -> list[str]:
-    """All lines of a UTF-8 file (a BOM is ignored); non-UTF-8 bytes are an error naming the line."""
-    if not path.is_file():
+def check_readable(path: Path) -> None:
+    """A :class:`DataError` saying what is wrong when ``path`` is not a readable regular file: a folder, a
+    symbolic link that loops or points nowhere, a missing file, or a file this user may not read."""
+    path = Path(path)
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (RuntimeError, OSError) as err:  # a loop (ELOOP / "Symlink loop") or a dangling link
+            loop = isinstance(err, RuntimeError) or getattr(err, "errno", None) == errno.ELOOP
+            raise DataError(
+                f"{path}: a symbolic link that {'loops back on itself' if loop else 'points to nothing'} "
+                f"({os.readlink(path)!r}); point it (or the data.*_file setting) at the real data file"
+            ) from None
+        path = target
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.is_file())[:6]
+        raise DataError(
+            f"{path}: a folder, not a data file; set the data.*_file setting to a file"
+            + (f" (this folder holds {', '.join(inside)})" if inside else " (this folder holds no files)")
+        )
+    if not path.exists():
         raise DataError(f"{path}: file not found")
-    raw = path.read_bytes()
+    if not os.access(path, os.R_OK):
+        raise DataError(
+            f"{path}: permission denied, this user cannot read the file; fix its permissions "
+            f"(e.g. chmod a+r {path}) or copy it somewhere readable"
+        )
+
+
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 file (a BOM is ignored); non-UTF-8 bytes are an error naming the line."""
+    check_readable(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err}); check the file and its permissions") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -58,7 +93,17 @@ def read_text_lines(path: Path) -> list[str]:
         ) from None
     if not text.strip():
         raise DataError(f"{path}: the file is empty; point the data.*_file setting at a file with examples")
-    return text.splitlines()
+    return text
+
+
+def read_text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file, split at ``\\n`` (and ``\\r\\n``) only: Unicode line separators (U+2028,
+    U+0085), form feeds and lone carriage returns inside a line are text, not line ends, so line numbers
+    match what ``wc -l`` and editors count."""
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -75,11 +120,11 @@ class TextExample:
 
 def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(line number, {column: cell})]); ``has_header=False`` names the columns "0", "1", ... (CoLA)."""
-    lines = read_text_lines(path)
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         rows = []
-        for i, line in enumerate(lines, 1):
+        # JSON Lines: one object per "\n"-ended line; U+2028 and friends are valid inside JSON strings.
+        for i, line in enumerate(read_text_lines(path), 1):
             if not line.strip():
                 continue
             try:
@@ -95,20 +140,27 @@ def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tu
     delimiter = "," if suffix == ".csv" else "\t"
     quoting = csv.QUOTE_MINIMAL if suffix == ".csv" else csv.QUOTE_NONE
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
-    if has_header:
-        header, first_line = [h.strip() for h in next(reader)], 2
-    else:
-        header, first_line = [str(i) for i in range(len(next(csv.reader(lines[:1], delimiter=delimiter,
-                                                                        quoting=quoting))))], 1
+    # The csv module reads the text itself (newline=""): a quoted CSV cell keeps its newlines, and only
+    # \n, \r\n and \r end a record (never U+2028, U+0085 or a form feed).
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
+    try:
+        first = next(reader, [])
+        header = [h.strip() for h in first] if has_header else [str(i) for i in range(len(first))]
+        records = [] if has_header else [(1, first)]
+        line = reader.line_num
+        for cells in reader:
+            records.append((line + 1, cells))  # a record may span lines (a quoted newline): its first line
+            line = reader.line_num
+    except csv.Error as err:
+        raise DataError(f"{path}:{reader.line_num}: not valid {'CSV' if suffix == '.csv' else 'TSV'} ({err})") from None
     rows = []
-    for i, cells in enumerate(reader, first_line):
+    for start_line, cells in records:
         if not cells or all(not c.strip() for c in cells):
             continue
         if len(cells) != len(header):
-            rows.append((i, {"__bad__": f"{len(cells)} columns where the header has {len(header)}"}))
+            rows.append((start_line, {"__bad__": f"{len(cells)} columns where the header has {len(header)}"}))
             continue
-        rows.append((i, dict(zip(header, cells))))
+        rows.append((start_line, dict(zip(header, cells))))
     return header, rows
 
 
@@ -171,6 +223,9 @@ class TaggedSentence:
     where: str  # "file:line" of the first word
 
 
+_CONLL_SEPARATORS = re.compile(r"[ \t]+")
+
+
 def read_conll(path: Path, tag_column: int | None, policy: BadExamplePolicy) -> list[TaggedSentence]:
     """Sentences of a CoNLL column file. Blank or whitespace-only lines end a sentence (WNUT-17 uses
     tab-only lines); ``-DOCSTART-`` lines mark documents and are not sentences. ``tag_column=None`` reads
@@ -191,10 +246,12 @@ def read_conll(path: Path, tag_column: int | None, policy: BadExamplePolicy) -> 
         words, tags, bad = [], [], None
 
     for i, line in enumerate(lines, 1):
-        if not line.strip():
+        # Columns are separated by spaces or tabs only: other Unicode whitespace (U+0085, U+2028, a form
+        # feed) belongs to a token.
+        cells = _CONLL_SEPARATORS.split(line.strip(" \t"))
+        if cells == [""]:
             flush()
             continue
-        cells = line.split()
         if cells[0] == "-DOCSTART-":
             flush()
             continue
@@ -223,15 +280,14 @@ def read_squad(path: Path, train: bool, policy: BadExamplePolicy):
     """Questions of a SQuAD v1.1/v2.0 file as ``QAExample`` s, each checked (answer text at answer_start)."""
     from bertlab.tasks.qa import QADataError, QAExample, validate_example
 
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
     try:
-        data = json.loads(read_text_lines_joined(path))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     if not isinstance(data, dict) or "data" not in data:
         raise DataError(f"{path}: not SQuAD format (no top-level 'data' list)")
     examples = []
+    seen: dict[str, str] = {}  # question id -> where it first appeared
     for a, article in enumerate(data["data"]):
         for p, paragraph in enumerate(article.get("paragraphs", [])):
             context = paragraph.get("context")
@@ -244,6 +300,13 @@ def read_squad(path: Path, train: bool, policy: BadExamplePolicy):
                 except (KeyError, TypeError, ValueError) as err:
                     policy.bad(f"{where}: missing or malformed key {err}")
                     continue
+                if str(qid) in seen:
+                    # Scoring and predictions are keyed by id: a second question under the same id would be
+                    # scored as one and lose its prediction.
+                    policy.bad(f"{where}: duplicate question id {str(qid)!r}, first used at {seen[str(qid)]}; "
+                               "every question needs its own id")
+                    continue
+                seen[str(qid)] = where[len(f"{path}: "):]
                 example = QAExample(id=str(qid), question=question, context=context or "", answers=answers,
                                     is_impossible=bool(qa.get("is_impossible", False)))
                 try:
@@ -256,4 +319,4 @@ def read_squad(path: Path, train: bool, policy: BadExamplePolicy):
 
 
 def read_text_lines_joined(path: Path) -> str:
-    return "\n".join(read_text_lines(path))
+    return read_text(path)

@@ -1,0 +1,255 @@
+"""Replays the fault and bad-input probes of docs/reliability.md as a user runs them: ``python train.py ...``
+in a scratch folder, each probe's exit status and the line bertlab printed, checked against what is expected.
+
+    .venv/bin/python tests/reliability_probes.py            # all probes (a few minutes on two cores)
+    .venv/bin/python tests/reliability_probes.py -k sigterm # probes whose name contains "sigterm"
+    .venv/bin/python tests/reliability_probes.py --keep /tmp/probes   # keep the scratch folder
+
+Exit status 0 when every probe behaved as expected. Not collected by pytest (the same cases are tested in
+tests/test_safe_cache.py, test_targets.py, test_resume.py, test_run_dir.py and test_bad_input_round2.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "data"
+TINY = ["model=bert_tiny", "task=sst2", "trainer.max_epochs=1", "logger=csv", "trainer.enable_progress_bar=false"]
+
+
+class Payload:
+    """Unpickling this runs ``touch <marker>``: proof that a file's code ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@dataclass
+class Probe:
+    name: str
+    args: list[str]
+    rc: int
+    expect: str  # a piece of the printed output that must appear
+    setup: Callable[[Path], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    check: Callable[[Path], str | None] | None = None  # extra check; returns a failure or None
+    script: str | None = None  # a wrapper that patches something first, then runs train.py
+
+
+def _data(work: Path) -> Path:
+    return work / "data"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8", newline="")
+
+
+WRAPPER = """import runpy, sys
+{patch}
+sys.argv = [{train!r}, *sys.argv[1:]]
+runpy.run_path({train!r}, run_name="__main__")
+"""
+
+
+def probes(work: Path) -> list[Probe]:
+    data, cache, marker = _data(work), work / "cache", work / "code-ran"
+
+    def run(name: str) -> str:
+        return f"hydra.run.dir={work / 'runs' / name}"
+
+    def plant_in_cache(_: Path) -> None:
+        for path in cache.rglob("*.safetensors"):
+            path.write_bytes(pickle.dumps(Payload(marker)))
+            path.with_suffix(".pkl").write_bytes(pickle.dumps(Payload(marker)))
+
+    def truncate_cache(_: Path) -> None:
+        for path in cache.rglob("*.safetensors"):
+            path.write_bytes(path.read_bytes()[:100])
+
+    def nothing_ran(_: Path) -> str | None:
+        return "the planted file's code ran" if marker.exists() else None
+
+    def evil_experiment(_: Path) -> None:
+        (work / "evil.pkl").write_bytes(pickle.dumps(Payload(marker)))
+        _write(work / "conf" / "experiment" / "evil.yaml",
+               "# @package _global_\ncallbacks:\n  evil:\n    _target_: torch.load\n"
+               f"    f: {work / 'evil.pkl'}\n    weights_only: false\n")
+
+    def stale_tmp(_: Path) -> None:
+        (work / "runs" / "term" / "checkpoints" / "last.ckpt.tmp-999999999").write_bytes(b"PK\x03\x04 half")
+
+    def copy_run(_: Path) -> None:
+        shutil.copytree(work / "runs" / "first", work / "runs" / "copy", dirs_exist_ok=True)
+
+    def mix_tokenizer(_: Path) -> None:
+        tok_file = work / "runs" / "first" / "tokenizer" / "tokenizer.json"
+        tok = json.loads(tok_file.read_text())
+        vocab = tok["model"]["vocab"]
+        a, b = sorted(vocab, key=vocab.get)[100:102]
+        vocab[a], vocab[b] = vocab[b], vocab[a]
+        tok_file.write_text(json.dumps(tok))
+
+    def corrupt_tokenizer(_: Path) -> None:
+        tok_file = work / "runs" / "copy" / "tokenizer" / "tokenizer.json"
+        tok_file.write_text(tok_file.read_text()[:300])
+
+    def squad_duplicate(_: Path) -> None:
+        squad = json.loads((FIXTURES / "squad_v1.1" / "dev.json").read_text())
+        qas = squad["data"][0]["paragraphs"][0]["qas"]
+        qas[1]["id"] = qas[0]["id"]
+        _write(data / "squad_v1.1" / "dev.json", json.dumps(squad))
+
+    def regression(value: str, sep: str = "") -> Callable[[Path], None]:
+        def setup(_: Path) -> None:
+            rows = ["sentence1\tsentence2\tscore"] + [f"a cat {i}\ta dog {i}\t{i % 5}.0" for i in range(12)]
+            dev = list(rows)
+            dev[4] = f"a cat\ta dog\t{value}"
+            train = list(rows)
+            if sep:
+                train[3] = f"a cat{sep}sat\ta dog\t2.0"
+            _write(data / "sts" / "train.tsv", "\n".join(train) + "\n")
+            _write(data / "sts" / "dev.tsv", "\n".join(dev if value else rows) + "\n")
+        return setup
+
+    def one_class(_: Path) -> None:
+        _write(data / "one" / "train.tsv", "sentence\tlabel\n" + "".join(f"text {i}\t1\n" for i in range(10)))
+        shutil.copy(FIXTURES / "sst2" / "dev.tsv", data / "one" / "dev.tsv")
+
+    def folder_as_file(_: Path) -> None:
+        (data / "sst2" / "dev.tsv").unlink(missing_ok=True)
+        (data / "sst2" / "dev.tsv").mkdir(parents=True, exist_ok=True)
+
+    def symlink_loop(_: Path) -> None:
+        dev = data / "sst2" / "dev.tsv"
+        if dev.is_dir() and not dev.is_symlink():
+            dev.rmdir()
+        dev.unlink(missing_ok=True)
+        os.symlink(data / "sst2" / "loop.tsv", dev)
+        os.symlink(dev, data / "sst2" / "loop.tsv")
+
+    def restore_dev(_: Path) -> None:
+        for name in ("dev.tsv", "loop.tsv"):
+            path = data / "sst2" / name
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif path.is_dir():
+                shutil.rmtree(path)
+        shutil.copy(FIXTURES / "sst2" / "dev.tsv", data / "sst2" / "dev.tsv")
+
+    nan_loss = "from bertlab.tasks.families import SequenceFamily\nL = SequenceFamily.loss\n" \
+               "SequenceFamily.loss = lambda self, out, batch: L(self, out, batch) * float('nan')"
+    full_disk = "import errno, torch\ndef full(*a, **k):\n    raise OSError(errno.ENOSPC, 'No space left on device')\n" \
+                "torch.save = full"
+    return [
+        Probe("cache-fill", [*TINY, run("first")], 0, "best checkpoint:"),
+        Probe("cache-planted-pickle", [*TINY, run("planted")], 0, "is damaged", setup=plant_in_cache,
+              check=nothing_ran),
+        Probe("cache-truncated", [*TINY, run("truncated")], 0, "is damaged", setup=truncate_cache),
+        Probe("config-torch-load", [*TINY, run("evil"), f"hydra.searchpath=[file://{work / 'conf'}]",
+                                    "experiment=evil"], 1, "_target_=torch.load: refused", setup=evil_experiment,
+              check=nothing_ran),
+        Probe("sigterm", [*TINY, "trainer.max_epochs=2", "data.batch_size=8", run("term")], 143,
+              "bertlab: stopped: received SIGTERM", env={"BERTLAB_TEST_SIGNAL_AT_STEP": "3:TERM"}),
+        Probe("sigterm-resume", [*TINY, "trainer.max_epochs=2", "data.batch_size=8", run("term"), "ckpt_path=last"],
+              0, "last.ckpt.tmp-999999999", setup=stale_tmp),
+        Probe("full-disk", [*TINY, run("full")], 1, "bertlab: error: the disk is full", script=full_disk),
+        Probe("nan-loss-at-step-0", [*TINY, run("nan")], 1, "no checkpoint had been written before this step",
+              script=nan_loss),
+        Probe("run-dir-reused", [*TINY, "optim.lr=1e-3", run("first")], 1, "is used: it holds a run with another "
+              "configuration"),
+        Probe("init-from-copy", [*TINY, run("from-copy"), f"model.init_from={work / 'runs' / 'copy'}"], 0,
+              "best checkpoint:", setup=copy_run),
+        Probe("mixed-tokenizer", [*TINY, run("mixed"), f"model.init_from={work / 'runs' / 'first'}"], 1,
+              "was trained with another tokenizer", setup=mix_tokenizer),
+        Probe("corrupt-tokenizer-json", [*TINY, run("corrupt-tok"), f"model.init_from={work / 'runs' / 'copy'}"], 1,
+              "tokenizer.json could not be read", setup=corrupt_tokenizer),
+        Probe("squad-duplicate-id", ["model=bert_tiny", "task=squad", "trainer.max_epochs=1", "logger=csv",
+                                     run("squad")], 1, "duplicate question id", setup=squad_duplicate),
+        Probe("nan-regression-label", ["model=bert_tiny", "task=text_regression", "trainer.max_epochs=1",
+                                       "logger=csv", "data.train_file=sts/train.tsv", "data.val_file=sts/dev.tsv",
+                                       run("nan-label")], 1, "is not a finite number", setup=regression("nan")),
+        Probe("u2028-in-a-row", ["model=bert_tiny", "task=text_regression", "trainer.max_epochs=1", "logger=csv",
+                                 "data.train_file=sts/train.tsv", "data.val_file=sts/dev.tsv", run("u2028")], 0,
+              "best checkpoint:", setup=regression("", sep="\u2028"),
+              check=lambda w: None if json.loads((w / "runs" / "u2028" / "metrics.json").read_text())["data"][
+                  "train_examples"] == 12 else "a row was split"),
+        Probe("max-seq-length-1", [*TINY, "data.max_seq_length=1", run("len1")], 1, "leaves no room for text"),
+        Probe("one-class", ["model=bert_tiny", "task=text_classification", "trainer.max_epochs=1", "logger=csv",
+                            "data.train_file=one/train.tsv", "data.val_file=one/dev.tsv", "data.text_column=sentence",
+                            run("one")], 1, "has only one class", setup=one_class),
+        Probe("accumulate-0", [*TINY, "trainer.accumulate_grad_batches=0", run("acc")], 1,
+              "accumulate_grad_batches=0"),
+        Probe("num-workers-minus-1", [*TINY, "data.num_workers=-1", run("nw")], 1, "data.num_workers=-1"),
+        Probe("data-path-is-a-folder", [*TINY, run("folder")], 1, "a folder, not a data file", setup=folder_as_file),
+        Probe("data-path-symlink-loop", [*TINY, run("loop")], 1, "loops back on itself", setup=symlink_loop),
+        Probe("restore", [*TINY, run("restored")], 0, "best checkpoint:", setup=restore_dev),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", default="", help="run only probes whose name contains this")
+    parser.add_argument("--keep", type=Path, help="scratch folder to use and keep (default: a temporary one)")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bertlab-probes-"))
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(FIXTURES, _data(work), dirs_exist_ok=True)
+    env = {**os.environ, "BERTLAB_DATA_DIR": str(_data(work)), "TOKENIZERS_PARALLELISM": "false",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    failures = 0
+    print("| probe | exit | expected | message |\n|---|---|---|---|")
+    for probe in probes(work):
+        if args.k not in probe.name:
+            continue
+        if probe.setup:
+            probe.setup(work)
+        train = str(ROOT / "train.py")
+        cmd = [sys.executable, train]
+        if probe.script:
+            wrapper = work / f"{probe.name}.py"
+            wrapper.write_text(WRAPPER.format(patch=probe.script, train=train))
+            cmd = [sys.executable, str(wrapper)]
+        out = subprocess.run([*cmd, f"paths.cache_dir={work / 'cache'}", *probe.args], cwd=ROOT,
+                             env={**env, **probe.env}, capture_output=True, text=True, timeout=600)
+        text = out.stdout + out.stderr
+        problem = None
+        if out.returncode != probe.rc:
+            problem = f"exit {out.returncode}, expected {probe.rc}"
+        elif probe.expect not in text:
+            problem = f"{probe.expect!r} not printed"
+        elif "Traceback" in text:
+            problem = "a traceback was printed"
+        elif probe.check:
+            problem = probe.check(work)
+        lines = [line.strip() for line in text.splitlines() if probe.expect in line]
+        lines.sort(key=lambda line: not line.startswith("bertlab:"))  # the terminal's line first
+        shown = lines[0][:240] if lines else ""
+        print(f"| {probe.name} | {out.returncode} | {'ok' if problem is None else 'FAILED: ' + problem} | "
+              f"`{shown.replace('|', '/')}` |", flush=True)
+        if problem is not None:
+            failures += 1
+            sys.stderr.write(text[-3000:] + "\n")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{failures} probe(s) failed" if failures else "\nall probes behaved as expected")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""A config file cannot run code through ``_target_`` (issue: reliability, round two, item 2): the nodes
+bertlab instantiates (callbacks, logger, trainer.strategy; the sweeper's sampler and pruner through the same
+function) only name allowed classes, and user classes need an opt-in from the command line."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+from conftest import compose
+from test_bad_input import cli
+
+from bertlab.config import ConfigError
+from bertlab.targets import ALLOW_ENV, check_run_config, check_targets, refusal
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _evil_experiment(tmp_path: Path, node: str = "callbacks") -> tuple[Path, Path]:
+    """An experiment file (as a colleague might send one) whose callback is ``torch.load`` of a pickle."""
+    marker = tmp_path / "code-ran"
+    payload = tmp_path / "evil.pkl"
+    payload.write_bytes(pickle.dumps(_Payload(marker)))
+    conf = tmp_path / "extra_conf" / "experiment"
+    conf.mkdir(parents=True)
+    body = {"callbacks": f"callbacks:\n  evil:\n    _target_: torch.load\n    f: {payload}\n    weights_only: false\n",
+            "logger": f"logger:\n  evil:\n    _target_: torch.load\n    f: {payload}\n    weights_only: false\n",
+            "strategy": f"trainer:\n  strategy:\n    _target_: torch.load\n    f: {payload}\n    weights_only: false\n",
+            "nested": "callbacks:\n  lr:\n    _target_: lightning.pytorch.callbacks.LearningRateMonitor\n"
+                      f"    logging_interval:\n      _target_: torch.load\n      f: {payload}\n"}[node]
+    (conf / "evil.yaml").write_text("# @package _global_\n" + body)
+    return conf.parent, marker
+
+
+@pytest.mark.parametrize("node", ["callbacks", "logger", "strategy", "nested"])
+def test_experiment_file_naming_torch_load_is_refused(tmp_path, node):
+    conf_dir, marker = _evil_experiment(tmp_path, node)
+    out = cli(tmp_path, "model=bert_tiny", "task=sst2", "trainer.max_epochs=1", f"hydra.run.dir={tmp_path / 'run'}",
+              f"hydra.searchpath=[file://{conf_dir}]", "experiment=evil")
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert not marker.exists()
+    assert "_target_=torch.load: refused (it is not on bertlab's allow-list)" in out.stderr
+    assert "allow_targets=[torch.load]" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_the_shipped_configs_pass():
+    for overrides in ([], ["callbacks=early_stopping"], ["logger=many"], ["logger=tensorboard"], ["trainer=fsdp"]):
+        check_run_config(compose(["model=bert_tiny", *overrides], Path("/tmp/unused")))
+    check_targets({"sampler": {"_target_": "optuna.samplers.TPESampler", "seed": 1},
+                   "pruner": {"_target_": "optuna.pruners.MedianPruner"}}, "hydra.sweeper")
+
+
+@pytest.mark.parametrize("target", ["os.system", "subprocess.run", "builtins.eval", "torch.load",
+                                    "lightning.fabric.utilities.cloud_io._load",
+                                    "lightning.pytorch.LightningModule.load_from_checkpoint",
+                                    "bertlab.reliability.os.system", "optuna.load_study"])
+def test_functions_and_foreign_names_are_refused(target):
+    assert refusal(target) is not None
+    with pytest.raises(ConfigError, match="refused"):
+        check_targets({"x": {"_target_": target}}, "callbacks")
+
+
+def test_user_class_needs_a_command_line_opt_in(tmp_path, monkeypatch):
+    node = ["+callbacks.mine._target_=collections.OrderedDict"]
+    with pytest.raises(ConfigError, match=r"callbacks.mine._target_=collections.OrderedDict: refused"):
+        check_run_config(compose(["model=bert_tiny", *node], tmp_path))
+    check_run_config(compose(["model=bert_tiny", *node, "allow_targets=[collections.OrderedDict]"], tmp_path))
+    check_run_config(compose(["model=bert_tiny", *node, "allow_targets=[collections.]"], tmp_path))
+    monkeypatch.setenv(ALLOW_ENV, "collections.OrderedDict")
+    check_run_config(compose(["model=bert_tiny", *node], tmp_path))
+
+
+def test_a_config_file_cannot_grant_itself_the_opt_in(tmp_path):
+    conf = tmp_path / "extra_conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "sneaky.yaml").write_text("# @package _global_\nallow_targets: [torch.load]\n")
+    out = cli(tmp_path, "model=bert_tiny", "task=sst2", f"hydra.run.dir={tmp_path / 'run'}",
+              f"hydra.searchpath=[file://{conf.parent}]", "experiment=sneaky")
+    assert out.returncode == 1
+    assert "is set in a config file" in out.stderr and "Traceback" not in out.stderr
