@@ -87,3 +87,15 @@ def test_a_config_file_cannot_grant_itself_the_opt_in(tmp_path):
               f"hydra.searchpath=[file://{conf.parent}]", "experiment=sneaky")
     assert out.returncode == 1
     assert "is set in a config file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_sweepers_sampler_and_pruner_nodes_are_checked_too():
+    import optuna
+    import pytest as _pytest
+
+    from bertlab.config import ConfigError
+    from hydra_plugins.bertlab_optuna.optuna_sweeper import build_pruner
+
+    with _pytest.raises(ConfigError, match=r"hydra\.sweeper\.pruner\._target_=torch\.load: refused"):
+        build_pruner({"_target_": "torch.load", "f": "evil.pkl", "weights_only": False})
+    assert isinstance(build_pruner({"_target_": "optuna.pruners.MedianPruner"}), optuna.pruners.MedianPruner)

@@ -123,11 +123,17 @@ def check_targets(node: Any, where: str, extra: Sequence[str] = ()) -> None:
             )
 
 
+def env_allowed() -> list[str]:
+    """The opt-ins of ``$BERTLAB_ALLOW_TARGETS`` (the only ones for nodes outside the job config, e.g. the
+    sweeper's sampler and pruner)."""
+    return [t.strip() for t in os.environ.get(ALLOW_ENV, "").split(",") if t.strip()]
+
+
 def user_allowed(cfg: Any) -> list[str]:
     """The opt-ins: ``allow_targets`` given on the command line, plus ``$BERTLAB_ALLOW_TARGETS``.
 
     ``allow_targets`` set in a config file (not on the command line) is a :class:`ConfigError`."""
-    extra = [t.strip() for t in os.environ.get(ALLOW_ENV, "").split(",") if t.strip()]
+    extra = env_allowed()
     value = cfg.get(ALLOW_KEY) if hasattr(cfg, "get") else None
     if value:
         items = [str(value)] if isinstance(value, str) else [str(v) for v in value]

@@ -42,6 +42,7 @@ from bertlab.config import ConfigError
 from bertlab.sweeps import study as study_mod
 from bertlab.sweeps import trial as trial_mod
 from bertlab.sweeps.space import SearchSpace, params_to_overrides, parse_search_space, suggest_missing
+from bertlab.targets import check_targets, env_allowed
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ def build_pruner(pruner: Any) -> optuna.pruners.BasePruner:
             raise ConfigError(f"hydra.sweeper.pruner={pruner}: use one of {', '.join(_PRUNERS)}, null, or a node "
                               "with _target_ (e.g. optuna.pruners.MedianPruner)")
         pruner = {"_target_": _PRUNERS[pruner.lower()]}
+    check_targets(pruner, "hydra.sweeper.pruner", env_allowed())  # a config file must not run arbitrary code
     return hydra.utils.instantiate(pruner)
 
 
@@ -187,6 +189,7 @@ class BertlabOptunaSweeper(Sweeper):
         import hydra
 
         conf = self.sampler_conf or {"_target_": "optuna.samplers.TPESampler"}
+        check_targets(conf, "hydra.sweeper.sampler", env_allowed())
         return hydra.utils.instantiate(conf, search_space=space.grid()) if grid else hydra.utils.instantiate(conf)
 
     def _claim(self, study: optuna.Study, storage: Any, worker: study_mod.Worker, space: SearchSpace,
