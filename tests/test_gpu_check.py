@@ -92,7 +92,8 @@ def test_dry_run_composes_every_command_and_runs_every_stage_on_cpu(dry):
     for row in bench["speed"]["workloads"].values():
         assert row["bertlab_padded"]["tokens_per_s"] > 0 and row["transformers_sdpa"]["tokens_per_s"] > 0
     summary = (out_dir / "summary.md").read_text()
-    assert "DRY RUN" in summary and "Command lines composed: " in summary and "FAILED" not in summary
+    assert "DRY RUN" in summary and f"command lines composed: {len(commands)} of {len(commands)}" in summary
+    assert "FAILED" not in summary
 
 
 def test_unpad_and_compile_variants_follow_the_model_config_keys(dry):
@@ -126,3 +127,18 @@ def test_a_failed_smoke_stops_everything(carried, tmp_path):
     assert "SMOKE FAILED" in (out_dir / "check.log").read_text()
     assert not (out_dir / "bench.log").exists()
     assert "Smoke: FAILED" in (out_dir / "summary.md").read_text()
+
+
+def test_a_command_line_that_does_not_compose_fails_the_smoke_stage(carried, tmp_path):
+    """A mistyped key in any of stage 3's command lines stops the check before the GPU time is spent."""
+    script = tmp_path / "run.sh"
+    script.write_text(RUN_SH.read_text().replace("data.max_eval_samples=500", "data.max_eval_sample=500"))
+    out_dir, work = tmp_path / "out", tmp_path / "work"
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_CARRY": str(carried), "GPU_CHECK_WORK": str(work),
+           "GPU_CHECK_ROOT": str(ROOT)}
+    result = subprocess.run(["bash", str(script), "--dry-run", str(out_dir)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1
+    assert "compose squad_bf16-mixed: FAILED" in (out_dir / "smoke.log").read_text()
+    assert "FAILED: squad_bf16-mixed" in (out_dir / "summary.md").read_text()
+    assert not (out_dir / "bench.log").exists()

@@ -29,7 +29,7 @@ if [ $# -ne 1 ]; then
 fi
 mkdir -p "$1"
 OUTDIR=$(cd "$1" && pwd)
-cd "$(dirname "$0")/../.."
+cd "${GPU_CHECK_ROOT:-$(dirname "$0")/../..}"  # GPU_CHECK_ROOT: the repository, for a copy of this script
 ROOT=$(pwd)
 HERE=$ROOT/experiments/gpu_check
 case "$OUTDIR/" in
