@@ -142,3 +142,43 @@ def test_a_command_line_that_does_not_compose_fails_the_smoke_stage(carried, tmp
     assert "compose squad_bf16-mixed: FAILED" in (out_dir / "smoke.log").read_text()
     assert "FAILED: squad_bf16-mixed" in (out_dir / "summary.md").read_text()
     assert not (out_dir / "bench.log").exists()
+
+
+def test_summary_reads_each_runs_metrics_json_and_checks_the_resume(tmp_path):
+    """Stage 4 on a scratch folder as stage 3 leaves it: a finished run, a run killed by its time limit, and
+    the SIGKILL + ckpt_path=last pair, whose resumed run writes into the killed run's folder."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", CHECK)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    (work / "runs").mkdir(parents=True)
+
+    def metrics(name: str, **train) -> None:
+        (work / "runs" / name).mkdir()
+        (work / "runs" / name / "metrics.json").write_text(json.dumps(
+            {"val": {"accuracy": 0.875, "loss": 0.3}, "train": {"samples_per_s": 2500.0, "tokens_per_s": 61000.0,
+                                                                "steps": 313, "resumed_from_step": None, **train}}))
+
+    metrics("sst2_bf16-mixed")
+    metrics("resume_killed", steps=94, resumed_from_step=check.RESUME_FROM)
+    (work / "runs.tsv").write_text(
+        f"sst2_bf16-mixed\t0\t21\ttask=sst2 hydra.run.dir={work}/runs/sst2_bf16-mixed\n"
+        f"squad_bf16-mixed\t124\t60\ttask=squad hydra.run.dir={work}/runs/squad_bf16-mixed\n"
+        f"resume_killed\t137\t15\tsave_every_n_steps=20 hydra.run.dir={work}/runs/resume_killed\n"
+        f"resume_last\t0\t14\tckpt_path=last hydra.run.dir={work}/runs/resume_killed\n")
+    assert check.main(["summary", "--work", str(work), "--out", str(out)]) == 0
+
+    summary = (out / "summary.md").read_text()
+    assert "| sst2_bf16-mixed | 0 | 21 | accuracy=0.875, loss=0.3 | 2500 | 6.1e+04 | 313 |  |" in summary
+    assert "| squad_bf16-mixed | 124 | 60 | no metrics.json (runs.log) |" in summary
+    assert "| resume_killed | 137 | 15 | no metrics.json (runs.log) |" in summary  # its folder holds the resume's
+    assert f"| resume_last | 0 | 14 | accuracy=0.875, loss=0.3 | 2500 | 6.1e+04 | 94 | {check.RESUME_FROM} |" in summary
+    assert "Resume: ok" in summary
+    assert "Smoke: FAILED" in summary and "Bench: not run" in summary  # no smoke.json / bench.json here
+    results = json.loads((out / "results.json").read_text())
+    assert [r["name"] for r in results["runs"]] == ["sst2_bf16-mixed", "squad_bf16-mixed", "resume_killed",
+                                                    "resume_last"]
+    assert results["runs"][3]["metrics"]["train"]["resumed_from_step"] == check.RESUME_FROM

@@ -55,6 +55,8 @@ def write_part(path: str, data: dict[str, Any]) -> None:
 # carry (prepare.sh)
 
 SST2_TRAIN_LINES = 20000
+# run.sh's resume pair: checkpoints every 20 steps, SIGKILL after step 50, so the resume starts at step 40.
+KILL_AT_STEP, RESUME_FROM = 50, 40
 
 
 def carry(args: argparse.Namespace) -> int:
@@ -282,6 +284,7 @@ def exactness(name: str, ours, ref, device, batch: int, seq: int, vocab: int) ->
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(1000, vocab, (batch, seq), generator=g)
     lengths = torch.randint(seq // 4, seq + 1, (batch,), generator=g)
@@ -561,9 +564,11 @@ def summary(args: argparse.Namespace) -> int:
     status = work / "runs.tsv"
     for line in status.read_text().splitlines() if status.is_file() else []:
         name, rc, seconds, overrides = line.split("\t", 3)
-        run_dir = work / "runs" / name
+        # The run's folder is its hydra.run.dir (the resume shares the killed run's).
+        run_dir = next((Path(o.split("=", 1)[1]) for o in overrides.split(" ") if o.startswith("hydra.run.dir=")),
+                       work / "runs" / name)
         metrics_path = run_dir / "metrics.json"
-        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else None
+        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() and name != "resume_killed" else None
         runs.append({"name": name, "exit": int(rc), "seconds": int(seconds), "overrides": overrides,
                      "metrics": metrics})
     bench_part = parts["bench"] or {}
@@ -631,6 +636,14 @@ def summary(args: argparse.Namespace) -> int:
         val = ", ".join(f"{k}={_fmt(v)}" for k, v in (m.get("val") or {}).items())
         lines.append(f"| {r['name']} | {r['exit']} | {r['seconds']} | {val} | {_fmt(t.get('samples_per_s'))} | "
                      f"{_fmt(t.get('tokens_per_s'))} | {t.get('steps')} | {_fmt(t.get('resumed_from_step'))} |")
+    by_name = {r["name"]: r for r in runs}
+    if "resume_killed" in by_name and "resume_last" in by_name:
+        killed, resumed = by_name["resume_killed"], by_name["resume_last"]
+        train = (resumed["metrics"] or {}).get("train", {})
+        ok = killed["exit"] == 137 and resumed["exit"] == 0 and train.get("resumed_from_step") == RESUME_FROM
+        lines += ["", f"Resume: {'ok' if ok else 'NOT AS EXPECTED'}: the killed run exited {killed['exit']} "
+                  f"(137 = SIGKILL at step {KILL_AT_STEP}), the resumed one {resumed['exit']}, from step "
+                  f"{train.get('resumed_from_step')} (expected {RESUME_FROM}) to step {train.get('steps')}."]
     lines.append("")
     (out / "summary.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -18,6 +18,8 @@
 # OUTDIR receives 6 files: summary.md, results.json, check.log, smoke.log, bench.log, runs.log.
 # Run folders, caches and the installed wheels live in a scratch folder ($GPU_CHECK_WORK, else a new one
 # under /tmp), so nothing else lands in OUTDIR.
+# A rehearsal of stage 3's plumbing without a GPU (tests/test_gpu_check.py): GPU_CHECK_DEVICE=cpu and
+# GPU_CHECK_EXTRA_OVERRIDES="trainer.accelerator=cpu trainer.precision=32-true ..." (appended to every run).
 set -uo pipefail
 
 DRY=0
@@ -68,7 +70,9 @@ else
   export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
 say "python $("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1)"
-[ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$LOG" 2>&1
+DEVICE="${GPU_CHECK_DEVICE:-cuda}"; [ "$DRY" = 1 ] && DEVICE=cpu
+read -r -a EXTRA <<< "${GPU_CHECK_EXTRA_OVERRIDES:-}"
+[ "$DEVICE" = cpu ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$LOG" 2>&1
 
 # What is landed: model.unpad and model.compile exist once the unpadded encoder path is merged.
 has_key() { grep -qE "^$1:" conf/model/minilm_l6.yaml; }
@@ -85,7 +89,10 @@ SQUAD=(task=squad data.max_train_samples=3000 data.max_eval_samples=500 data.bat
 WIRING=(task=sst2 data.max_train_samples=3000 data.max_eval_samples=300 data.batch_size=32 trainer.precision=bf16-mixed)
 declare -A CMD
 NAMES=()
-add() { local name=$1; shift; NAMES+=("$name"); CMD[$name]="$(printf '%s\t' "${COMMON[@]}" "$@" "hydra.run.dir=$WORK/runs/$name")"; }
+add() {
+  local name=$1; shift; NAMES+=("$name")
+  CMD[$name]="$(printf '%s\t' "${COMMON[@]}" "$@" ${EXTRA[@]+"${EXTRA[@]}"} "hydra.run.dir=$WORK/runs/$name")"
+}
 add sst2_bf16-mixed "${SST2[@]}" trainer.precision=bf16-mixed
 add sst2_16-mixed "${SST2[@]}" trainer.precision=16-mixed
 add squad_bf16-mixed "${SQUAD[@]}" trainer.precision=bf16-mixed
@@ -101,7 +108,6 @@ for name in "${NAMES[@]}"; do printf '%s\t%s\n' "$name" "${CMD[$name]%$'\t'}"; d
 
 # 1. Smoke ------------------------------------------------------------------------------------------------------
 say "== 1. smoke"
-DEVICE=cuda; [ "$DRY" = 1 ] && DEVICE=cpu
 SMOKE_LIMIT=60; [ "$DRY" = 1 ] && SMOKE_LIMIT=300  # a shared CPU imports slowly; the GPU machine gets 60 s
 timeout "$SMOKE_LIMIT" bash -c '"$0" experiments/gpu_check/check.py smoke --device "$1" --part "$2/smoke.json" &&
                     "$0" experiments/gpu_check/check.py compose --commands "$2/commands.txt" --part "$2/compose.json"' \
@@ -117,11 +123,11 @@ fi
 
 # 2. Environment, exactness, speed ----------------------------------------------------------------------------
 say "== 2. bench (environment, exactness, speed)"
-BENCH=(experiments/gpu_check/check.py bench --device cuda --part "$WORK/bench.json" --pretrained "$CARRY/minilm_fp16"
+BENCH=(experiments/gpu_check/check.py bench --device "$DEVICE" --part "$WORK/bench.json" --pretrained "$CARRY/minilm_fp16"
        --sst2 "$CARRY/data/sst2/train.tsv" --budget 75 --steps 40)
 [ $HAS_UNPAD = 1 ] && BENCH+=(--unpad)
 [ $HAS_COMPILE = 1 ] && BENCH+=(--compile)
-[ "$DRY" = 1 ] && BENCH+=(--dry-run)
+[ "$DEVICE" = cpu ] && BENCH+=(--dry-run)  # a tiny model: BERT-base on a CPU would not fit the budget
 timeout 110 "$PY" "${BENCH[@]}" > "$OUTDIR/bench.log" 2>&1
 say "   bench exit $? ($(grep -c '^speed' "$OUTDIR/bench.log") speed rows)"
 
