@@ -94,6 +94,7 @@ def test_dry_run_composes_every_command_and_runs_every_stage_on_cpu(dry):
     summary = (out_dir / "summary.md").read_text()
     assert "DRY RUN" in summary and f"command lines composed: {len(commands)} of {len(commands)}" in summary
     assert "FAILED" not in summary
+    assert "| bf16-mixed | 13 | 16 |" in summary  # the padding benchmark ran and its table is in the summary
 
 
 def test_unpad_and_compile_variants_follow_the_model_config_keys(dry):

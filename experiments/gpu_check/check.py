@@ -575,7 +575,6 @@ def summary(args: argparse.Namespace) -> int:
     env = bench_part.get("environment", {})
     results = {"device": env.get("device"), "torch": env.get("torch"), "cuda": env.get("cuda"),
                "dry_run": args.dry_run, "budget_s": args.budget, "stages": parts, "runs": runs}
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
 
     lines = ["# GPU check" + (" (DRY RUN: no GPU, nothing measured)" if args.dry_run else ""), ""]
     lines.append(f"Device: {env.get('device')}; torch {env.get('torch')}, CUDA {env.get('cuda')}, "
@@ -625,6 +624,11 @@ def summary(args: argparse.Namespace) -> int:
                 lines.append(f"| {wname} | {side} | {v['tokens_per_s']} | {v['step_ms']} | {v['mfu']:.1%} |")
             else:
                 lines.append(f"| {wname} | {side} | {v.get('error') or v.get('skipped')} | | |")
+    pad = work / "pad_multiple.md"
+    pad_text = pad.read_text().strip() if pad.is_file() else ""
+    results["pad_multiple_md"] = pad_text
+    lines += ["", "## Padding to a multiple of 8 (experiments/pad_multiple/bench.py, MiniLM-sized)", "",
+              pad_text or "not run or no output (bench.log)"]
     lines += ["", "## Runs through the CLI (metrics.json)", "",
               "| run | exit | s | val | samples/s | tokens/s | steps | resumed from |", "|---|---|---|---|---|---|---|---|"]
     for r in runs:
@@ -645,6 +649,7 @@ def summary(args: argparse.Namespace) -> int:
                   f"(137 = SIGKILL at step {KILL_AT_STEP}), the resumed one {resumed['exit']}, from step "
                   f"{train.get('resumed_from_step')} (expected {RESUME_FROM}) to step {train.get('steps')}."]
     lines.append("")
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     (out / "summary.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0

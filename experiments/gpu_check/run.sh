@@ -11,6 +11,7 @@
 #   1. smoke (60 s at most): imports, one tiny training step on the GPU, every command line composes;
 #      a failure here stops everything;
 #   2. check.py bench: environment, exactness against transformers, training speed (bert_base shape);
+#      then experiments/pad_multiple/bench.py: does padding to a multiple of 8 pay on this GPU;
 #   3. real runs through train.py (SST-2 16-mixed and bf16-mixed, SQuAD bf16-mixed; model.unpad=false and
 #      model.compile=true when those keys exist; trainer=ddp, trainer=fsdp and a SIGKILL + ckpt_path=last
 #      resume, these three at once), each one's metrics.json read back;
@@ -130,6 +131,12 @@ BENCH=(experiments/gpu_check/check.py bench --device "$DEVICE" --part "$WORK/ben
 [ "$DEVICE" = cpu ] && BENCH+=(--dry-run)  # a tiny model: BERT-base on a CPU would not fit the budget
 timeout 110 "$PY" "${BENCH[@]}" > "$OUTDIR/bench.log" 2>&1
 say "   bench exit $? ($(grep -c '^speed' "$OUTDIR/bench.log") speed rows)"
+
+# 2b. Padding to a multiple of 8 (what data.pad_to_multiple_of=null chooses on a GPU), MiniLM-sized -------------
+say "== 2b. pad_to_multiple_of=8 on this device (experiments/pad_multiple/bench.py)"
+if [ "$DEVICE" = cpu ]; then PAD=(--device cpu --steps 1 --batch 2 --lengths 13); else PAD=(--device cuda --steps 20 --batch 32); fi
+timeout 45 "$PY" experiments/pad_multiple/bench.py "${PAD[@]}" > "$WORK/pad_multiple.md" 2>> "$OUTDIR/bench.log"
+say "   pad_multiple exit $?"
 
 # 3. Runs through the CLI ---------------------------------------------------------------------------------------
 run() {  # run NAME LIMIT [ENV=VALUE]: train.py with CMD[NAME]; appends to runs.tsv and runs.log
