@@ -8,7 +8,7 @@
 # Needs experiments/gpu_check/carry/ (made by prepare.sh): the wheels the machine lacks (hydra-core, omegaconf,
 # antlr4), the float16 MiniLM checkpoint and the SST-2 / SQuAD subsets. bertlab itself runs from src/.
 # Stages, within GPU_CHECK_BUDGET_S seconds (300) in all; a stage that would not fit is skipped and said so:
-#   1. smoke (60 s at most): imports, one tiny training step on the GPU, every command line composes;
+#   1. smoke (60 s at most): imports, one tiny training step on the GPU; then every command line composes;
 #      a failure here stops everything;
 #   2. check.py bench: environment, exactness against transformers, training speed (bert_base shape);
 #      then experiments/pad_multiple/bench.py: does padding to a multiple of 8 pay on this GPU;
@@ -110,10 +110,14 @@ for name in "${NAMES[@]}"; do printf '%s\t%s\n' "$name" "${CMD[$name]%$'\t'}"; d
 # 1. Smoke ------------------------------------------------------------------------------------------------------
 say "== 1. smoke"
 SMOKE_LIMIT=60; [ "$DRY" = 1 ] && SMOKE_LIMIT=300  # a shared CPU imports slowly; the GPU machine gets 60 s
-timeout "$SMOKE_LIMIT" bash -c '"$0" experiments/gpu_check/check.py smoke --device "$1" --part "$2/smoke.json" &&
-                    "$0" experiments/gpu_check/check.py compose --commands "$2/commands.txt" --part "$2/compose.json"' \
-  "$PY" "$DEVICE" "$WORK" > "$OUTDIR/smoke.log" 2>&1
+timeout "$SMOKE_LIMIT" "$PY" experiments/gpu_check/check.py smoke --device "$DEVICE" --part "$WORK/smoke.json" \
+  > "$OUTDIR/smoke.log" 2>&1
 rc=$?
+if [ $rc -eq 0 ]; then  # then every command line of stage 3, in one process (a typo costs no GPU time)
+  timeout "$SMOKE_LIMIT" "$PY" experiments/gpu_check/check.py compose --commands "$WORK/commands.txt" \
+    --part "$WORK/compose.json" >> "$OUTDIR/smoke.log" 2>&1
+  rc=$?
+fi
 tail -n 3 "$OUTDIR/smoke.log" | sed 's/^/   /' | tee -a "$LOG"
 if [ $rc -ne 0 ]; then
   say "SMOKE FAILED (exit $rc): stopping; smoke.log says why"
@@ -164,8 +168,8 @@ else
   for name in sst2_bf16-mixed sst2_16-mixed squad_bf16-mixed; do run "$name" 60; done
   [ $HAS_UNPAD = 1 ] && run sst2_bf16-mixed_padded 60
   # Wiring only (strategies, checkpoints, resume): at once, so their throughput is not a measurement.
-  run ddp_1gpu 60 &
-  run fsdp_1gpu 60 &
+  run ddp_1gpu 60 MASTER_PORT=29611 &  # own ports: two process groups start at the same moment
+  run fsdp_1gpu 60 MASTER_PORT=29622 &
   ( run resume_killed 45 BERTLAB_TEST_KILL_AT_STEP=50; run resume_last 45 ) &
   wait
   [ $HAS_COMPILE = 1 ] && run sst2_bf16-mixed_compile 90
