@@ -169,7 +169,8 @@ def test_summary_reads_each_runs_metrics_json_and_checks_the_resume(tmp_path):
         f"sst2_bf16-mixed\t0\t21\ttask=sst2 hydra.run.dir={work}/runs/sst2_bf16-mixed\n"
         f"squad_bf16-mixed\t124\t60\ttask=squad hydra.run.dir={work}/runs/squad_bf16-mixed\n"
         f"resume_killed\t137\t15\tsave_every_n_steps=20 hydra.run.dir={work}/runs/resume_killed\n"
-        f"resume_last\t0\t14\tckpt_path=last hydra.run.dir={work}/runs/resume_killed\n")
+        f"resume_last\t0\t14\tckpt_path=last hydra.run.dir={work}/runs/resume_killed\n"
+        "sst2_bf16-mixed_compile\t-2\t0\tskipped: the check's time budget was spent\n")
     assert check.main(["summary", "--work", str(work), "--out", str(out)]) == 0
 
     summary = (out / "summary.md").read_text()
@@ -177,9 +178,10 @@ def test_summary_reads_each_runs_metrics_json_and_checks_the_resume(tmp_path):
     assert "| squad_bf16-mixed | 124 | 60 | no metrics.json (runs.log) |" in summary
     assert "| resume_killed | 137 | 15 | no metrics.json (runs.log) |" in summary  # its folder holds the resume's
     assert f"| resume_last | 0 | 14 | accuracy=0.875, loss=0.3 | 2500 | 6.1e+04 | 94 | {check.RESUME_FROM} |" in summary
+    assert "| sst2_bf16-mixed_compile | not run | | skipped: the check's time budget was spent |" in summary
     assert "Resume: ok" in summary
     assert "Smoke: FAILED" in summary and "Bench: not run" in summary  # no smoke.json / bench.json here
     results = json.loads((out / "results.json").read_text())
     assert [r["name"] for r in results["runs"]] == ["sst2_bf16-mixed", "squad_bf16-mixed", "resume_killed",
-                                                    "resume_last"]
+                                                    "resume_last", "sst2_bf16-mixed_compile"]
     assert results["runs"][3]["metrics"]["train"]["resumed_from_step"] == check.RESUME_FROM

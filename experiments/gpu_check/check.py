@@ -633,6 +633,9 @@ def summary(args: argparse.Namespace) -> int:
               "| run | exit | s | val | samples/s | tokens/s | steps | resumed from |", "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         m = r["metrics"]
+        if r["exit"] == -2:  # run.sh's mark for a run the time budget left out
+            lines.append(f"| {r['name']} | not run | | {r['overrides']} | | | | |")
+            continue
         if not m:
             lines.append(f"| {r['name']} | {r['exit']} | {r['seconds']} | no metrics.json (runs.log) | | | | |")
             continue

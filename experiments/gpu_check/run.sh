@@ -146,7 +146,7 @@ say "   pad_multiple exit $?"
 run() {  # run NAME LIMIT [ENV=VALUE]: train.py with CMD[NAME]; appends to runs.tsv and runs.log
   local name=$1 limit=$2 env=${3:-} remaining
   remaining=$(left)
-  if [ "$remaining" -lt 20 ]; then
+  if [ "$remaining" -lt 30 ]; then  # too little left for a run to start, train and validate
     echo -e "$name\t-2\t0\tskipped: the check's time budget was spent" >> "$WORK/runs.tsv"
     say "   $name: skipped (budget)"
     return
