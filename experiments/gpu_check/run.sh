@@ -12,7 +12,8 @@
 #      a failure here stops everything;
 #   2. check.py bench: environment, exactness against transformers, training speed (bert_base shape);
 #      then experiments/pad_multiple/bench.py: does padding to a multiple of 8 pay on this GPU; then, once the
-#      unpadded path has landed, its own unpad_check.py (outputs and speed per varlen attention kernel);
+#      unpadded path has landed, its own unpad_check.py (outputs and speed per varlen attention kernel; on
+#      the GPU after stage 3's core runs, in what the budget leaves);
 #   3. real runs through train.py (SST-2 16-mixed and bf16-mixed, SQuAD bf16-mixed; model.unpad=false and
 #      model.compile=true when those keys exist; trainer=ddp, trainer=fsdp and a SIGKILL + ckpt_path=last
 #      resume, these three at once), each one's metrics.json read back;
@@ -147,18 +148,22 @@ timeout 45 "$PY" experiments/pad_multiple/bench.py "${PAD[@]}" > "$WORK/pad_mult
 say "   pad_multiple exit $?"
 
 # 2c. The unpadded path's own check (unpad_check.py, beside this file once the unpadded path has landed):
-# padded vs unpadded outputs per precision, and train-step speed per variable-length attention kernel.
-if [ $HAS_UNPAD = 1 ] && [ -f experiments/gpu_check/unpad_check.py ]; then
-  if [ "$(left)" -lt 190 ]; then
+# padded vs unpadded outputs per precision, and train-step speed per variable-length attention kernel. On the
+# GPU it runs after the core CLI runs of stage 3, in what the budget leaves.
+unpad_stage() {
+  [ $HAS_UNPAD = 1 ] && [ -f experiments/gpu_check/unpad_check.py ] || return 0
+  if [ "$(left)" -lt 60 ]; then
     say "== 2c. unpad_check.py: skipped (budget)"
-  else
-    say "== 2c. unpadded path per attention kernel (experiments/gpu_check/unpad_check.py)"
-    if [ "$DEVICE" = cpu ]; then UNPAD=(--dry); else UNPAD=(--data-dir "$CARRY/data" --steps 10); fi
-    timeout 50 "$PY" experiments/gpu_check/unpad_check.py "${UNPAD[@]}" --out "$WORK/unpad.md" \
-      --json "$WORK/unpad.json" >> "$OUTDIR/bench.log" 2>&1
-    say "   unpad_check exit $?"
+    return 0
   fi
-fi
+  say "== 2c. unpadded path per attention kernel (experiments/gpu_check/unpad_check.py)"
+  local -a args
+  if [ "$DEVICE" = cpu ]; then args=(--dry); else args=(--data-dir "$CARRY/data" --steps 10); fi
+  timeout 50 "$PY" experiments/gpu_check/unpad_check.py "${args[@]}" --out "$WORK/unpad.md" \
+    --json "$WORK/unpad.json" >> "$OUTDIR/bench.log" 2>&1
+  say "   unpad_check exit $?"
+}
+[ "$DRY" = 1 ] && unpad_stage
 
 # 3. Runs through the CLI ---------------------------------------------------------------------------------------
 run() {  # run NAME LIMIT [ENV=VALUE]: train.py with CMD[NAME]; appends to runs.tsv and runs.log
@@ -190,6 +195,7 @@ else
   run fsdp_1gpu 60 MASTER_PORT=29622 &
   ( run resume_killed 45 BERTLAB_TEST_KILL_AT_STEP=50; run resume_last 45 ) &
   wait
+  unpad_stage
   [ $HAS_COMPILE = 1 ] && run sst2_bf16-mixed_compile 90
   for name in "${NAMES[@]}"; do [ -f "$WORK/$name.out" ] && cat "$WORK/$name.out" >> "$RUNLOG"; done
 fi
