@@ -38,7 +38,7 @@ import torch
 
 from bertlab.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import Collator
-from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
+from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
 from bertlab.heads import TaskModel
 from bertlab.hf_weights import CheckpointError
 from bertlab.tasks.ner import extract_entities, iob1_to_iob2
@@ -611,12 +611,7 @@ def _from_lines(lines: Iterable[tuple[int, str]], name: str, fmt: str) -> Iterat
             continue
         where = f"{name}:{number}"
         if fmt == "jsonl":
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{where}: not a JSON object per line ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            obj = json_object(line, where)
             if "id" not in obj and {"question", "context"} <= set(obj):
                 obj = {**obj, "id": str(number)}
             yield where, obj

@@ -17,6 +17,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,17 @@ class TextExample:
     where: str  # "file:line"
 
 
+def json_object(line: str, where: str) -> dict[str, Any]:
+    """One JSON Lines record: a JSON object, else a :class:`DataError` naming ``where`` (file:line)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{where}: not a JSON object per line ({err.msg})") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(line number, {column: cell})]); ``has_header=False`` names the columns "0", "1", ... (CoLA)."""
     suffix = path.suffix.lower()
@@ -127,12 +139,7 @@ def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tu
         for i, line in enumerate(read_text_lines(path), 1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{i}: not a JSON object per line ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
+            obj = json_object(line, f"{path}:{i}")
             rows.append((i, {k: (None if v is None else str(v)) for k, v in obj.items()}))
         header = sorted({k for _, r in rows for k in r})
         return header, rows
