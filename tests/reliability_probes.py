@@ -116,7 +116,7 @@ def probes(work: Path) -> list[Probe]:
 
     def regression(value: str, sep: str = "") -> Callable[[Path], None]:
         def setup(_: Path) -> None:
-            rows = ["sentence1\tsentence2\tscore"] + [f"a cat {i}\ta dog {i}\t{i % 5}.0" for i in range(12)]
+            rows = ["text\ttext_pair\tlabel"] + [f"a cat {i}\ta dog {i}\t{i % 5}.0" for i in range(12)]
             dev = list(rows)
             dev[4] = f"a cat\ta dog\t{value}"
             train = list(rows)

@@ -58,7 +58,7 @@ def test_squad_duplicate_id_skipped_and_counted(tmp_path, caplog):
 def _regression_files(tmp_path: Path, bad_split: str, value: str) -> Path:
     root = tmp_path / "data" / "sts"
     root.mkdir(parents=True)
-    rows = ["sentence1\tsentence2\tscore"] + [f"a cat {i}\ta dog {i}\t{i % 5}.0" for i in range(12)]
+    rows = ["text\ttext_pair\tlabel"] + [f"a cat {i}\ta dog {i}\t{i % 5}.0" for i in range(12)]
     for split in ("train", "dev"):
         lines = list(rows)
         if split == bad_split:
