@@ -429,3 +429,17 @@ def test_exported_tagger_agrees_with_transformers_pipeline(trained):
             theirs = [first[start] for start in starts]
             assert record["tags"] == iob1_to_iob2([t["entity"] for t in theirs])  # B- where I- starts one
             assert record["word_scores"] == pytest.approx([t["score"] for t in theirs], abs=1e-5)
+
+
+def test_squad_v2_predictions_answer_nothing_when_the_null_score_wins(tmp_path):
+    run_dir = tmp_path / "v2"
+    run_train(["model=bert_tiny", "task=squad_v2", "data.source=sample", "trainer.max_steps=2", "logger=csv"], run_dir)
+    predictor = Predictor.from_run(run_dir)
+    assert predictor.settings.version_2_with_negative
+    inputs = [{"question": "Who wrote it?", "context": "The report was written by Ada in the spring of 1843."}]
+    predictor.settings.null_score_diff_threshold = -1e9  # any null score wins
+    (record,) = predictor(inputs)
+    assert record["answer"] == "" and record["start"] == -1 and "null_score_diff" in record
+    predictor.settings.null_score_diff_threshold = 1e9  # the best span always wins
+    (record,) = predictor(inputs)
+    assert record["answer"] and record["start"] >= 0 and "null_score_diff" not in record

@@ -65,6 +65,9 @@ class PredictSettings:
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
+    # SQuAD 2.0: answer "" when the null score beats the best span by more than the threshold.
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> PredictSettings:
@@ -467,7 +470,7 @@ class Predictor:
         return example
 
     def _qa(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
-        from bertlab.tasks.qa import QAExample, best_spans, prepare_qa_features
+        from bertlab.tasks.qa import QAExample, best_spans, postprocess_qa_predictions_v2, prepare_qa_features
 
         s = self.settings
         # An input without an id gets its line number (files) or its position (Python lists).
@@ -483,12 +486,21 @@ class Predictor:
         features = [{"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}
                     for i in range(len(qa))]
         rows = self._forward(features)
-        spans = best_spans(examples, qa, [r[:, 0] for r in rows], [r[:, 1] for r in rows],
-                           n_best_size=s.n_best_size, max_answer_length=s.max_answer_length, use_max_context=True)
+        starts, ends = [r[:, 0] for r in rows], [r[:, 1] for r in rows]
+        spans = best_spans(examples, qa, starts, ends, n_best_size=s.n_best_size,
+                           max_answer_length=s.max_answer_length, use_max_context=True)
+        no_answer: dict[str, float] = {}
+        if s.version_2_with_negative:
+            answers, diffs = postprocess_qa_predictions_v2(
+                examples, qa, starts, ends, null_score_diff_threshold=s.null_score_diff_threshold,
+                n_best_size=s.n_best_size, max_answer_length=s.max_answer_length, use_max_context=True)
+            no_answer = {k: diffs[k] for k, text in answers.items() if text == ""}
         for k, example in enumerate(given):
             span = spans.get(str(k))
             record = {"id": example.id, "question": example.question, "answer": "", "start": -1, "score": 0.0}
-            if span is not None:
+            if str(k) in no_answer:  # SQuAD 2.0: the null answer won (score: null minus best span score)
+                record["null_score_diff"] = float(no_answer[str(k)])
+            elif span is not None:
                 f = span.feature_index
                 cs, ce = qa.context_start[f], qa.context_end[f]
                 # As transformers' QA pipeline: softmax over [CLS] and the window's context tokens.
