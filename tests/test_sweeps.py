@@ -227,7 +227,7 @@ def test_experiment_configs_compose():
     cfg = _compose(["experiment=freeze_comparison", "freeze=lora"])
     assert cfg.model.name == "minilm_l6" and cfg.task.name == "sst2"
     assert cfg.data.max_train_samples == 8000 and cfg.trainer.max_epochs == 1
-    assert cfg.optim.lr == cfg.lr_by_policy.lora
+    assert cfg.freeze.recommended["optim.lr"] == 1e-3  # the policy's own default, applied when the run starts
     assert set(cfg.hydra.sweeper.params) == {"freeze", "seed"}
     assert len(cfg.hydra.sweeper.params.freeze.split(",")) == 6 and cfg.hydra.sweeper.params.seed == "1,2"
 
