@@ -1,4 +1,6 @@
-"""The BERT input and head rules of ../shared/docs/BERT-SEMANTICS.md, one test each."""
+"""BERT's input and head rules, one test each: the [CLS] A [SEP] B [SEP] layout and its segments, the sum of
+three learned embeddings, attention across segments, padding hidden from every position, the tanh pooler on
+[CLS] versus the raw [CLS] vector, and an encoder built without a pooler."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The readers on the real data sets in ../shared/data (CI runs these through `make test-shared`)."""
+"""The readers on the real data sets of the lab's data folder (CI runs these through `make test-shared` when the folder
+is there)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hugging Face BERT checkpoints ↔ bertlab, through one explicit key map (../shared/docs/HF-BERT-KEYS.md).
+"""Hugging Face BERT checkpoints ↔ bertlab, through one explicit key map (the table below is the whole of it).
 
 bertlab's canonical names are ``bert.<HF BertModel key>`` for the encoder and ``head.<leaf>`` for the task
 head, so the map is an identity on the encoder and a short table on the heads:

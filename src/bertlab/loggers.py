@@ -1,7 +1,7 @@
 """Experiment loggers from ``conf/logger``: csv, tensorboard, wandb, or ``many`` (csv + wandb).
 
 Every entry of the ``logger`` group that has a ``_target_`` becomes a Lightning logger. Weights & Biases
-gets two things Lightning leaves to the caller (../shared/docs/PITFALLS.md):
+gets two things Lightning leaves to the caller:
 
 - a run id fixed before the run starts and recorded in ``<run_dir>/wandb/bertlab_run_id``, so a resumed
   run (``ckpt_path=last`` in the same run dir, or ``ckpt_path=<run_dir>/checkpoints/<file>.ckpt``) re-attaches
