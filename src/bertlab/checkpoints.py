@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 log = logging.getLogger(__name__)
@@ -107,10 +106,9 @@ class CheckpointInfo:
         return recorded if recorded.is_file() else None
 
 
-def read_checkpoint_info(path: str | Path) -> CheckpointInfo:
-    """Progress and best-file record of a Lightning checkpoint (read weights-only, memory-mapped)."""
+def checkpoint_info(ckpt: dict[str, Any], path: str | Path) -> CheckpointInfo:
+    """Progress and best-file record of a Lightning checkpoint already read from ``path``."""
     path = Path(path)
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {})
     # Saved at an epoch's end, "processed" already counts that epoch while "completed" does not yet.
     epochs_done = int(progress.get("processed", progress.get("completed", 0)))

@@ -38,6 +38,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from bertlab.checkpoints import CheckpointInfo, checkpoint_info
 from bertlab.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data.readers import DataError
 from bertlab.hf_weights import CheckpointError
@@ -118,8 +119,8 @@ def preflight(task: TaskSpec, data: DataConfig, max_position_embeddings: int) ->
         )
 
 
-def check_resume_checkpoint(path: str | Path, module: L.LightningModule) -> int:
-    """The global step of a checkpoint this run can resume from or evaluate; :class:`CheckpointError`
+def check_resume_checkpoint(path: str | Path, module: L.LightningModule) -> CheckpointInfo:
+    """The progress of a checkpoint this run can resume from or evaluate; :class:`CheckpointError`
     (naming what differs) when it cannot be loaded into ``module``.
 
     Loaded with ``weights_only=True`` (as Lightning then loads it): tensors and plain values only.
@@ -162,7 +163,7 @@ def check_resume_checkpoint(path: str | Path, module: L.LightningModule) -> int:
             "settings it was trained with (its run dir's .hydra/config.yaml), or start a new run from its "
             "encoder weights with model.init_from=<that .ckpt>"
         )
-    return int(ckpt.get("global_step", 0))
+    return checkpoint_info(ckpt, path)
 
 
 def min_seq_length(family: str, pair: bool, nsp: bool) -> int:

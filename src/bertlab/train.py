@@ -24,7 +24,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
-from bertlab.checkpoints import CheckpointInfo, LastCheckpoint, ValidateFinalStep, read_checkpoint_info
+from bertlab.checkpoints import CheckpointInfo, LastCheckpoint, ValidateFinalStep
 from bertlab.config import ConfigError, DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.console import AutoLogInterval, ProgressBar, configure_console, console_mode, format_value
 from bertlab.data.datamodule import TaskDataModule
@@ -233,12 +233,11 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         raise ConfigError("train=false needs ckpt_path=<checkpoint to evaluate>")
     ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
     # Another architecture's checkpoint is refused here, with what differs, not by a strict load mid-fit.
-    ckpt_step = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    info = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    ckpt_step = info.global_step if info is not None else None
     finished = None  # a resume of a run that had already reached its end: nothing to train, nothing to log
-    if cfg.train and ckpt_path is not None:
-        info = read_checkpoint_info(ckpt_path)
-        if info.finished(cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")):
-            finished = info
+    if cfg.train and info is not None and info.finished(cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")):
+        finished = info
     trains = bool(cfg.train) and finished is None
 
     throughput = Throughput()
