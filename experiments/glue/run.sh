@@ -6,6 +6,7 @@
 # Usage:
 #   BERTLAB_DATA_DIR=../shared/data bash experiments/glue/run.sh [stage ...]   # default: all stages
 #   SMOKE=1 bash experiments/glue/run.sh                                          # the same on the samples, 2 steps
+#   SEEDS="2 3" bash experiments/glue/run.sh bertlab reference                     # some seeds only
 # Stages: bertlab (cola, stsb × seeds 1-3 with the presets), reference (the same with hf_glue.py),
 #   bertlab-refbudget (seed 1 at the reference's batch/lr/epochs), glue (python -m bertlab.glue run on every
 #   task with data). Records: experiments/glue/results/<run>.json; then experiments/glue/table.py writes
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TOKENIZERS_PARALLELISM=false WANDB_MODE=offline
-seeds=(1 2 3)
+read -r -a seeds <<< "${SEEDS:-1 2 3}"  # SEEDS="2 3": a subset of the seeds
 common=(model=minilm_l6 logger=csv trainer.enable_progress_bar=false)
 hf_limits=()
 data_dir=${BERTLAB_DATA_DIR:-../shared/data}
