@@ -191,10 +191,11 @@ class ChildRun:
 
 def run_child(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None,
               timeout_s: float | None = None) -> ChildRun:
-    """Run ``cmd`` to completion; its wall time and its own peak RSS (``ru_maxrss`` from ``os.wait4``).
+    """Run ``cmd`` to completion; its wall time and its own peak RSS.
 
-    ``os.wait4`` returns the resource usage of exactly this child (``RUSAGE_CHILDREN`` would be the
-    maximum over every child this process ever waited for).
+    The peak is the child's ``VmHWM`` (its address space's high-water mark, read from ``/proc`` while it runs),
+    else ``ru_maxrss`` from ``os.wait4``. ``ru_maxrss`` alone is wrong for a child of a large process: Linux
+    carries the parent's peak across fork and exec, so every child of a 3 GB benchmark would report 3 GB.
     """
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_child_{os.getpid()}_{time.monotonic_ns()}"
     with open(f"{out_path}.out", "w+") as out, open(f"{out_path}.err", "w+") as err:
@@ -202,7 +203,9 @@ def run_child(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Pat
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=dict(env) if env else None,
                                 cwd=str(cwd or REPO))
         deadline = None if timeout_s is None else t0 + timeout_s
+        hwm_kib = 0
         while True:
+            hwm_kib = max(hwm_kib, _vm_hwm_kib(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
@@ -218,7 +221,19 @@ def run_child(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Pat
         stdout, stderr = out.read(), err.read()
     for suffix in (".out", ".err"):
         Path(f"{out_path}{suffix}").unlink(missing_ok=True)
-    return ChildRun(proc.returncode, wall, usage.ru_maxrss / 1024, stdout, stderr)  # ru_maxrss is KiB on Linux
+    return ChildRun(proc.returncode, wall, (hwm_kib or usage.ru_maxrss) / 1024, stdout, stderr)  # KiB → MiB
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    """The process's peak resident set (``VmHWM`` of ``/proc/<pid>/status``, KiB); 0 where unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def last_json_line(text: str) -> dict[str, Any]:
@@ -254,6 +269,8 @@ def emit(data: Mapping[str, Any], json_out: str | None) -> None:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     def cell(x: Any) -> str:
+        if x is None:
+            return "—"
         if isinstance(x, float):
             return f"{x:,.2f}" if abs(x) < 100 else f"{x:,.0f}"
         return str(x)

@@ -137,6 +137,9 @@ def unpadded_ratio_rows(unp: dict[str, Any]) -> list[tuple[str, float | None, fl
         for mode in ("true", "auto"):
             names.append((f"encoder train {row['batch']}x{row['seq']} (no padding), unpad={mode} / padded",
                           row["ratios"][f"{mode}_vs_padded"]))
+    for path, row in ((unp.get("compile") or {}).get("paths") or {}).items():
+        names.append((f"encoder train, SST-2 random batches, {path}, model.compile=true / eager",
+                      row["compiled_vs_eager"]))
     return [(f"unpadded: {name}", value, TARGETS.get(f"unpadded: {name}")) for name, value in names]
 
 
@@ -157,6 +160,15 @@ def render_unpadded(unp: dict[str, Any]) -> list[str]:
     if rows:
         out += ["Fixed shapes, no padding (tokens/s):", ""]
         out.append(markdown_table(("batch × seq", "unpad=true", "unpad=auto", "unpad=false"), rows))
+        out.append("")
+    comp = unp.get("compile")
+    if comp:
+        out += [f"`model.compile=true` (the encoder compiled with dynamic shapes) vs eager, train steps on the "
+                f"{comp['batches']} SST-2 batches above; real tokens/s:", ""]
+        out.append(markdown_table(("path", "first pass s (compiling)", "eager", "compiled", "compiled / eager"),
+                                  [(p, r["first_pass_s"], r["real_tokens_per_s"]["eager"],
+                                    r["real_tokens_per_s"]["compiled"], r["compiled_vs_eager"])
+                                   for p, r in comp["paths"].items()]))
         out.append("")
     prof = unp.get("profile")
     if prof:
@@ -179,6 +191,8 @@ def render_unpadded(unp: dict[str, Any]) -> list[str]:
                 "random order):", ""]
         out.append(markdown_table(("task", "side", "steps × batch", "samples/s", "train loop s", "process s",
                                    "peak RSS MiB"), rows))
+        if unp.get("note"):
+            out += ["", unp["note"] + "."]
     return out
 
 
@@ -288,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded")
     p.add_argument("--ablations", action="store_true", help="also the mask / AdamW studies (benchmarks/ablations.py)")
-    p.add_argument("--compile", action="store_true", help="with --ablations: the torch.compile study too")
+    p.add_argument("--compile", action="store_true", help="the torch.compile measurements too (minutes of compiling): model.compile on "
+                   "both encoder paths in the unpadded section, and with --ablations the fixed-shape study")
     p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--update", default="", help="re-measure only these sections (encoder,preprocess,end_to_end,"
@@ -307,11 +322,12 @@ def main(argv: list[str] | None = None) -> int:
         results = {"quick": a.quick, "threads": a.threads, "started": time.strftime("%Y-%m-%d %H:%M %Z"),
                    "machine": machine_description(a.threads),
                    "load_average": {"start": load_average(), "end": None}}
+    unpadded_sections = ["encoder", "sst2", "conll", "fixed", "profile", "compile"]
     scripts = {
         "encoder": ("encoder_speed", quick),
         "preprocess": ("preprocess_speed", quick + data),
         "end_to_end": ("end_to_end", quick + data + ([] if a.quick else ["--bf16"])),
-        "unpadded": ("unpadded", quick + data),
+        "unpadded": ("unpadded", quick + data + (["--only", ",".join(unpadded_sections)] if a.compile else [])),
         "ablations": ("ablations", quick + (["--compile"] if a.compile else [])),
     }
     with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:

@@ -14,11 +14,14 @@
 3. ``conll``: end-to-end CoNLL-2003, random order, batch 16, the first 2,000 sentences: auto vs padded.
 4. ``fixed``: the encoder train step on fixed 16 × 128 and 8 × 384 random batches (no padding): ``unpad=true``
    (packed even without padding) and ``unpad=auto`` (which keeps such batches padded) vs ``unpad=false``.
-5. ``profile``: where the time goes: the batches of (1) under ``torch.profiler``, padded and unpadded, each op's
+5. ``compile`` (opt-in: ``--only ...,compile``; minutes of compiling): ``model.compile=true`` as train.py applies
+   it (``nn.Module.compile(dynamic=True)`` on the encoder) against eager, on the batches of (1), with each path:
+   the first pass (compiling) and the steady-state real tokens/s, medians of interleaved passes.
+6. ``profile``: where the time goes: the batches of (1) under ``torch.profiler``, padded and unpadded, each op's
    own CPU time summed into components (matrix products, attention softmax, LayerNorm, GELU, dropout masks,
    packing, embeddings, AdamW, the rest), per train step. The profiler adds overhead: read the shares.
 
-    python benchmarks/unpadded.py [--quick] [--threads 2] [--only encoder,sst2,conll,fixed,profile] [--json out.json]
+    python benchmarks/unpadded.py [--quick] [--threads 2] [--only encoder,sst2,conll,fixed,profile,compile] [--json out.json]
     python benchmarks/unpadded.py --tiny --only encoder,fixed,profile   # random tiny BERT, no datasets: a smoke check
 
 ``--quick`` keeps the real model and data with a few batches/steps; ``--tiny`` takes a random tiny BERT and
@@ -43,7 +46,8 @@ import end_to_end  # noqa: E402
 from common import REPO, SHARED_DATA, emit, interleaved, machine_description, median, set_threads  # noqa: E402
 from encoder_speed import checkpoint_dir, make_adamw  # noqa: E402
 
-SECTIONS = ("encoder", "sst2", "conll", "fixed", "profile")
+SECTIONS = ("encoder", "sst2", "conll", "fixed", "profile", "compile")
+DEFAULT_SECTIONS = ("encoder", "sst2", "conll", "fixed", "profile")
 BATCH = 32
 SST2_EXAMPLES = 3200
 CONLL_BATCH, CONLL_SENTENCES = 16, 2000
@@ -188,6 +192,34 @@ def fixed_section(ours, ref, shapes, warmup: int, repeats: int) -> list[dict[str
     return rows
 
 
+def compile_section(ours, batches: list[tuple[torch.Tensor, torch.Tensor]], warmup: int,
+                    repeats: int) -> dict[str, Any]:
+    """Eager vs ``model.compile=true`` on each path: first-pass seconds and steady real tokens/s."""
+    import copy
+    import time
+
+    real_tokens = sum(int(mask.sum()) for _, mask in batches)
+    out: dict[str, Any] = {"batches": len(batches), "real_tokens": real_tokens, "paths": {}}
+    for path, mode in (("unpadded", "true"), ("padded", "false")):
+        eager = copy.deepcopy(ours)
+        compiled = copy.deepcopy(ours)
+        compiled.compile(dynamic=True)  # what train.py does for model.compile=true
+        eager.unpad = compiled.unpad = mode
+        steps = {"eager": train_pass(eager, make_adamw(eager, "bertlab"), batches),
+                 "compiled": train_pass(compiled, make_adamw(compiled, "bertlab"), batches)}
+        start = time.perf_counter()
+        steps["compiled"]()  # compiles every graph the batches need
+        first = time.perf_counter() - start
+        times = interleaved(steps, warmup=warmup, repeats=repeats)
+        tps = {side: real_tokens / median(ts) for side, ts in times.items()}
+        out["paths"][path] = {"first_pass_s": round(first, 1),
+                              "real_tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
+                              "compiled_vs_eager": round(tps["compiled"] / tps["eager"], 3)}
+        print(f"compile, {path}: first pass {first:.0f} s; eager {tps['eager']:.0f}, compiled "
+              f"{tps['compiled']:.0f} real tok/s", file=sys.stderr)
+    return out
+
+
 # Components of a train step, by the op names torch.profiler reports (self CPU time, forward and backward).
 COMPONENTS = {
     "matrix products (Linear layers, attention q·kᵀ and ·v)": ("aten::addmm", "aten::mm", "aten::bmm"),
@@ -280,7 +312,7 @@ def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Pa
     warmup, repeats = (0, 1) if tiny else (1, 2) if quick else (1, 5)
     with tempfile.TemporaryDirectory(prefix="bench_unpad_") as tmp:
         workdir = Path(tmp)
-        if {"encoder", "fixed", "profile"} & set(sections):
+        if {"encoder", "fixed", "profile", "compile"} & set(sections):
             ours, ref, model_dir = load_models(tiny, workdir / "tiny")
             result["checkpoint"] = "tiny-random" if tiny else "all-MiniLM-L6-v2"
             result["warmup"], result["repeats"] = warmup, repeats
@@ -291,6 +323,9 @@ def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Pa
             if "profile" in sections:
                 result["profile"] = profile_section(ours, lambda: batches or sst2_batches(
                     ours.config.vocab_size, model_dir, data_dir, tiny, quick))
+            if "compile" in sections:
+                result["compile"] = compile_section(ours, batches or sst2_batches(
+                    ours.config.vocab_size, model_dir, data_dir, tiny, quick), warmup, repeats)
             if "fixed" in sections:
                 shapes = TINY_FIXED if tiny else QUICK_FIXED if quick else FULL_FIXED
                 result["fixed"] = fixed_section(ours, ref, shapes, warmup, repeats)
@@ -310,13 +345,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    sections = [s for s in a.only.split(",") if s] or list(SECTIONS)
+    sections = [s for s in a.only.split(",") if s] or list(DEFAULT_SECTIONS)
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
         raise SystemExit(f"--only: unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
     if a.tiny and {"sst2", "conll"} & set(sections):
-        raise SystemExit("--tiny measures the encoder only: add --only encoder,fixed,profile")
-    needs_data = {"sst2", "conll"} & set(sections) or ({"encoder", "profile"} & set(sections) and not a.tiny)
+        raise SystemExit("--tiny measures the encoder only: add --only encoder,fixed,profile,compile")
+    needs_data = {"sst2", "conll"} & set(sections) or ({"encoder", "profile", "compile"} & set(sections)
+                                                        and not a.tiny)
     if needs_data and not (a.data_dir / "sst2").is_dir():
         raise SystemExit(f"no datasets under {a.data_dir}: pass --data-dir (the layout of ../shared/data)")
     result = run(sections, a.threads, a.quick, a.tiny, a.data_dir.resolve())

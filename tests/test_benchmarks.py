@@ -115,7 +115,8 @@ def test_unpadded_section_tiny(tmp_path):
 def test_unpadded_sections_and_cases():
     import unpadded
 
-    assert unpadded.SECTIONS == ("encoder", "sst2", "conll", "fixed", "profile")
+    assert unpadded.SECTIONS == ("encoder", "sst2", "conll", "fixed", "profile", "compile")
+    assert unpadded.DEFAULT_SECTIONS == ("encoder", "sst2", "conll", "fixed", "profile")  # compile: opt-in
     assert (unpadded.BATCH, unpadded.SST2_EXAMPLES) == (32, 3200)
     assert (unpadded.CONLL_BATCH, unpadded.CONLL_SENTENCES) == (16, 2000)
     assert unpadded.FULL_FIXED == ((16, 128), (8, 384))
