@@ -232,6 +232,22 @@ def compose(overrides: tuple[str, ...], config_dirs: tuple[str, ...] = (), confi
         GlobalHydra.instance().clear()
 
 
+def _missing_options(overrides: set[str], config_dirs: list[str]) -> list[str]:
+    """Group choices whose file does not exist. Hydra's compose skips a missing option of an `optional`
+    group (experiment, debug, hparams_search) without a word, so `experiment=typo` would pass unseen."""
+    missing = []
+    for item in sorted(overrides):
+        key, _, value = item.partition("=")
+        key = key.lstrip("+")
+        if key.startswith(("~", "hydra/")) or value in ("", "null") or not _is_group(key):
+            continue
+        roots = [CONF, *map(Path, config_dirs)]
+        if not any((root / key / f"{value}.yaml").is_file() for root in roots):
+            missing.append(f"{key}={value}: no {key}/{value}.yaml in conf/"
+                           + (f" or {', '.join(config_dirs)}" if config_dirs else ""))
+    return missing
+
+
 def problems(command: DocCommand) -> list[str]:
     """What is wrong with a doc command: each line names the overrides that failed and Hydra's reason.
     A command the docs show failing (a typo'd key, on purpose) must still parse; it need not compose."""
@@ -241,7 +257,8 @@ def problems(command: DocCommand) -> list[str]:
         return [f"{command.where}: the overrides do not parse: {err}\n  {command.text}"]
     if command.shows_error:
         return []
-    found = []
+    found = [f"{command.where}: {problem}\n  {command.text}"
+             for problem in _missing_options({o for items in lists for o in items}, command.config_dirs)]
     for overrides in lists:
         try:
             compose(tuple(overrides), tuple(command.config_dirs), command.config_name)
@@ -290,7 +307,7 @@ def test_checker_rejects_a_typo_in_a_key():
 def test_checker_rejects_a_typo_in_one_value_of_a_group_sweep():
     command = _one("```\npython train.py -m model=bert_tiny freeze=none,encoder,lorra seed=1,2\n```\n")
     found = problems(command)
-    assert len(found) == 1 and "freeze=lorra" in found[0]
+    assert found and all("freeze=lorra" in p for p in found)
 
 
 def test_checker_accepts_the_forms_the_docs_use():
@@ -403,3 +420,19 @@ def test_a_command_shown_failing_need_not_compose_but_must_parse():
     broken = _one("```\n$ python train.py model=bert_tiny 'data.max_train_samples=[1,'\n"
                   "bertlab: error: ...\n```\n")
     assert problems(broken) and "do not parse" in problems(broken)[0]
+
+
+def test_checker_rejects_a_missing_option_of_an_optional_group():
+    # Hydra composes `experiment=typo` without an error (the group is optional): the checker must not.
+    found = problems(_one("```\npython train.py -m experiment=freeze_comparisn freeze=none,lora\n```\n"))
+    assert len(found) == 1 and "experiment/freeze_comparisn.yaml" in found[0]
+    assert problems(_one("```\npython train.py debug=overfitt model=bert_tiny\n```\n"))
+
+
+def test_checker_follows_config_dir():
+    line = ("python train.py -m -cd experiments/rnn_vs_transformer experiment=rnn_vs_transformer model=bilstm "
+            "task=sst2,conll2003 seed=1,2,3")
+    command = _one(f"```\n{line}\n```\n")
+    assert command.config_dirs == [str(ROOT / "experiments" / "rnn_vs_transformer")]
+    assert problems(command) == []
+    assert problems(_one(f"```\n{line.replace('-cd experiments/rnn_vs_transformer ', '')}\n```\n"))
