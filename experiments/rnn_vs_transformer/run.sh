@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The RNN-vs-Transformer study at the budget recorded in README.md ("Results"): SST-2 with the first 8,000
+# The RNN-vs-Transformer study at the budget docs/results.md reports ("RNN vs Transformer"): SST-2 with the first 8,000
 # training sentences and CoNLL-2003 with the first 3,000, 3 epochs, full dev sets, the given seeds (default 1).
 # Usage: BERTLAB_DATA_DIR=../shared/data bash experiments/rnn_vs_transformer/run.sh [seeds, e.g. 1,2]
 set -euo pipefail
