@@ -30,8 +30,27 @@ def test_an_unknown_key_on_the_command_line_names_the_nearest_one(override, gues
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv,bad,guess", [
+    (["experiment=freeze_comparsion"], "experiment=freeze_comparsion", "experiment=freeze_comparison"),
+    (["-m", "freeze=none,lora,bitfitt", "seed=1,2"], "freeze=bitfitt", "freeze=bitfit"),
+    (["debug=nonexistent_xyz"], "debug=nonexistent_xyz", None),
+    (["task=sst3"], "task=sst3", "task=sst2"),
+])
+def test_a_misspelled_group_option_is_refused(argv, bad, guess, capsys):
+    """Hydra applies nothing for a missing option of an optional group (experiment=, debug=): bertlab refuses."""
+    with pytest.raises(SystemExit) as stop:
+        check_command_line(argv, CONF)
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    group, value = bad.split("=")
+    assert f"{bad} on the command line: there is no {group} option '{value}'" in err
+    assert (f"Did you mean {guess}?" in err) if guess else "Did you mean" not in err
+    assert f"The {group} options: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_valid_command_lines_pass_the_check():
     for argv in (["task=conll2003", "data.batch_size=8", "+logger.csv.flush_logs_every_n_steps=5"],
+                 ["experiment=glue", "debug=null", "-m", "freeze=none,lora", "hparams_search=optuna"],
                  ["-m", "task=sst2,mrpc", "seed=1,2", "hydra.sweep.dir=/tmp/x", "optim.lr=interval(1e-5,1e-4)"],
                  ["--cfg", "job"], []):
         check_command_line(argv, CONF)  # returns without exiting

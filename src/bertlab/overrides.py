@@ -101,6 +101,36 @@ def _first_values(argv: list[str]) -> list[str] | None:
     return out
 
 
+def _check_group_options(argv: list[str], config_dir: Path) -> None:
+    """``group=option`` (every value of a sweep) must name a file ``<config_dir>/group/option.yaml``: Hydra
+    silently applies nothing for a misspelled option of an optional group (``experiment=``, ``debug=``,
+    ``hparams_search=``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(argv)
+    except Exception:  # Hydra reports its own syntax errors
+        return
+    for o in parsed:
+        group = o.key_or_group
+        if o.type.name == "DEL" or o.package or not (config_dir / group).is_dir():
+            continue
+        try:
+            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        except Exception:  # a sweep without listed values (interval): nothing to check
+            continue
+        options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+        for value in values:
+            if value in ("null", "None") or value in options:
+                continue
+            guess = nearest(value, options)
+            sys.stderr.write(
+                f"\nbertlab: error: {group}={value} on the command line: there is no {group} option {value!r} "
+                f"(no file {group}/{value}.yaml in {config_dir}).{f' Did you mean {group}={guess}?' if guess else ''}"
+                f" The {group} options: {', '.join(options)}.\n")
+            sys.exit(1)
+
+
 def check_command_line(argv: list[str], config_dir: str | Path, config_name: str = "train") -> None:
     """Compose ``config_name`` with the command line's overrides; an unknown key ends the program with one
     paragraph on stderr (exit status 1). Anything else is left for Hydra to report as it does."""
@@ -113,6 +143,7 @@ def check_command_line(argv: list[str], config_dir: str | Path, config_name: str
 def _check(argv: list[str], config_dir: str | Path, config_name: str) -> None:
     if any(a.split("=", 1)[0] in _HYDRA_FLAGS_WITH_VALUES for a in argv):
         return
+    _check_group_options([a for a in argv if not a.startswith("-")], Path(config_dir))
     overrides = _first_values([a for a in argv if not a.startswith("-")])
     if not overrides:
         return
