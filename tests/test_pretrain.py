@@ -4,9 +4,11 @@ statistics, disjoint reads across ranks and workers, the datamodule switch, the 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import random
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from bertlab.config import ConfigError, DataConfig, TaskSpec
@@ -361,6 +364,55 @@ def test_two_ranks_two_workers_read_each_example_once_per_epoch(tmp_path, tokeni
             seen.update(got)
         assert per_rank[0].isdisjoint(per_rank[1])
         assert seen == Counter(range(40))
+
+
+class RecordExampleIds(Callback):
+    """Writes, per rank, the example ids of every training batch and the loader's worker count (the DDP
+    test below loads it into both ranks by its dotted name)."""
+
+    def __init__(self, out: str):
+        self.out = Path(out)
+        self.seen: list[list[int]] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.seen.append([trainer.current_epoch, *batch["index"].tolist()])
+
+    def on_train_end(self, trainer, pl_module):
+        self.out.mkdir(parents=True, exist_ok=True)
+        info = {"world_size": trainer.world_size, "num_workers": trainer.train_dataloader.num_workers,
+                "seen": self.seen}
+        (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(info))
+
+
+@pytest.mark.slow
+def test_ddp_cpu_with_two_workers_trains_on_each_example_once_per_epoch(tmp_path):
+    # The real command line: 2 DDP processes (Lightning starts rank 1 as a second train.py), each with a
+    # DataLoader of 2 worker processes, on a prepared corpus; 2 epochs of 48 examples in batches of 4.
+    train = write_corpus(tmp_path / "train.txt", 60, seed=21)
+    val = write_corpus(tmp_path / "val.txt", 10, seed=22)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline",
+           "PYTHONPATH": os.pathsep.join([str(root / "tests"), os.environ.get("PYTHONPATH", "")]),
+           "BERTLAB_ALLOW_TARGETS": "test_pretrain.RecordExampleIds"}
+    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT", "SLURM_PROCID"):
+        env.pop(key, None)
+    ids = tmp_path / "ids"
+    cmd = [sys.executable, str(root / "train.py"), "task=mlm", "task.nsp=true", "model=bert_tiny",
+           "trainer=ddp_cpu", "logger=csv", "quiet=true", f"data.train_file={train}", f"data.val_file={val}",
+           "data.text_format=plain", "data.stream=true", "data.prep_num_proc=1", "data.num_workers=2",
+           "data.max_seq_length=32", "data.batch_size=4", "data.max_train_samples=48",
+           "trainer.max_epochs=2", "trainer.limit_val_batches=1", f"paths.cache_dir={tmp_path / 'cache'}",
+           f"hydra.run.dir={tmp_path / 'run'}", "+callbacks.ids._target_=test_pretrain.RecordExampleIds",
+           f"+callbacks.ids.out={ids}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    ranks = [json.loads((ids / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert all(r["world_size"] == 2 and r["num_workers"] == 2 for r in ranks)
+    for epoch in (0, 1):
+        per_rank = [[i for batch in r["seen"] if batch[0] == epoch for i in batch[1:]] for r in ranks]
+        assert len(per_rank[0]) == len(per_rank[1]) == 24  # 6 batches of 4 on each rank
+        assert set(per_rank[0]).isdisjoint(per_rank[1])
+        assert Counter(per_rank[0] + per_rank[1]) == Counter(range(48))  # once each, across the world
 
 
 # ----------------------------------------------------------------------------------------------------
