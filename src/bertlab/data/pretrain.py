@@ -384,8 +384,14 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(tokenizer: BertTokenizer) -> None:
+    import signal
+
     # One tokenizing thread per process: the pool already uses every core.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # A forked worker inherits the run's stop handlers (bertlab.reliability): the parent alone handles
+    # Ctrl-C and stops the pool; the pool's own SIGTERM then ends a worker quietly.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["tokenizer"] = tokenizer
 
 
@@ -599,6 +605,8 @@ def _prepare_into(work: Path, paths: list[Path], tokenizer: BertTokenizer, setti
             with ctx.Pool(proc, initializer=_init_worker, initargs=(tokenizer,)) as pool:
                 for counts in pool.imap_unordered(_pool_job, jobs):
                     finished(counts)
+                pool.close()
+                pool.join()
     finally:
         if bar is not None:
             bar.close()
