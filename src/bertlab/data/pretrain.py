@@ -293,52 +293,21 @@ def _features():
                               "length": datasets.Value("int32")})
 
 
-def _encode_documents(block: list[list[str]], tokenizer: BertTokenizer) -> list[list[list[int]]]:
-    """Token-id segments (one per sentence) of each document of a block; empty sentences and then empty
-    documents are dropped, as ``mlm.build_nsp_examples`` does.
-
-    One ``encode_batch`` call for the block, one sequence per line with its sentences as pre-split "words"
-    (``is_pretokenized``): the same ids as encoding each sentence alone (sentences split at whitespace,
-    which the BERT pre-tokenizer splits at too), with several times fewer sequences to encode. The ids are
-    then cut into sentences at the changes of ``word_ids``, in NumPy over the whole block.
-    """
-    from bertlab.data.rawtext import split_sentences
-
-    line_sentences: list[list[str]] = []
-    sentence_doc: list[int] = []  # the document of every sentence, in block order
-    for d, lines in enumerate(block):
-        for line in lines:
-            sentences = split_sentences(line)
-            if sentences:
-                line_sentences.append(sentences)
-                sentence_doc.extend([d] * len(sentences))
-    if not line_sentences:
-        return []
-    encodings = tokenizer.tokenizer.encode_batch(line_sentences, is_pretokenized=True, add_special_tokens=False)
-    id_lists = [e.ids for e in encodings]
-    counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
-    total = int(counts.sum())
-    ids = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64, count=total)
-    words = np.fromiter(itertools.chain.from_iterable(e.word_ids for e in encodings), dtype=np.int64, count=total)
-    first_sentence = np.zeros(len(line_sentences), dtype=np.int64)
-    np.cumsum([len(s) for s in line_sentences[:-1]], out=first_sentence[1:])
-    sentence = words + np.repeat(first_sentence, counts)  # block-wide sentence index of every token
-    starts = np.flatnonzero(np.diff(sentence, prepend=-1))
-    docs: list[list[list[int]]] = [[] for _ in block]
-    for segment, d in zip(np.split(ids, starts[1:]), np.asarray(sentence_doc)[sentence[starts]].tolist()):
-        docs[d].append(segment.tolist())
-    return [doc for doc in docs if doc]
-
-
 def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertTokenizer,
                  settings: dict[str, Any]):
     """The examples of one block as an Arrow table: split sentences, encode them in one call, pack
     segments / NSP pairs (``[CLS] A [SEP] B [SEP]``, as ``mlm.pack_pair``), built as flat arrays."""
     import pyarrow as pa
 
+    from bertlab.data.rawtext import split_sentences
+
     nsp = settings["nsp"]
     max_num_tokens = max_num_tokens_for(settings["max_seq_length"], nsp)
-    docs = _encode_documents(block, tokenizer)
+    sentences = [[s for line in lines for s in split_sentences(line)] for lines in block]
+    flat = [s for doc in sentences for s in doc]
+    it = iter(tokenizer.encode_batch(flat, add_special_tokens=False) if flat else [])
+    docs = [[ids for ids in (next(it).ids for _ in doc) if ids] for doc in sentences]
+    docs = [doc for doc in docs if doc]
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
     ids: list[int] = []
     lengths: list[int] = []
