@@ -30,7 +30,8 @@ Usage::
     python benchmarks/pretrain_data.py --tiny      # seconds: a synthetic 0.3 MB corpus, a scratch vocabulary
 
 Run it on an otherwise idle machine: the figures are meaningless when other jobs share the cores.
-litdata is optional (``pip install -e .[bench]``); without it, or with ``--no-litdata``, its rows are left out.
+litdata is optional (``pip install -e .[bench]`` then ``pip install --no-deps litdata``: its own dependencies
+pull another torch); without it, or with ``--no-litdata``, its rows are left out.
 """
 
 from __future__ import annotations
@@ -358,7 +359,8 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             import litdata  # noqa: F401
         except ImportError:
-            print("litdata is not installed (pip install -e .[bench]): its rows are left out", file=sys.stderr)
+            print("litdata is not installed (pip install -e .[bench] && pip install --no-deps litdata): its rows "
+                  "are left out", file=sys.stderr)
             litdata = False
     rows = []
     for size in sizes:

@@ -479,7 +479,7 @@ def test_benchmark_tiny_smoke(tmp_path):
     import pretrain_data
 
     try:
-        import litdata  # noqa: F401  (the optional second engine: pip install -e .[bench])
+        import litdata  # noqa: F401  (the optional second engine: docs/pretraining.md, The bench)
         has_litdata = True
     except ImportError:
         has_litdata = False
