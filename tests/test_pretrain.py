@@ -406,6 +406,7 @@ def test_ddp_cpu_with_two_workers_trains_on_each_example_once_per_epoch(tmp_path
            f"+callbacks.ids.out={ids}"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "preparing" not in proc.stdout + proc.stderr  # quiet=true: no progress bar, no INFO line
     ranks = [json.loads((ids / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert all(r["world_size"] == 2 and r["num_workers"] == 2 for r in ranks)
     for epoch in (0, 1):
