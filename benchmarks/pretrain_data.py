@@ -1,16 +1,26 @@
-"""Pre-training data benchmark: bertlab's prepared Arrow shards against the Hugging Face run_mlm recipe.
+"""Pre-training data benchmark: bertlab's prepared Arrow shards (Hugging Face ``datasets``) against
+Lightning's ``litdata`` and the Hugging Face run_mlm recipe.
 
-For each corpus size (WikiText-2's wiki.*.tokens files, concatenated and repeated until the file reaches the size; repeated text
-is fine for throughput and memory, not for learning), it reports:
+For each corpus size (WikiText-2's wiki.*.tokens files, concatenated and repeated until the file reaches the
+size; repeated text is fine for throughput and memory, not for learning), it reports:
 
-* ``encode_mb_s``: the raw ``tokenizers`` ``encode_batch`` throughput on all cores (the ceiling);
-* ``bertlab_prep``: bertlab's preparation (``bertlab.data.pretrain.prepare``), in a child process: MB of
-  text per second and peak resident memory summed over the process and all its children (sampled);
+* ``encode_mb_s``: the raw ``tokenizers`` ``encode_batch`` throughput on all cores (the ceiling), lines in
+  batches of 10,000, with the tokenizer's own threads;
+* ``bertlab_prep``: bertlab's preparation (``bertlab.data.pretrain.prepare``: shards, ``num_proc``
+  processes, ``datasets``' Arrow writer), in a child process: MB of text per second, peak resident memory
+  (``peak_rss_mb``: RSS summed over the process and all its children, sampled every 50 ms; pages shared
+  between forked processes count once per process, so ``peak_pss_mb``, the proportional set size summed,
+  is the fairer total where the platform reports it);
+* ``litdata_prep``: the same examples (bertlab's shard plan and example builder, run per shard) written by
+  ``litdata.optimize`` with ``num_proc`` workers to litdata chunks, measured the same way;
 * ``hf_prep``: the run_mlm recipe's preparation (``load_dataset("text")``, ``map`` tokenize with
   ``num_proc``, ``map`` group_texts), measured the same way;
-* ``first_batch_s``: from launching a fresh interpreter (imports included) to the first collated training
-  batch on the prepared corpus (fingerprint the corpus, open the cache, build the sampler and loader,
-  collate one batch with its masks).
+* ``bertlab_read`` / ``litdata_read``: from launching a fresh interpreter (imports included) to the first
+  collated training batch on the prepared corpus (``first_batch_s``: bertlab opens its cache, builds the
+  sampler and loader; litdata opens a ``StreamingDataset`` in a ``StreamingDataLoader``), then
+  ``--read-batches`` more batches of 32 with ``--read-workers`` loader workers, both collated by bertlab's
+  MLM collator (padding and fresh masks): batches/s and real tokens/s. ``first_batch_s`` at the top level
+  repeats bertlab's figure.
 
 Training throughput (tokens/s over 200 steps against the HF Trainer) is not measured by this script yet.
 
@@ -20,6 +30,8 @@ Usage::
     python benchmarks/pretrain_data.py --tiny      # seconds: a synthetic 0.3 MB corpus, a scratch vocabulary
 
 Run it on an otherwise idle machine: the figures are meaningless when other jobs share the cores.
+litdata is optional (``pip install -e .[bench]`` then ``pip install --no-deps litdata``: its own dependencies
+pull another torch); without it, or with ``--no-litdata``, its rows are left out.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,6 +94,7 @@ class PeakRSS:
         self.root = psutil.Process(pid)
         self.interval = interval
         self.peak = 0
+        self.peak_pss = 0  # proportional set size: shared pages split between the processes sharing them
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -91,13 +105,15 @@ class PeakRSS:
         while not self._stop.is_set():
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
-                total = 0
+                total = pss = 0
                 for p in procs:
                     try:
                         total += p.memory_info().rss
+                        pss += getattr(p.memory_full_info(), "pss", 0)
                     except psutil.Error:
                         pass
                 self.peak = max(self.peak, total)
+                self.peak_pss = max(self.peak_pss, pss)
             except psutil.Error:
                 break
             time.sleep(self.interval)
@@ -108,8 +124,9 @@ class PeakRSS:
         return self.peak
 
 
-def run_child(code: str, env: dict[str, str], in_process: bool = False) -> tuple[dict, float, int]:
-    """Run ``code`` in a fresh interpreter; it prints one JSON line last. Returns (that dict, seconds, peak RSS).
+def run_child(code: str, env: dict[str, str], in_process: bool = False) -> tuple[dict, float, PeakRSS]:
+    """Run ``code`` in a fresh interpreter; it prints one JSON line last. Returns (that dict, seconds, the
+    memory sampler: ``.peak`` RSS and ``.peak_pss``, summed over the process tree).
 
     ``in_process`` (the --tiny smoke run) executes it here instead: no interpreter start, figures not comparable.
     """
@@ -122,16 +139,16 @@ def run_child(code: str, env: dict[str, str], in_process: bool = False) -> tuple
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(code, "<bench>", "exec"), {"__name__": "__bench__"})
-        peak = sampler.stop()
-        return json.loads(out.getvalue().strip().splitlines()[-1]), time.perf_counter() - start, peak
+        sampler.stop()
+        return json.loads(out.getvalue().strip().splitlines()[-1]), time.perf_counter() - start, sampler
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     sampler = PeakRSS(proc.pid)
     out, _ = proc.communicate()
-    peak = sampler.stop()
+    sampler.stop()
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed ({proc.returncode}):\n{code}")
-    return json.loads(out.strip().splitlines()[-1]), seconds, peak
+    return json.loads(out.strip().splitlines()[-1]), seconds, sampler
 
 
 def encode_throughput(corpus: Path, tokenizer_dir: Path) -> float:
@@ -173,19 +190,119 @@ grouped = tokenized.map(group_texts, batched=True, num_proc={num_proc})
 print(json.dumps({{"seconds": time.perf_counter() - t, "examples": len(grouped)}}))
 """
 
-_FIRST_BATCH = """
+_BERTLAB_READ = """
 import json, time
 t = time.perf_counter()
 from bertlab.config import DataConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.tokenization import load_tokenizer
 cfg = DataConfig(train_file={corpus!r}, val_file=None, cache_dir={cache_root!r}, stream=True,
-                 text_format="wikitext", max_seq_length={seq}, batch_size=32, num_workers=0)
+                 text_format="wikitext", max_seq_length={seq}, batch_size=32, num_workers={workers})
 dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), cfg, load_tokenizer({tok!r}), seed=0)
 dm.setup("fit")
-batch = next(iter(dm.train_dataloader()))
-print(json.dumps({{"seconds": time.perf_counter() - t, "batch": list(batch["input_ids"].shape)}}))
+it = iter(dm.train_dataloader())
+batch = next(it)
+first = time.perf_counter() - t
+t = time.perf_counter()
+batches = tokens = 0
+for batch in it:
+    batches += 1
+    tokens += batch["num_tokens"]
+    if batches == {batches}:
+        break
+seconds = time.perf_counter() - t
+print(json.dumps({{"first_batch_s": first, "batches": batches, "tokens": tokens, "seconds": seconds}}))
 """
+
+_LITDATA_PREP = """
+import json, sys, time
+sys.path.insert(0, {bench_dir!r})
+from litdata import optimize
+from pretrain_data import LitdataShards
+t = time.perf_counter()
+work = LitdataShards({corpus!r}, {tok!r}, {seq})
+optimize(fn=work, inputs=work.inputs(), output_dir={out!r}, chunk_bytes="64MB", num_workers={num_proc},
+         mode="overwrite")
+print(json.dumps({{"seconds": time.perf_counter() - t}}))
+"""
+
+_LITDATA_READ = """
+import json, time
+t = time.perf_counter()
+from litdata import StreamingDataLoader, StreamingDataset
+from bertlab.config import DataConfig, TaskSpec
+from bertlab.data.datamodule import TaskDataModule
+from bertlab.tokenization import load_tokenizer
+dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), DataConfig(max_seq_length={seq}),
+                    load_tokenizer({tok!r}), seed=0)
+ds = StreamingDataset({out!r}, shuffle=True, seed=0)
+loader = StreamingDataLoader(ds, batch_size=32, num_workers={workers}, collate_fn=dm.collator(True))
+it = iter(loader)
+batch = next(it)
+first = time.perf_counter() - t
+t = time.perf_counter()
+batches = tokens = 0
+for batch in it:
+    batches += 1
+    tokens += batch["num_tokens"]
+    if batches == {batches}:
+        break
+seconds = time.perf_counter() - t
+print(json.dumps({{"first_batch_s": first, "batches": batches, "tokens": tokens, "seconds": seconds,
+                  "examples": len(ds)}}))
+"""
+
+
+class LitdataShards:
+    """litdata's side: ``litdata.optimize`` runs this on every shard of bertlab's plan, in its own worker
+    processes, and writes what it yields to its chunks. The examples are bertlab's (same shard plan,
+    sentence splitting, tokenizer and NSP builder), so the comparison is between the engines: how they
+    parallelise, write and read."""
+
+    def __init__(self, corpus: str, tokenizer_dir: str, max_seq_length: int):
+        from bertlab.data import pretrain
+
+        self.paths = [Path(corpus)]
+        self.tokenizer_dir = tokenizer_dir
+        self.settings = pretrain.preparation_settings(self.paths, split="train", fmt="wikitext",
+                                                      max_seq_length=max_seq_length, nsp=True)
+        self._tokenizer = None
+
+    def inputs(self) -> list:
+        from bertlab.data import pretrain
+
+        shards = pretrain.plan_shards(self.paths, self.settings["fmt"], self.settings["shard_bytes"])
+        return list(enumerate(shards))
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_tokenizer": None}
+
+    def __call__(self, shard):
+        import os
+        import random
+
+        import numpy as np
+
+        from bertlab.data import pretrain
+        from bertlab.tokenization import load_tokenizer
+
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process, as bertlab's pool
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.tokenizer_dir)
+        index, pieces = shard
+        documents = pretrain._shard_documents(pieces, self.paths, self.settings["fmt"])
+        for b, block in enumerate(pretrain._blocks(documents, self.settings["block_documents"])):
+            rng = random.Random(f"{self.settings['seed']}-train-{index}-{b}")
+            table, _ = pretrain._block_table(block, rng, self._tokenizer, self.settings)
+            ids, types = (table.column(c).combine_chunks() for c in ("input_ids", "token_type_ids"))
+            offsets = ids.offsets.to_numpy()
+            id_values, type_values = ids.values.to_numpy(), types.values.to_numpy()
+            labels = table.column("next_sentence_label").to_numpy()
+            for row in range(table.num_rows):
+                lo, hi = offsets[row], offsets[row + 1]
+                yield {"input_ids": np.ascontiguousarray(id_values[lo:hi]),
+                       "token_type_ids": np.ascontiguousarray(type_values[lo:hi]),
+                       "next_sentence_label": int(labels[row]), "index": index * 10_000_000 + row}
 
 
 def make_tokenizer(corpus: Path, out: Path, tiny: bool) -> Path:
@@ -206,6 +323,16 @@ def make_tokenizer(corpus: Path, out: Path, tiny: bool) -> Path:
     return out
 
 
+def _memory(sampler: PeakRSS) -> dict:
+    return {"peak_rss_mb": round(sampler.peak / 1e6), "peak_pss_mb": round(sampler.peak_pss / 1e6)}
+
+
+def _read_row(result: dict, seconds: float) -> dict:
+    return {"first_batch_s": round(result["first_batch_s"], 2), "launch_to_done_s": round(seconds, 2),
+            "batches_per_s": round(result["batches"] / max(result["seconds"], 1e-9), 1),
+            "tokens_per_s": round(result.get("tokens", 0) / max(result["seconds"], 1e-9))}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiny", action="store_true",
@@ -214,7 +341,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sizes-mb", type=float, nargs="+", default=[100, 500])
     ap.add_argument("--max-seq-length", type=int, default=128)
     ap.add_argument("--num-proc", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--read-workers", type=int, default=2,
+                    help="DataLoader workers when reading batches (--tiny reads in this process: use 0)")
+    ap.add_argument("--read-batches", type=int, default=200, help="batches timed after the first one")
     ap.add_argument("--no-hf", action="store_true", help="skip the Hugging Face recipe")
+    ap.add_argument("--no-litdata", action="store_true", help="skip litdata (skipped anyway when not installed)")
     ap.add_argument("--workdir", default=None, help="where corpora and caches go (default: a temporary folder)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -223,6 +354,14 @@ def main(argv: list[str] | None = None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     sizes = [0.3] if args.tiny else args.sizes_mb
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+    litdata = not args.no_litdata
+    if litdata:
+        try:
+            import litdata  # noqa: F401
+        except ImportError:
+            print("litdata is not installed (pip install -e .[bench] && pip install --no-deps litdata): its rows "
+                  "are left out", file=sys.stderr)
+            litdata = False
     rows = []
     for size in sizes:
         corpus = work / f"corpus-{size:g}MB.tokens"
@@ -235,15 +374,28 @@ def main(argv: list[str] | None = None) -> dict:
         mb = corpus.stat().st_size / 1e6
         row: dict = {"corpus_mb": round(mb, 2), "num_proc": args.num_proc,
                      "encode_mb_s": round(encode_throughput(corpus, tok), 2)}
-        fmt = {"corpus": str(corpus), "tok": str(tok), "seq": args.max_seq_length, "num_proc": args.num_proc}
-        result, seconds, peak = run_child(_BERTLAB_PREP.format(cache=str(work / "cache"), **fmt), env, args.tiny)
-        row["bertlab_prep"] = {"mb_s": round(mb / result["seconds"], 2), "peak_rss_mb": round(peak / 1e6),
+        fmt = {"corpus": str(corpus), "tok": str(tok), "seq": args.max_seq_length, "num_proc": args.num_proc,
+               "workers": args.read_workers, "batches": args.read_batches}
+        for old in ("cache", f"litdata-{size:g}", f"hf-{size:g}"):
+            shutil.rmtree(work / old, ignore_errors=True)  # every preparation is measured from scratch
+        result, seconds, mem = run_child(_BERTLAB_PREP.format(cache=str(work / "cache"), **fmt), env, args.tiny)
+        row["bertlab_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
                                "examples": result["meta"]["examples"], "wall_s": round(seconds, 2)}
-        result, seconds, _ = run_child(_FIRST_BATCH.format(cache_root=str(work / "cache"), **fmt), env, args.tiny)
-        row["first_batch_s"] = round(seconds, 2)
+        result, seconds, _ = run_child(_BERTLAB_READ.format(cache_root=str(work / "cache"), **fmt), env, args.tiny)
+        row["bertlab_read"] = _read_row(result, seconds)
+        row["first_batch_s"] = row["bertlab_read"]["first_batch_s"]
+        if litdata:
+            out = str(work / f"litdata-{size:g}")
+            result, seconds, mem = run_child(_LITDATA_PREP.format(out=out, bench_dir=str(ROOT / "benchmarks"),
+                                                                  **fmt), env, args.tiny)
+            row["litdata_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
+                                   "wall_s": round(seconds, 2)}
+            result, seconds, _ = run_child(_LITDATA_READ.format(out=out, **fmt), env, args.tiny)
+            row["litdata_prep"]["examples"] = result["examples"]
+            row["litdata_read"] = _read_row(result, seconds)
         if not args.no_hf:
-            result, seconds, peak = run_child(_HF_PREP.format(cache=str(work / f"hf-{size:g}"), **fmt), env, args.tiny)
-            row["hf_prep"] = {"mb_s": round(mb / result["seconds"], 2), "peak_rss_mb": round(peak / 1e6),
+            result, seconds, mem = run_child(_HF_PREP.format(cache=str(work / f"hf-{size:g}"), **fmt), env, args.tiny)
+            row["hf_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
                               "examples": result["examples"], "wall_s": round(seconds, 2)}
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -3,8 +3,12 @@ statistics, disjoint reads across ranks and workers, the datamodule switch, the 
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import random
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -12,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from bertlab.config import ConfigError, DataConfig, TaskSpec
@@ -93,8 +98,8 @@ def test_second_run_reuses_the_prepared_corpus_without_reading_text(tmp_path, to
     def no_reading(*args, **kwargs):
         raise AssertionError("the corpus text was read again")
 
-    monkeypatch.setattr("bertlab.data.rawtext.iter_corpus", no_reading)
-    monkeypatch.setattr(pretrain, "_block_examples", no_reading)
+    monkeypatch.setattr(pretrain, "_shard_documents", no_reading)
+    monkeypatch.setattr(pretrain, "_prepare_shard", no_reading)
     assert prep(corpus, tokenizer, tmp_path / "cache") == first
 
 
@@ -103,6 +108,7 @@ def test_key_follows_corpus_tokenizer_and_settings(tmp_path, tokenizer):
     base = prep(corpus, tokenizer, tmp_path / "cache")
     assert prep(corpus, tokenizer, tmp_path / "cache", max_seq_length=48) != base
     assert prep(corpus, tokenizer, tmp_path / "cache", nsp=False) != base
+    assert prep(corpus, tokenizer, tmp_path / "cache", shard_bytes=500) != base
     other_tok = train_wordpiece(["omega psi chi. " * 20, "tower light field."], vocab_size=120)
     assert prep(corpus, other_tok, tmp_path / "cache") != base
     text = corpus.read_text()
@@ -120,27 +126,135 @@ def test_key_follows_corpus_tokenizer_and_settings(tmp_path, tokenizer):
     assert pretrain.corpus_fingerprint([copy]) == pretrain.corpus_fingerprint([corpus])
 
 
-def test_interrupted_preparation_leaves_no_usable_cache_and_the_next_run_restarts(tmp_path, tokenizer,
-                                                                                  monkeypatch):
-    corpus = write_corpus(tmp_path / "c.txt", 20)
-    settings = {"split": "train", "fmt": "auto", "max_seq_length": 32, "nsp": True, "short_seq_prob": 0.1,
-                "seed": 0, "block_documents": 1000}
-    final = pretrain.prepared_dir(tmp_path / "cache", "train", pretrain.preparation_key([corpus], tokenizer,
-                                                                                       settings))
+def _wikitext(path: Path, n_docs: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    parts = []
+    for d in range(n_docs):
+        parts.append(f" = Article {d} = \n \n")
+        for s in range(rng.randint(1, 3)):
+            parts.append(f" = = Section {s} = = \n \n")
+            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 30)))
+            parts.append(f" {words.capitalize()} . {words} .\n \n")
+    path.write_text("".join(parts), encoding="utf-8")
+    return path
 
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt
+
+@pytest.mark.parametrize("shard_bytes", [300, 1000, 4000, 10**6])
+def test_shards_cut_at_document_boundaries_and_read_the_corpus_exactly(tmp_path, shard_bytes):
+    small = tmp_path / "small.txt"
+    small.write_text("One small file. With one document.\n", encoding="utf-8")
+    paths = [write_corpus(tmp_path / "a.txt", 40, seed=1), small, _wikitext(tmp_path / "w.tokens", 30),
+             write_corpus(tmp_path / "b.txt", 25, seed=2)]
+    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbf\n\n" + (tmp_path / "a.txt").read_bytes().replace(b"\n", b"\r\n", 9))
+    shards = pretrain.plan_shards(paths, "auto", shard_bytes)
+    # The shards cover every byte of every file once, in order.
+    pieces = [p for shard in shards for p in shard]
+    assert [(i, s) for i, s, _ in pieces][0] == (0, 0)
+    for (i1, _, e1), (i2, s2, _) in zip(pieces, pieces[1:]):
+        assert (i2 == i1 and s2 == e1) or (i2 == i1 + 1 and s2 == 0)
+    assert [e for i, _, e in pieces if i == len(paths) - 1][-1] == paths[-1].stat().st_size
+    docs = [pretrain._shard_documents(shard, paths, "auto") for shard in shards]
+    per_shard = [list(d) for d in docs]
+    assert [doc for shard in per_shard for doc in shard] == list(iter_corpus(paths, sentences=False))
+    if shard_bytes < 10**6:
+        assert len(shards) > 5
+        assert all(len(shard) >= 2 for shard in per_shard)  # every shard has a NotNext partner
+    else:
+        assert len(shards) == 1  # small files grouped whole
+
+
+def test_interrupted_preparation_resumes_with_the_shards_it_has_not_finished(tmp_path, tokenizer, monkeypatch):
+    corpus = write_corpus(tmp_path / "c.txt", 60, seed=8)
+    whole = prep(corpus, tokenizer, tmp_path / "whole", shard_bytes=1200)
+    n_shards = pretrain.ArrowExamples(whole, nsp=True).meta["shards"]
+    assert n_shards >= 6
+    settings = pretrain.preparation_settings([corpus], split="train", max_seq_length=32, nsp=True, seed=0,
+                                             shard_bytes=1200)
+    final = pretrain.prepared_dir(tmp_path / "cache", "train",
+                                  pretrain.preparation_key([corpus], tokenizer, settings))
+    real = pretrain._prepare_shard
+    calls: list[int] = []
+
+    def crash_at_the_fourth_shard(index, *args, **kwargs):
+        calls.append(index)
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # Ctrl-C, or a kill, in the middle of the fourth shard
+        return real(index, *args, **kwargs)
 
     with monkeypatch.context() as m:
-        m.setattr(pretrain, "_block_examples", crash)
+        m.setattr(pretrain, "_prepare_shard", crash_at_the_fourth_shard)
         with pytest.raises(KeyboardInterrupt):
-            prep(corpus, tokenizer, tmp_path / "cache")
-    assert not final.exists()
-    # A process killed outright leaves its temporary folder behind: the next run removes it.
+            prep(corpus, tokenizer, tmp_path / "cache", shard_bytes=1200)
+    assert not final.exists()  # no usable preparation until every shard is done
+    partial = final.with_name(final.name + ".partial")
+    assert sorted(p.name for p in (partial / "examples").glob("*.json")) == ["00000.json", "00001.json",
+                                                                            "00002.json"]
+    # A process killed outright in the middle of a shard leaves a half-written file: removed on resume.
+    (partial / "examples" / "00003.arrow.tmp999999").write_bytes(b"half")
+
+    calls.clear()
+    with monkeypatch.context() as m:
+        m.setattr(pretrain, "_prepare_shard", lambda index, *a, **k: calls.append(index) or real(index, *a, **k))
+        assert prep(corpus, tokenizer, tmp_path / "cache", shard_bytes=1200) == final
+    assert calls == list(range(3, n_shards))  # only the unfinished shards
+    assert not partial.exists() and not list((final / "examples").glob("*.tmp*"))
+    resumed, ex = _rows(final)
+    assert resumed == _rows(whole)[0] and ex.meta["resumed_shards"] == 3
+    assert ex.meta["examples"] == len(resumed) and ex.meta["documents"] == 60
+
+
+def test_a_preparation_left_by_an_earlier_version_is_removed(tmp_path, tokenizer):
+    corpus = write_corpus(tmp_path / "c.txt", 20)
+    settings = pretrain.preparation_settings([corpus], split="train", max_seq_length=32, nsp=True, seed=0)
+    final = pretrain.prepared_dir(tmp_path / "cache", "train",
+                                  pretrain.preparation_key([corpus], tokenizer, settings))
     stale = final.with_name(final.name + ".tmp999999")
     (stale / "examples").mkdir(parents=True)
     assert prep(corpus, tokenizer, tmp_path / "cache") == final
     assert not stale.exists() and (final / "examples").is_dir()
+
+
+def test_bad_utf8_names_the_file_and_line_and_leaves_nothing_to_resume(tmp_path, tokenizer):
+    corpus = write_corpus(tmp_path / "c.txt", 30, seed=2)
+    lines = corpus.read_bytes().split(b"\n")
+    lines[40] = b"Bad \xff byte here."
+    corpus.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError, match=r"c\.txt:41: not valid UTF-8"):
+        prep(corpus, tokenizer, tmp_path / "cache", shard_bytes=800)
+    assert not list((tmp_path / "cache" / "pretrain").glob("*.partial"))
+
+
+def test_progress_bar_reports_the_corpus_megabytes_and_a_rate(tmp_path, tokenizer, capfd):
+    from rich.console import Console
+
+    corpus = write_corpus(tmp_path / "c.txt", 200, seed=6)
+    size = corpus.stat().st_size
+    out = io.StringIO()
+    prep(corpus, tokenizer, tmp_path / "cache", shard_bytes=3000, progress=Console(file=out, width=80))
+    text = out.getvalue()
+    assert f"{size / 1e6:.2f}/{size / 1e6:.2f} MB" in text and "MB/s" in text and "train: preparing" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    capfd.readouterr()
+    prep(corpus, tokenizer, tmp_path / "cache2", shard_bytes=3000, progress=False)  # quiet=true
+    assert capfd.readouterr().err == ""
+
+
+def test_progress_bar_follows_the_console_mode():
+    from bertlab.console import configure_console
+
+    handler = logging.StreamHandler(io.StringIO())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)  # as a run's logging configuration sets it
+    try:
+        configure_console("normal")
+        assert pretrain.console_shows_progress()
+        configure_console("quiet")
+        assert not pretrain.console_shows_progress()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def test_one_document_with_nsp_is_a_data_error(tmp_path, tokenizer):
@@ -185,7 +299,7 @@ def test_one_block_gives_exactly_the_in_memory_examples(tmp_path, tokenizer):
     rows, _ = _rows(prep(corpus, tokenizer, tmp_path / "cache", max_seq_length=40, block_documents=1000))
     docs = [[tokenizer.encode_batch([s], add_special_tokens=False)[0].ids for s in doc]
             for doc in read_corpus([corpus])]
-    expected = build_nsp_examples(docs, None, 37, random.Random("0-train-0"), short_seq_prob=0.1, nsp=True)
+    expected = build_nsp_examples(docs, None, 37, random.Random("0-train-0-0"), short_seq_prob=0.1, nsp=True)
     assert [r["input_ids"] for r in rows] == [pack_pair(e.tokens_a, e.tokens_b, tokenizer.cls_id,
                                                         tokenizer.sep_id)[0] for e in expected]
     assert [r["next_sentence_label"] for r in rows] == [e.next_sentence_label for e in expected]
@@ -220,9 +334,9 @@ def test_short_seq_prob_shortens_that_fraction_of_documents(tmp_path, tokenizer)
 
 def test_examples_do_not_depend_on_the_number_of_processes(tmp_path, tokenizer):
     corpus = write_corpus(tmp_path / "c.txt", 60, seed=7)
-    one, _ = _rows(prep(corpus, tokenizer, tmp_path / "a", block_documents=10, num_proc=1))
-    two, _ = _rows(prep(corpus, tokenizer, tmp_path / "b", block_documents=10, num_proc=2))
-    assert one == two
+    one, _ = _rows(prep(corpus, tokenizer, tmp_path / "a", block_documents=10, num_proc=1, shard_bytes=2000))
+    two, meta = _rows(prep(corpus, tokenizer, tmp_path / "b", block_documents=10, num_proc=2, shard_bytes=2000))
+    assert one == two and meta.meta["num_proc"] == 2 and meta.meta["shards"] > 2
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -250,6 +364,56 @@ def test_two_ranks_two_workers_read_each_example_once_per_epoch(tmp_path, tokeni
             seen.update(got)
         assert per_rank[0].isdisjoint(per_rank[1])
         assert seen == Counter(range(40))
+
+
+class RecordExampleIds(Callback):
+    """Writes, per rank, the example ids of every training batch and the loader's worker count (the DDP
+    test below loads it into both ranks by its dotted name)."""
+
+    def __init__(self, out: str):
+        self.out = Path(out)
+        self.seen: list[list[int]] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.seen.append([trainer.current_epoch, *batch["index"].tolist()])
+
+    def on_train_end(self, trainer, pl_module):
+        self.out.mkdir(parents=True, exist_ok=True)
+        info = {"world_size": trainer.world_size, "num_workers": trainer.train_dataloader.num_workers,
+                "seen": self.seen}
+        (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(info))
+
+
+@pytest.mark.slow
+def test_ddp_cpu_with_two_workers_trains_on_each_example_once_per_epoch(tmp_path):
+    # The real command line: 2 DDP processes (Lightning starts rank 1 as a second train.py), each with a
+    # DataLoader of 2 worker processes, on a prepared corpus; 2 epochs of 48 examples in batches of 4.
+    train = write_corpus(tmp_path / "train.txt", 60, seed=21)
+    val = write_corpus(tmp_path / "val.txt", 10, seed=22)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline",
+           "PYTHONPATH": os.pathsep.join([str(root / "tests"), os.environ.get("PYTHONPATH", "")]),
+           "BERTLAB_ALLOW_TARGETS": "test_pretrain.RecordExampleIds"}
+    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT", "SLURM_PROCID"):
+        env.pop(key, None)
+    ids = tmp_path / "ids"
+    cmd = [sys.executable, str(root / "train.py"), "task=mlm", "task.nsp=true", "model=bert_tiny",
+           "trainer=ddp_cpu", "logger=csv", "quiet=true", f"data.train_file={train}", f"data.val_file={val}",
+           "data.text_format=plain", "data.stream=true", "data.prep_num_proc=1", "data.num_workers=2",
+           "data.max_seq_length=32", "data.batch_size=4", "data.max_train_samples=48",
+           "trainer.max_epochs=2", "trainer.limit_val_batches=1", f"paths.cache_dir={tmp_path / 'cache'}",
+           f"hydra.run.dir={tmp_path / 'run'}", "+callbacks.ids._target_=test_pretrain.RecordExampleIds",
+           f"+callbacks.ids.out={ids}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "preparing" not in proc.stdout + proc.stderr  # quiet=true: no progress bar, no INFO line
+    ranks = [json.loads((ids / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert all(r["world_size"] == 2 and r["num_workers"] == 2 for r in ranks)
+    for epoch in (0, 1):
+        per_rank = [[i for batch in r["seen"] if batch[0] == epoch for i in batch[1:]] for r in ranks]
+        assert len(per_rank[0]) == len(per_rank[1]) == 24  # 6 batches of 4 on each rank
+        assert set(per_rank[0]).isdisjoint(per_rank[1])
+        assert Counter(per_rank[0] + per_rank[1]) == Counter(range(48))  # once each, across the world
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -315,11 +479,24 @@ def test_benchmark_tiny_smoke(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import pretrain_data
 
-    report = pretrain_data.main(["--tiny", "--num-proc", "1", "--no-hf", "--workdir", str(tmp_path),
-                                 "--json", str(tmp_path / "r.json")])
+    try:
+        import litdata  # noqa: F401  (the optional second engine: docs/pretraining.md, The bench)
+        has_litdata = True
+    except ImportError:
+        has_litdata = False
+    report = pretrain_data.main(["--tiny", "--num-proc", "1", "--no-hf", "--read-workers", "0",
+                                 "--read-batches", "3", "--workdir", str(tmp_path), "--json", str(tmp_path / "r.json")])
     (row,) = report["rows"]
     assert row["bertlab_prep"]["examples"] > 0 and row["bertlab_prep"]["peak_rss_mb"] > 0
     assert row["encode_mb_s"] > 0 and row["first_batch_s"] > 0 and (tmp_path / "r.json").is_file()
+    assert row["bertlab_read"]["batches_per_s"] > 0 and row["bertlab_read"]["tokens_per_s"] > 0
+    if has_litdata:
+        # The same examples (bertlab's builder), written and read by litdata.
+        assert row["litdata_prep"]["examples"] == row["bertlab_prep"]["examples"]
+        assert row["litdata_prep"]["mb_s"] > 0 and row["litdata_prep"]["peak_rss_mb"] > 0
+        assert row["litdata_read"]["batches_per_s"] > 0 and row["litdata_read"]["first_batch_s"] > 0
+    else:
+        assert "litdata_prep" not in row
 
 
 def test_mid_epoch_resume_on_prepared_data_continues_with_the_same_batches_and_masks(tmp_path, tokenizer):

@@ -1,43 +1,54 @@
-"""Pre-training data at corpus scale: prepared once into memory-mapped Arrow shards (Hugging Face ``datasets``).
+"""Pre-training data at corpus scale: prepared once, shard by shard, into memory-mapped Arrow files
+(Hugging Face ``datasets``).
 
 The in-memory path (``data/features.py`` ``mlm_split``) reads the whole corpus into Python lists. This one
-never holds more than a preparation block of documents per process:
+never holds more than one block of documents per process:
 
-1. **Read** the corpus files line by line (:func:`bertlab.data.rawtext.iter_corpus` with
-   ``sentences=False``): one row per document, its lines not yet split into sentences, written by
-   ``Dataset.from_generator`` to Arrow files on disk.
-2. **Tokenize** in parallel (``Dataset.map(num_proc=...)``): split every line into sentences
-   (``split_sentences``), encode them with the run's tokenizer (one ``encode_batch`` call per batch of
-   documents), one row of token-id segments per document.
-3. **Build examples** in parallel, as BERT's ``create_pretraining_data.py`` does (``data/mlm.py``): segments
-   packed up to ``max_seq_length``, NSP pairs when ``task.nsp=true``. Documents are taken in blocks of
-   ``data.nsp_block_documents`` consecutive documents; a NotNext B comes from another document **of the
-   same block** (the approximation streaming forces: the original draws from the whole corpus in memory).
-   The random numbers of a block are seeded by (seed, split, first document index), so the examples do
-   not depend on ``num_proc``.
-4. **Save** the examples (``input_ids``, ``token_type_ids``, ``next_sentence_label``, ``length``) with
-   ``save_to_disk`` into ``<cache_dir>/pretrain/<split>-<key>``; ``key`` hashes the corpus fingerprint
-   (:func:`corpus_fingerprint`), the tokenizer fingerprint and the settings. Everything is written under a
-   temporary folder that is renamed into place only when complete (an atomic rename), so an interrupted
-   preparation never leaves a cache that could be used; the next run deletes the leftover and starts over.
+1. **Plan shards**: the corpus files are cut into shards of about ``shard_bytes`` bytes of text, at
+   document boundaries (a line after a blank line for plain text, a `` = Title = `` line for WikiText),
+   found by reading a few lines around each cut point, not the corpus. Small files are grouped whole into
+   one shard. The plan depends only on the files and ``shard_bytes`` (by default a function of the corpus
+   size), never on the number of processes.
+2. **Prepare every shard** in ``num_proc`` processes (a process pool, shards handed out one at a time):
+   read its lines, group them into documents and blocks of ``block_documents`` documents, split the
+   lines into sentences (``split_sentences``), encode each block's sentences with one ``encode_batch``
+   call, and build the examples as BERT's ``create_pretraining_data.py`` does (``data/mlm.py``):
+   segments packed up to ``max_seq_length``, NSP pairs when ``nsp`` is set. A NotNext B comes from
+   another document **of the same block** (the approximation streaming forces: the original draws from
+   the whole corpus in memory); a block never crosses a shard. The random numbers of a block are seeded
+   by (seed, split, shard, block), so the examples depend neither on ``num_proc`` nor on resuming.
+   Each shard's examples (``input_ids``, ``token_type_ids``, ``next_sentence_label``, ``length``) are
+   written block by block with ``datasets``' own ``ArrowWriter`` to ``examples/NNNNN.arrow``, renamed
+   into place when complete, then its counts to ``examples/NNNNN.json``: the completion marker.
+3. **Finish**: everything is written under ``<cache_dir>/pretrain/<split>-<key>.partial``; when every
+   shard is complete, ``meta.json`` is written and the folder is renamed to ``<split>-<key>`` (an atomic
+   rename), so a usable preparation is always a whole one. ``key`` hashes the corpus fingerprint
+   (:func:`corpus_fingerprint`), the tokenizer fingerprint and the settings.
 
-Training reads the saved examples memory-mapped (``load_from_disk``): the operating system pages them in
-and out, so resident memory does not grow with the corpus, and every DataLoader worker and every rank of
-a node shares the same pages. Batches come from bertlab's own :class:`~bertlab.data.batching.TrainBatchSampler`
-(random access into the Arrow table), which splits batches across ranks and, through the DataLoader,
-across workers, and whose state (seed, epoch, batches done) makes a mid-epoch resume exact. Masks are
-drawn per batch by the collator, as on the in-memory path.
+**Resume**: a preparation interrupted (killed, Ctrl-C, a crash) leaves its ``.partial`` folder; the next
+run with the same key keeps the shards that have their marker, deletes half-written files, and prepares
+only the others. The result is the same as an uninterrupted preparation's.
+
+Training reads the saved shards memory-mapped (``Dataset.from_file`` and ``concatenate_datasets``): the
+operating system pages them in and out, so resident memory does not grow with the corpus, and every
+DataLoader worker and every rank of a node shares the same pages. Batches come from bertlab's own
+:class:`~bertlab.data.batching.TrainBatchSampler` (random access into the Arrow table), which splits batches
+across ranks and, through the DataLoader, across workers, and whose state (seed, epoch, batches done) makes
+a mid-epoch resume exact. Masks are drawn per batch by the collator, as on the in-memory path.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import math
 import os
 import random
 import shutil
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +56,10 @@ import numpy as np
 
 from bertlab.data.mlm import (
     IGNORE_INDEX,
+    IS_NEXT,
     _pairs_from_document,
     _segments_from_document,
     max_num_tokens_for,
-    pack_pair,
 )
 from bertlab.data.readers import DataError
 from bertlab.distributed import cache_lock
@@ -56,10 +67,15 @@ from bertlab.tokenization import BertTokenizer, content_hash
 
 log = logging.getLogger(__name__)
 
-PREP_VERSION = "1"
+PREP_VERSION = "2"
 # Bytes read at the head, the tail and at evenly spaced places of a corpus file for its fingerprint.
 _SAMPLE_BYTES = 1 << 20
 _SAMPLE_POINTS = 16
+# Automatic shard size: about _SHARDS_TARGET shards (work for every core, fine-grained resume), each
+# between 1 MiB and 64 MiB of text (a shard's memory is one block of documents, not the shard).
+_SHARDS_TARGET = 128
+_MIN_SHARD_BYTES = 1 << 20
+_MAX_SHARD_BYTES = 64 << 20
 
 
 def corpus_fingerprint(paths: Sequence[str | os.PathLike[str]]) -> str:
@@ -88,63 +104,355 @@ def corpus_fingerprint(paths: Sequence[str | os.PathLike[str]]) -> str:
     return content_hash(*parts)
 
 
+def auto_shard_bytes(total_bytes: int) -> int:
+    """The default shard size for a corpus of ``total_bytes``: about 128 shards, 1 MiB to 64 MiB each."""
+    return int(min(_MAX_SHARD_BYTES, max(_MIN_SHARD_BYTES, math.ceil(total_bytes / _SHARDS_TARGET))))
+
+
 # ----------------------------------------------------------------------------------------------------
-# Preparation steps (module-level functions: datasets hands them to worker processes)
+# Shard plan: byte ranges of the corpus files, cut at document boundaries
+
+# A piece of a shard: (index of the file in the corpus, first byte, end byte).
+Piece = tuple[int, int, int]
 
 
-def _read_blocks(paths: list[str], fmt: str, block: int):
-    """Rows of ``block`` consecutive documents (their lines); a last block of one document joins the one
-    before (alone it would have no other document to draw a NotNext B from)."""
-    from bertlab.data.rawtext import iter_corpus
+def _is_wikitext(path: Path, fmt: str) -> bool:
+    return fmt == "wikitext" or (fmt == "auto" and path.suffix == ".tokens")
 
+
+def _document_starts(f, offset: int, end: int, wikitext: bool) -> Iterator[int]:
+    """Byte offsets in [offset, end) where a document surely starts, read line by line from ``offset``.
+
+    Plain text: a line that follows a blank line (blank in ASCII terms; a line blank only in Unicode
+    terms is then inside the gap between two documents, which is still a boundary). WikiText: a
+    `` = Title = `` line. ``offset`` is rounded up to the next line start first.
+    """
+    from bertlab.data.rawtext import _heading_level
+
+    f.seek(offset)
+    pos = offset
+    if offset > 0:
+        f.seek(offset - 1)
+        if f.read(1) != b"\n":
+            pos += len(f.readline())  # the rest of a line cut in the middle
+    prev_blank = False
+    while pos < end:
+        line = f.readline()
+        if not line:
+            return
+        if wikitext:
+            if line.lstrip(b" \t").startswith(b"=") and _heading_level(
+                    line.decode("utf-8", "replace").strip()) == 1:
+                yield pos
+        else:
+            blank = not line.strip()
+            if prev_blank and not blank:
+                yield pos
+            prev_blank = blank
+        pos += len(line)
+
+
+def plan_shards(paths: Sequence[Path], fmt: str, shard_bytes: int) -> list[list[Piece]]:
+    """Cut the corpus into shards of about ``shard_bytes`` bytes; see the module docstring.
+
+    A cut inside a file goes at a document start past the target size, chosen so that the shard before it
+    holds at least two documents and the file holds at least two more after it (a NotNext B needs another
+    document of the same block); where there is no such start, the rest of the file joins the shard. A last
+    shard smaller than a quarter of ``shard_bytes`` joins the one before.
+    """
+    shards: list[list[Piece]] = []
+    current: list[Piece] = []
+    current_bytes = 0
+    for index, path in enumerate(paths):
+        size = path.stat().st_size
+        wikitext = _is_wikitext(path, fmt)
+        pos = 0
+        with open(path, "rb") as f:
+            while pos < size:
+                room = shard_bytes - current_bytes
+                cut = None
+                if size - pos > room:
+                    starts = list(itertools.islice(_document_starts(f, max(pos + 1, pos + room), size, wikitext), 3))
+                    # Alone in its shard, this piece needs a second document: skip the first start.
+                    skip = 0 if current else 1
+                    if len(starts) >= skip + 2:
+                        cut = starts[skip]
+                if cut is None:
+                    current.append((index, pos, size))
+                    current_bytes += size - pos
+                    pos = size
+                    if current_bytes >= shard_bytes:
+                        shards.append(current)
+                        current, current_bytes = [], 0
+                else:
+                    current.append((index, pos, cut))
+                    shards.append(current)
+                    current, current_bytes, pos = [], 0, cut
+    if current:
+        if shards and current_bytes < shard_bytes // 4:
+            shards[-1].extend(current)
+        else:
+            shards.append(current)
+    return shards
+
+
+# ----------------------------------------------------------------------------------------------------
+# One shard: documents → blocks → examples → an Arrow file (runs in the pool's worker processes)
+
+
+def _line_number(path: Path, offset: int) -> int:
+    """The 1-based number of the line holding byte ``offset`` (read only to report an error)."""
+    count = 0
+    with open(path, "rb") as f:
+        while offset > 0:
+            chunk = f.read(min(offset, 1 << 20))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count + 1
+
+
+def _piece_lines(path: Path, start: int, end: int) -> Iterator[str]:
+    """The decoded lines of bytes [start, end) of ``path`` (a range of whole lines), as ``rawtext`` reads
+    them: lines break at LF, CR LF and CR; a UTF-8 byte-order mark at the file start is not text."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        pos = start
+        while pos < end:
+            chunk = f.readline()
+            if not chunk:
+                return
+            raw = chunk[3:] if pos == 0 and chunk.startswith(b"\xef\xbb\xbf") else chunk
+            for part in raw.splitlines() or [b""]:
+                try:
+                    yield part.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataError(
+                        f"{path}:{_line_number(path, pos)}: not valid UTF-8 ({err.reason} at byte {err.start} of "
+                        "the line); re-encode the file as UTF-8") from None
+            pos += len(chunk)
+
+
+def _shard_documents(pieces: Sequence[Piece], paths: Sequence[Path], fmt: str) -> Iterator[list[str]]:
+    """Documents (as their lines, not yet split into sentences) of one shard, exactly as
+    :func:`bertlab.data.rawtext.iter_corpus` with ``sentences=False`` reads them from the whole files."""
+    from bertlab.data.rawtext import _heading_level
+
+    for index, start, end in pieces:
+        path = paths[index]
+        current: list[str] = []
+        if _is_wikitext(path, fmt):
+            for line in _piece_lines(path, start, end):
+                stripped = line.strip()
+                if not stripped:
+                    continue  # paragraph separators; articles are delimited by titles
+                level = _heading_level(stripped)
+                if level == 1:
+                    if current:
+                        yield current
+                    current = []
+                elif level == 0:
+                    current.append(stripped)
+        else:
+            for line in _piece_lines(path, start, end):
+                if not line.strip():
+                    if current:
+                        yield current
+                        current = []
+                    continue
+                current.append(line)
+        if current:
+            yield current
+
+
+def _blocks(documents: Iterator[list[str]], size: int) -> Iterator[list[list[str]]]:
+    """Consecutive documents in blocks of ``size``; a last block of one document joins the one before
+    (alone it would have no other document to draw a NotNext B from)."""
     held: list[list[str]] | None = None
     current: list[list[str]] = []
-    for lines in iter_corpus(paths, fmt=fmt, sentences=False):
-        current.append(lines)
-        if len(current) == block:
+    for doc in documents:
+        current.append(doc)
+        if len(current) == size:
             if held is not None:
-                yield {"documents": held}
+                yield held
             held, current = current, []
     if held is not None and len(current) == 1:
         held, current = held + current, []
     for rows in (held, current):
         if rows:
-            yield {"documents": rows}
+            yield rows
 
 
-def _block_examples(batch: dict[str, list], indices: list[int], *, tokenizer: BertTokenizer,
-                    settings: dict[str, Any]) -> dict[str, list]:
-    """Examples of one block: split sentences, encode them in one call, pack segments / NSP pairs."""
+def _features():
+    import datasets
+
+    return datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
+                              "token_type_ids": datasets.Sequence(datasets.Value("int8")),
+                              "next_sentence_label": datasets.Value("int16"),
+                              "length": datasets.Value("int32")})
+
+
+def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertTokenizer,
+                 settings: dict[str, Any]):
+    """The examples of one block as an Arrow table: split sentences, encode them in one call, pack
+    segments / NSP pairs (``[CLS] A [SEP] B [SEP]``, as ``mlm.pack_pair``), built as flat arrays."""
+    import pyarrow as pa
+
     from bertlab.data.rawtext import split_sentences
 
-    out: dict[str, list] = {"input_ids": [], "token_type_ids": [], "next_sentence_label": [], "length": []}
     nsp = settings["nsp"]
     max_num_tokens = max_num_tokens_for(settings["max_seq_length"], nsp)
-    for block, block_index in zip(batch["documents"], indices, strict=True):
-        sentences = [[s for line in lines for s in split_sentences(line)] for lines in block]
-        flat = [s for doc in sentences for s in doc]
-        it = iter(tokenizer.encode_batch(flat, add_special_tokens=False) if flat else [])
-        docs = [[ids for ids in (next(it).ids for _ in doc) if ids] for doc in sentences]
-        docs = [doc for doc in docs if doc]
-        # Seeded by the block, not by the process that builds it: the same examples for any num_proc.
-        rng = random.Random(f"{settings['seed']}-{settings['split']}-{block_index}")
-        for d in range(len(docs)):
-            if nsp:
-                if len(docs) < 2:
-                    break  # only a corpus of one document (refused in prepare) gives a block of one
-                examples = _pairs_from_document(docs, d, max_num_tokens, settings["short_seq_prob"], rng)
-            else:
-                examples = _segments_from_document(docs[d], max_num_tokens, settings["short_seq_prob"], rng)
-            for ex in examples:
-                ids, types = pack_pair(ex.tokens_a, ex.tokens_b, tokenizer.cls_id, tokenizer.sep_id)
-                out["input_ids"].append(ids)
-                out["token_type_ids"].append(types)
-                out["next_sentence_label"].append(ex.next_sentence_label if nsp else IGNORE_INDEX)
-                out["length"].append(len(ids))
-    return out
+    sentences = [[s for line in lines for s in split_sentences(line)] for lines in block]
+    flat = [s for doc in sentences for s in doc]
+    it = iter(tokenizer.encode_batch(flat, add_special_tokens=False) if flat else [])
+    docs = [[ids for ids in (next(it).ids for _ in doc) if ids] for doc in sentences]
+    docs = [doc for doc in docs if doc]
+    cls, sep = tokenizer.cls_id, tokenizer.sep_id
+    ids: list[int] = []
+    lengths: list[int] = []
+    a_lengths: list[int] = []
+    labels: list[int] = []
+    for d in range(len(docs)):
+        if nsp:
+            if len(docs) < 2:
+                break  # a block of one document: only a shard of one document gives one
+            examples = _pairs_from_document(docs, d, max_num_tokens, settings["short_seq_prob"], rng)
+        else:
+            examples = _segments_from_document(docs[d], max_num_tokens, settings["short_seq_prob"], rng)
+        for ex in examples:
+            ids.append(cls)
+            ids.extend(ex.tokens_a)
+            ids.append(sep)
+            n = len(ex.tokens_a) + 2
+            a_lengths.append(n)
+            if ex.tokens_b:
+                ids.extend(ex.tokens_b)
+                ids.append(sep)
+                n += len(ex.tokens_b) + 1
+            lengths.append(n)
+            labels.append(ex.next_sentence_label if nsp else IGNORE_INDEX)
+    n_lengths = np.asarray(lengths, dtype=np.int32)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(n_lengths, out=offsets[1:])
+    # token_type_ids: 0 over [CLS] A [SEP], 1 over B [SEP]; the position within each row against len(A) + 2.
+    position = np.arange(offsets[-1], dtype=np.int32) - np.repeat(offsets[:-1], n_lengths)
+    types = (position >= np.repeat(np.asarray(a_lengths, dtype=np.int32), n_lengths)).astype(np.int8)
+    pa_offsets = pa.array(offsets, type=pa.int32())
+    table = pa.table({
+        "input_ids": pa.ListArray.from_arrays(pa_offsets, pa.array(np.asarray(ids, dtype=np.int32))),
+        "token_type_ids": pa.ListArray.from_arrays(pa_offsets, pa.array(types)),
+        "next_sentence_label": pa.array(np.asarray(labels, dtype=np.int16)),
+        "length": pa.array(n_lengths),
+    })
+    return table, len(docs)
+
+
+# The tokenizer of the pool's worker processes (set once per process, not sent with every shard).
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(tokenizer: BertTokenizer) -> None:
+    import signal
+
+    # One tokenizing thread per process: the pool already uses every core.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # A forked worker inherits the run's stop handlers (bertlab.reliability): the parent alone handles
+    # Ctrl-C and stops the pool; the pool's own SIGTERM then ends a worker quietly.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER["tokenizer"] = tokenizer
+
+
+def _prepare_shard(index: int, pieces: Sequence[Piece], paths: Sequence[Path], settings: dict[str, Any],
+                   out_dir: Path, tokenizer: BertTokenizer | None = None) -> dict[str, Any]:
+    """Prepare shard ``index`` into ``out_dir/NNNNN.arrow`` and write its marker ``NNNNN.json``; returns
+    the marker's counts."""
+    from datasets.arrow_writer import ArrowWriter
+
+    tokenizer = tokenizer if tokenizer is not None else _WORKER["tokenizer"]
+    target = out_dir / f"{index:05d}.arrow"
+    tmp = out_dir / f"{index:05d}.arrow.tmp{os.getpid()}"
+    documents = examples = is_next = 0
+    writer = ArrowWriter(features=_features(), path=str(tmp))
+    try:
+        for b, block in enumerate(_blocks(_shard_documents(pieces, paths, settings["fmt"]),
+                                          settings["block_documents"])):
+            # Seeded by the block, not by the process that builds it: the same examples for any num_proc.
+            rng = random.Random(f"{settings['seed']}-{settings['split']}-{index}-{b}")
+            table, n_docs = _block_table(block, rng, tokenizer, settings)
+            documents += n_docs
+            if table.num_rows:
+                writer.write_table(table)
+                examples += table.num_rows
+                if settings["nsp"]:
+                    is_next += int(np.count_nonzero(table.column("next_sentence_label").to_numpy() == IS_NEXT))
+        writer.finalize()
+    finally:
+        writer.close()
+    os.replace(tmp, target)
+    counts = {"shard": index, "bytes": sum(end - start for _, start, end in pieces), "documents": documents,
+              "examples": examples, "is_next": is_next}
+    marker = out_dir / f"{index:05d}.json"
+    marker_tmp = marker.with_name(f"{marker.name}.tmp{os.getpid()}")
+    marker_tmp.write_text(json.dumps(counts))
+    os.replace(marker_tmp, marker)  # the shard is complete once its marker exists
+    return counts
+
+
+def _pool_job(job: tuple) -> dict[str, Any]:
+    return _prepare_shard(*job)
 
 
 # ----------------------------------------------------------------------------------------------------
+# Progress bar
+
+
+def console_shows_progress() -> bool:
+    """Whether the console shows INFO lines: normal and verbose runs on rank 0 do; ``quiet=true`` and the
+    other ranks do not (``bertlab.console.configure_console`` raises their console handler to WARNING)."""
+    if not log.isEnabledFor(logging.INFO):
+        return False
+    handlers = [h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler]
+    return any(h.level <= logging.INFO for h in handlers)
+
+
+class PreparationProgress:
+    """A one-line progress bar on stderr while a corpus is prepared: the split, a bar, MB of text done of
+    the corpus's MB, MB/s (of this run's work) and the elapsed time, within 80 columns."""
+
+    def __init__(self, description: str, total_bytes: int, done_bytes: int = 0, console: Any = None):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.total = total_bytes
+        self.done = done_bytes
+        self.start_done = done_bytes
+        self.started = time.perf_counter()
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(bar_width=14), TextColumn("{task.fields[mb]}"),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+            console=console if console is not None else Console(stderr=True), transient=False)
+        self.task = self.progress.add_task(description, total=max(total_bytes, 1), completed=done_bytes,
+                                           **self._fields())
+        self.progress.start()
+
+    def _fields(self) -> dict[str, str]:
+        seconds = max(time.perf_counter() - self.started, 1e-9)
+        rate = (self.done - self.start_done) / 1e6 / seconds
+        return {"mb": f"{self.done / 1e6:.2f}/{self.total / 1e6:.2f} MB", "rate": f"{rate:.1f} MB/s"}
+
+    def advance(self, n_bytes: int) -> None:
+        self.done += n_bytes
+        self.progress.update(self.task, completed=self.done, **self._fields())
+
+    def close(self) -> None:
+        self.progress.update(self.task, completed=self.done, **self._fields())
+        self.progress.stop()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Preparation
 
 
 def prepared_dir(cache_dir: str | os.PathLike[str], split: str, key: str) -> Path:
@@ -156,95 +464,139 @@ def preparation_key(paths: Sequence[Path], tokenizer: BertTokenizer, settings: d
                         tokenizer.fingerprint(), corpus_fingerprint(paths))
 
 
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def preparation_settings(paths: Sequence[Path], *, split: str, fmt: str = "auto", max_seq_length: int = 128,
+                         nsp: bool = False, short_seq_prob: float = 0.1, seed: int = 0,
+                         block_documents: int = 1000, shard_bytes: int | None = None) -> dict[str, Any]:
+    """The settings that decide the examples (and so the key); ``shard_bytes=None`` picks
+    :func:`auto_shard_bytes` of the corpus size."""
+    if shard_bytes is None:
+        shard_bytes = auto_shard_bytes(sum(Path(p).stat().st_size for p in paths))
+    return {"split": split, "fmt": fmt, "max_seq_length": int(max_seq_length), "nsp": bool(nsp),
+            "short_seq_prob": float(short_seq_prob), "seed": int(seed), "block_documents": int(block_documents),
+            "shard_bytes": int(shard_bytes)}
+
+
 def prepare(paths: Sequence[Path], tokenizer: BertTokenizer, cache_dir: str | os.PathLike[str], *, split: str,
             fmt: str = "auto", max_seq_length: int = 128, nsp: bool = False, short_seq_prob: float = 0.1,
-            seed: int = 0, block_documents: int = 1000, num_proc: int | None = None) -> Path:
+            seed: int = 0, block_documents: int = 1000, num_proc: int | None = None,
+            shard_bytes: int | None = None, progress: bool | Any | None = None) -> Path:
     """Prepare (once) and return the folder of the saved examples; see the module docstring.
 
-    ``num_proc``: tokenizing processes (None: every core this process may use). Processes started together
+    ``num_proc``: preparing processes (None: every core this process may use). Processes started together
     (ranks of a node, torchrun) prepare once: the first takes a file lock, the others wait and reuse it.
+    ``progress``: show a progress bar on stderr (True), not (False), on this rich ``Console``, or (None)
+    when the console shows INFO lines (:func:`console_shows_progress`).
     """
     if block_documents < 2:
         raise DataError(f"data.nsp_block_documents must be at least 2, got {block_documents}")
     paths = [Path(p) for p in paths]
-    settings = {"split": split, "fmt": fmt, "max_seq_length": int(max_seq_length), "nsp": bool(nsp),
-                "short_seq_prob": float(short_seq_prob), "seed": int(seed), "block_documents": int(block_documents)}
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"corpus file not found: {p}" if not p.exists() else f"corpus path is not a file: {p}")
+    settings = preparation_settings(paths, split=split, fmt=fmt, max_seq_length=max_seq_length, nsp=nsp,
+                                    short_seq_prob=short_seq_prob, seed=seed, block_documents=block_documents,
+                                    shard_bytes=shard_bytes)
     key = preparation_key(paths, tokenizer, settings)
     final = prepared_dir(cache_dir, split, key)
     with cache_lock(final):
-        if (final / "examples").is_dir():
+        if (final / "meta.json").is_file():
             return final
         for stale in final.parent.glob(f"{final.name}.tmp*"):
-            # Under the lock nobody else is preparing this key: a leftover is an interrupted preparation.
-            log.info("removing the unfinished preparation %s", stale)
+            # Under the lock nobody else is preparing this key: an earlier version's unfinished preparation.
             shutil.rmtree(stale, ignore_errors=True)
-        tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
-        tmp.mkdir(parents=True)
+        work = final.with_name(f"{final.name}.partial")
         try:
-            log.info("%s: preparing %s into %s (once; later runs reuse it)", split, ", ".join(map(str, paths)),
-                     final)
-            meta = _prepare_into(tmp, paths, tokenizer, settings, num_proc)
-            log.info("%s: %d documents → %d examples, %.1f MB of text at %.1f MB/s (%d processes)", split,
-                     meta["documents"], meta["examples"], meta["corpus_bytes"] / 1e6, meta["mb_per_s"],
-                     meta["num_proc"])
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-            os.replace(tmp, final)  # atomic: the folder exists complete or not at all
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            meta = _prepare_into(work, paths, tokenizer, settings, num_proc, progress)
+        except DataError:
+            shutil.rmtree(work, ignore_errors=True)  # the corpus must change: nothing here can be reused
+            raise
+        log.info("%s: %d documents → %d examples, %.1f MB of text at %.1f MB/s (%d processes%s)", split,
+                 meta["documents"], meta["examples"], meta["corpus_bytes"] / 1e6, meta["mb_per_s"],
+                 meta["num_proc"], f", {meta['resumed_shards']} of {meta['shards']} shards from an interrupted "
+                 "preparation" if meta["resumed_shards"] else "")
+        (work / "meta.json").write_text(json.dumps(meta, indent=2))
+        os.replace(work, final)  # atomic: the folder exists complete or not at all
     return final
 
 
-def _prepare_into(tmp: Path, paths: list[Path], tokenizer: BertTokenizer, settings: dict[str, Any],
-                  num_proc: int | None) -> dict[str, Any]:
+def _prepare_into(work: Path, paths: list[Path], tokenizer: BertTokenizer, settings: dict[str, Any],
+                  num_proc: int | None, progress: bool | Any | None) -> dict[str, Any]:
     import datasets
 
-    if num_proc is None:
-        num_proc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    num_proc = max(1, int(num_proc))
-    start = time.perf_counter()
+    out = work / "examples"
+    out.mkdir(parents=True, exist_ok=True)
+    shards = plan_shards(paths, settings["fmt"], settings["shard_bytes"])
+    done: dict[int, dict[str, Any]] = {}
+    for marker in out.glob("*.json"):
+        index = int(marker.stem)
+        if index < len(shards) and (out / f"{index:05d}.arrow").is_file():
+            done[index] = json.loads(marker.read_text())
+    for leftover in out.glob("*.tmp*"):
+        leftover.unlink()  # a shard or marker half-written when the preparation was interrupted
+    pending = [i for i in range(len(shards)) if i not in done]
     total_bytes = sum(p.stat().st_size for p in paths)
-    hf_cache = str(tmp / "work")
-    try:
-        blocks = datasets.Dataset.from_generator(
-            _read_blocks,
-            gen_kwargs={"paths": [str(p) for p in paths], "fmt": settings["fmt"],
-                        "block": settings["block_documents"]},
-            features=datasets.Features({"documents": datasets.Sequence(datasets.Sequence(datasets.Value("string")))}),
-            cache_dir=hf_cache, keep_in_memory=False, writer_batch_size=4)
-    except datasets.exceptions.DatasetGenerationError as err:
-        cause = err.__cause__ or err
-        raise DataError(f"reading the pre-training corpus {', '.join(map(str, paths))} failed: {cause}") from None
-    import pyarrow.compute as pc
+    split = settings["split"]
+    if done:
+        log.info("%s: resuming an interrupted preparation in %s: %d of %d shards already done", split, work,
+                 len(done), len(shards))
+    else:
+        log.info("%s: preparing %s into %s (once; later runs reuse it)", split, ", ".join(map(str, paths)),
+                 work.with_name(work.name.removesuffix(".partial")))
+    num_proc = max(1, int(num_proc if num_proc is not None else usable_cores()))
+    proc = min(num_proc, len(pending)) or 1
+    show = console_shows_progress() if progress is None else progress
+    bar = None
+    if show:
+        bar = PreparationProgress(f"{split}: preparing", total_bytes, sum(c["bytes"] for c in done.values()),
+                                  console=None if show is True else show)
+    start = time.perf_counter()
+    fresh: dict[int, dict[str, Any]] = {}
 
-    # Documents per block from the list offsets only (the text stays on disk).
-    n_docs = int(pc.sum(pc.list_value_length(blocks.data.column("documents"))).as_py() or 0)
+    def finished(counts: dict[str, Any]) -> None:
+        fresh[counts["shard"]] = counts
+        if bar is not None:
+            bar.advance(counts["bytes"])
+
+    try:
+        if proc == 1:
+            for i in pending:
+                finished(_prepare_shard(i, shards[i], paths, settings, out, tokenizer))
+        else:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+            jobs = [(i, shards[i], paths, settings, out) for i in pending]
+            # Shards go out one at a time (imap_unordered, chunksize 1): a slow shard never holds up others.
+            with ctx.Pool(proc, initializer=_init_worker, initargs=(tokenizer,)) as pool:
+                for counts in pool.imap_unordered(_pool_job, jobs):
+                    finished(counts)
+                pool.close()
+                pool.join()
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start
+    counts = [{**done, **fresh}[i] for i in range(len(shards))]
+    n_docs = sum(c["documents"] for c in counts)
+    n_examples = sum(c["examples"] for c in counts)
     if settings["nsp"] and n_docs < 2:
         raise DataError(
             f"NSP needs at least two documents (NotNext pairs take B from another document) and "
             f"{', '.join(map(str, paths))} holds {n_docs}: separate documents with blank lines or set "
             "task.nsp=false")
-    proc = min(num_proc, len(blocks))
-    features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
-                                  "token_type_ids": datasets.Sequence(datasets.Value("int8")),
-                                  "next_sentence_label": datasets.Value("int16"),
-                                  "length": datasets.Value("int32")})
-    examples = blocks.map(_block_examples, batched=True, batch_size=1, with_indices=True,
-                          num_proc=proc if proc > 1 else None,
-                          fn_kwargs={"tokenizer": tokenizer, "settings": settings},
-                          remove_columns=["documents"], features=features,
-                          new_fingerprint=f"examples-{tmp.name}", desc="tokenizing and building examples")
-    if len(examples) == 0:
+    if n_examples == 0:
         raise DataError(f"no pre-training examples could be built from {', '.join(map(str, paths))}")
-    examples.save_to_disk(str(tmp / "examples"))
-    labels = examples.data.column("next_sentence_label").to_numpy() if settings["nsp"] else np.zeros(0)
-    n_examples = len(examples)
-    del examples, blocks
-    shutil.rmtree(hf_cache, ignore_errors=True)  # the intermediate Arrow files; the saved copy stays
-    seconds = time.perf_counter() - start
+    fresh_bytes = sum(c["bytes"] for c in fresh.values())
     return {"engine": f"datasets {datasets.__version__}", "settings": settings, "documents": n_docs,
-            "examples": n_examples, "corpus_bytes": total_bytes, "seconds": round(seconds, 3),
-            "mb_per_s": round(total_bytes / 1e6 / max(seconds, 1e-9), 3), "num_proc": proc,
-            "is_next_fraction": float((labels == 0).mean()) if labels.size else None}
+            "examples": n_examples, "corpus_bytes": total_bytes, "shards": len(shards),
+            "shard_files": [f"examples/{i:05d}.arrow" for i in range(len(shards)) if counts[i]["examples"]],
+            "resumed_shards": len(done), "seconds": round(seconds, 3),
+            "mb_per_s": round(fresh_bytes / 1e6 / max(seconds, 1e-9), 3), "num_proc": proc,
+            "is_next_fraction": (sum(c["is_next"] for c in counts) / n_examples) if settings["nsp"] else None}
 
 
 class ArrowExamples:
@@ -260,11 +612,12 @@ class ArrowExamples:
 
         self.folder = Path(folder)
         self.nsp = nsp
-        ds = datasets.load_from_disk(str(self.folder / "examples"))
+        self.meta = json.loads((self.folder / "meta.json").read_text())
+        parts = [datasets.Dataset.from_file(str(self.folder / name)) for name in self.meta["shard_files"]]
+        ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
         if limit is not None and limit < len(ds):
             ds = ds.select(range(limit))
         self.dataset = ds
-        self.meta = json.loads((self.folder / "meta.json").read_text())
 
     def __len__(self) -> int:
         return len(self.dataset)
