@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, interleaved, median, set_threads, time_once  # noqa: E402
 from encoder_speed import FULL_SHAPES, QUICK_SHAPES, checkpoint_dir  # noqa: E402
 
-import bertlab.encoder as encoder_module  # noqa: E402
+import bertlab.models.bert as encoder_module  # noqa: E402
 
 CLOCK = "wall"  # --clock
 
@@ -266,10 +266,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     set_threads(a.threads)
     import tempfile
 
-    from bertlab.encoder import BertEncoder
+    from bertlab.models.bert import BertModel
 
     with tempfile.TemporaryDirectory(prefix="bench_tiny_") as tmp:
-        model = BertEncoder.from_pretrained(checkpoint_dir(a.tiny, Path(tmp)))
+        model = BertModel.from_pretrained(checkpoint_dir(a.tiny, Path(tmp)))
     shapes = ((2, 16),) if a.tiny else QUICK_SHAPES if a.quick else FULL_SHAPES
     repeats = a.repeats or (2 if a.quick or a.tiny else 5)
     warmup = 1

@@ -1,4 +1,4 @@
-"""CPU training attention (bertlab.encoder.attention: (batch, head) slices, bertlab's CPU dropout) is SDPA.
+"""CPU training attention (bertlab.models.bert.attention: (batch, head) slices, bertlab's CPU dropout) is SDPA.
 
 With a dropout probability so small that no element is dropped, the sliced path must equal one SDPA call on
 the whole batch (outputs and gradients, with and without a padding mask); with a real probability it must
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import bertlab.encoder as encoder
-from bertlab.encoder import attention
+import bertlab.models.bert as encoder
+from bertlab.models.bert import attention
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_cpu_keep_mask_uses_every_16_bit_lane_uniformly():
 
 
 def test_hidden_dropout_modules_use_the_cpu_masks(monkeypatch):
-    from bertlab.config import EncoderConfig
+    from bertlab.runtime.config import EncoderConfig
 
     layer = encoder.BertLayer(EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
                                             num_attention_heads=2, intermediate_size=32))

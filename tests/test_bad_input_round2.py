@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_bad_input import TINY, _squad_with, cli, data_dir
 
-from bertlab.config import ConfigError, DataConfig
+from bertlab.runtime.config import ConfigError, DataConfig
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_table
-from bertlab.tokenization import TokenizerError, train_wordpiece
+from bertlab.data.tokenizer import TokenizerError, train_wordpiece
 
 
 @pytest.fixture(autouse=True)

@@ -6,10 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from bertlab.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
-from bertlab.encoder import BertEncoder
-from bertlab.freeze import apply_freeze, optimizer_param_groups
-from bertlab.lora import (
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
+from bertlab.models.bert import BertModel
+from bertlab.training.freeze import apply_freeze
+from bertlab.training.optim import optimizer_param_groups
+from bertlab.models.lora import (
     LoRALinear,
     inject_lora,
     load_lora_state_dict,
@@ -22,9 +23,9 @@ CONFIG = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_a
                        intermediate_size=32, max_position_embeddings=32)
 
 
-def tiny_encoder(seed: int = 0) -> BertEncoder:
+def tiny_encoder(seed: int = 0) -> BertModel:
     torch.manual_seed(seed)
-    return BertEncoder(CONFIG)
+    return BertModel(CONFIG)
 
 
 def inputs() -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""NER: tag schemes, sub-word alignment, word-level decoding, seqeval-exact entity scores (bertlab.tasks.ner)."""
+"""NER: tag schemes, sub-word alignment, word-level decoding, seqeval-exact entity scores (bertlab.tasks.token)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from bertlab.tasks.ner import (
+from bertlab.data.tags import (
     IGNORE_INDEX,
     align_labels,
     b_to_i_map,
+    iob1_to_iob2,
+    validate_iob2,
+)
+from bertlab.tasks.token import (
     decode_word_predictions,
     entity_scores,
     entity_scores_per_type,
     extract_entities,
-    iob1_to_iob2,
-    validate_iob2,
 )
 
 X = IGNORE_INDEX

@@ -9,8 +9,8 @@ import pytest
 from conftest import ROOT
 from test_bad_input import cli
 
-from bertlab.config import ConfigError, DataConfig
-from bertlab.overrides import build_typed, check_command_line, unknown_key_message
+from bertlab.runtime.config import ConfigError, DataConfig
+from bertlab.runtime.overrides import build_typed, check_command_line, unknown_key_message
 
 CONF = ROOT / "conf"
 
@@ -58,7 +58,7 @@ def test_the_command_line_says_it_too(tmp_path):
 
 def test_an_unreachable_hub_fails_in_seconds_naming_hf_hub_offline(monkeypatch):
     from bertlab.data.hub import HubUnavailable, _load
-    from bertlab.hf_weights import CheckpointError, resolve_checkpoint_dir
+    from bertlab.models.hf_weights import CheckpointError, resolve_checkpoint_dir
 
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)

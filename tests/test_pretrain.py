@@ -14,14 +14,14 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data import pretrain
 from bertlab.data.batching import FeatureDataset, TrainBatchSampler
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.mlm import IS_NEXT, NOT_NEXT
 from bertlab.data.rawtext import iter_corpus, read_corpus, split_sentences
 from bertlab.data.readers import DataError
-from bertlab.tokenization import train_wordpiece
+from bertlab.data.tokenizer import train_wordpiece
 
 pytest.importorskip("datasets")
 

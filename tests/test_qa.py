@@ -13,19 +13,21 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from bertlab.tasks.qa import (
+from bertlab.data.qa import (
     QADataError,
     QAExample,
     QAFeatures,
+    prepare_qa_features,
+    squad_examples,
+    validate_example,
+    window_bounds,
+)
+from bertlab.tasks.qa import (
     best_spans,
     normalize_answer,
     postprocess_qa_predictions,
-    prepare_qa_features,
-    squad_examples,
     squad_references,
     squad_scores,
-    validate_example,
-    window_bounds,
 )
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -19,8 +19,8 @@ from conftest import compose
 
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.features import Split
-from bertlab.safe_cache import CacheCorrupt, load_tree, save_tree
-from bertlab.tasks.qa import QAExample, QAFeatures
+from bertlab.data.safe_cache import CacheCorrupt, load_tree, save_tree
+from bertlab.data.qa import QAExample, QAFeatures
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "bertlab"
 
@@ -95,15 +95,15 @@ def test_damaged_file_is_detected(tmp_path, damage):
 
 
 def _datamodule(tmp_path: Path, task: str, extra=()) -> TaskDataModule:
-    from bertlab.config import DataConfig, TaskSpec
-    from bertlab.tokenization import load_tokenizer
+    from bertlab.runtime.config import DataConfig, TaskSpec
+    from bertlab.data.tokenizer import load_tokenizer
     from bertlab.train import _plain
 
     cfg = compose([f"task={task}", "model=bert_tiny", *extra], tmp_path / "run")
     data = DataConfig(**_plain(cfg.data))
     tok_dir = tmp_path / "tok"
     if not tok_dir.exists():
-        from bertlab.tokenization import train_wordpiece
+        from bertlab.data.tokenizer import train_wordpiece
 
         train_wordpiece(["the cat sat on the mat", "a dog"] * 20, vocab_size=200).save(tok_dir)
     return TaskDataModule(TaskSpec(**_plain(cfg.task)), data, load_tokenizer(tok_dir), seed=1)

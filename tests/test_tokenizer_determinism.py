@@ -8,13 +8,13 @@ import sys
 
 from conftest import ROOT
 
-from bertlab.tokenization import SPECIAL_TOKENS, train_wordpiece
+from bertlab.data.tokenizer import SPECIAL_TOKENS, train_wordpiece
 
 SAMPLE = ROOT / "src" / "bertlab" / "samples" / "sst2" / "train.tsv"
 
 PROGRAM = f"""
 import hashlib, json
-from bertlab.tokenization import train_wordpiece
+from bertlab.data.tokenizer import train_wordpiece
 texts = [l.split("\\t")[0] for l in open({str(SAMPLE)!r}, encoding="utf-8").read().splitlines()[1:]]
 tok = train_wordpiece(texts, vocab_size=8000)
 print(hashlib.sha256(tok.tokenizer.to_str().encode()).hexdigest())

@@ -17,10 +17,10 @@ transformers = pytest.importorskip("transformers")
 from test_hf_parity import HF_CLASSES, TINY, build_ours, hf_model  # noqa: E402
 
 from bertlab import encoder as encoder_module  # noqa: E402
-from bertlab.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
+from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.data.mlm import IGNORE_INDEX  # noqa: E402
-from bertlab.encoder import BertEncoder, pack, varlen_kernel  # noqa: E402
-from bertlab.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
+from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
+from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -148,7 +148,7 @@ def test_the_unpadded_path_runs_on_real_tokens_only():
 
 
 def test_padded_positions_come_back_as_zeros_and_hidden_states_match():
-    enc = BertEncoder(EncoderConfig(**TINY)).train()
+    enc = BertModel(EncoderConfig(**TINY)).train()
     b = padded_batch("sequence", True)
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     enc.unpad = "true"
@@ -165,7 +165,7 @@ def test_padded_positions_come_back_as_zeros_and_hidden_states_match():
 
 
 def test_auto_decides_per_batch_and_device(monkeypatch):
-    enc = BertEncoder(EncoderConfig(**TINY))
+    enc = BertModel(EncoderConfig(**TINY))
     ids = torch.ones(2, 5, dtype=torch.long)
     full = torch.ones(2, 5, dtype=torch.long)
     right = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
@@ -198,7 +198,7 @@ def test_auto_decides_per_batch_and_device(monkeypatch):
 
 
 def test_unpad_true_without_padding_equals_padded():
-    enc = BertEncoder(EncoderConfig(**TINY)).eval()
+    enc = BertModel(EncoderConfig(**TINY)).eval()
     ids = padded_batch("sequence", False)["input_ids"]
     enc.unpad = "true"
     out_u = enc(ids)
@@ -264,7 +264,7 @@ def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
 
     monkeypatch.setattr(encoder_module, "_flash_attn_varlen", lambda: fake_flash_attn_varlen_func)
     monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", "flash_attn")
-    enc = BertEncoder(EncoderConfig(**TINY)).eval()
+    enc = BertModel(EncoderConfig(**TINY)).eval()
     b = padded_batch("sequence", True)
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     enc.unpad = "true"
@@ -290,7 +290,7 @@ def test_flash_attn_is_optional():
 def test_dropout_on_the_packed_tokens_keeps_its_rate():
     torch.manual_seed(0)
     cfg = EncoderConfig(**{**TINY, "hidden_size": 64, "hidden_dropout_prob": 0.25})
-    enc = BertEncoder(cfg).train()
+    enc = BertModel(cfg).train()
     enc.unpad = "true"
     seen = []
     enc.embeddings.dropout.register_forward_hook(lambda mod, args, out: seen.append(out))
@@ -305,8 +305,8 @@ def test_dropout_on_the_packed_tokens_keeps_its_rate():
 
 def test_checkpoints_and_export_do_not_depend_on_the_path(tmp_path):
     torch.manual_seed(0)
-    enc = BertEncoder(EncoderConfig(**TINY), unpad="true").eval()
-    other = BertEncoder(EncoderConfig(**TINY), unpad="false").eval()
+    enc = BertModel(EncoderConfig(**TINY), unpad="true").eval()
+    other = BertModel(EncoderConfig(**TINY), unpad="false").eval()
     assert list(enc.state_dict()) == list(other.state_dict())
     other.load_state_dict(enc.state_dict())
     enc.save_pretrained(tmp_path)
@@ -331,7 +331,7 @@ def test_execution_config_validates_unpad_and_compile():
     with pytest.raises(ConfigError, match="model.compile"):
         ExecutionConfig(compile="yes")
     with pytest.raises(ConfigError, match="model.unpad"):
-        BertEncoder(EncoderConfig(**TINY), unpad="maybe")
+        BertModel(EncoderConfig(**TINY), unpad="maybe")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -351,13 +351,13 @@ def test_every_bert_model_file_declares_the_switches():
 @pytest.mark.parametrize("unpad", ["auto", "false"])
 def test_model_unpad_reaches_the_encoder_in_training(train_run, monkeypatch, unpad):
     decisions = []
-    original = BertEncoder.uses_unpadded_path
+    original = BertModel.uses_unpadded_path
 
     def spy(self, input_ids, attention_mask):
         decisions.append((self.unpad, original(self, input_ids, attention_mask)))
         return decisions[-1][1]
 
-    monkeypatch.setattr(BertEncoder, "uses_unpadded_path", spy)
+    monkeypatch.setattr(BertModel, "uses_unpadded_path", spy)
     metrics = train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=2", f"model.unpad={unpad}",
                         "data.max_eval_samples=8", "data.group_by_length=false")
     assert metrics["train"]["steps"] == 2
@@ -375,7 +375,7 @@ def test_bad_unpad_value_is_a_config_error(train_run):
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compiled_encoder_gives_the_same_outputs_and_gradients():
     torch.manual_seed(0)
-    eager = BertEncoder(EncoderConfig(**TINY), unpad="true").train()
+    eager = BertModel(EncoderConfig(**TINY), unpad="true").train()
     compiled = copy.deepcopy(eager)
     compiled.compile(dynamic=True)
     assert list(compiled.state_dict()) == list(eager.state_dict())  # names unchanged: checkpoints interchangeable
@@ -400,9 +400,9 @@ def test_compiled_encoder_gives_the_same_outputs_and_gradients():
 
 def test_model_compile_compiles_the_encoder_in_place(train_run, monkeypatch):
     calls = []
-    monkeypatch.setattr(BertEncoder, "compile", lambda self, **kw: calls.append((type(self).__name__, kw)))
+    monkeypatch.setattr(BertModel, "compile", lambda self, **kw: calls.append((type(self).__name__, kw)))
     train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8", "model.compile=true")
-    assert calls == [("BertEncoder", {"dynamic": True})]
+    assert calls == [("BertModel", {"dynamic": True})]
     train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8", name="eager")
     assert len(calls) == 1  # off by default
 
@@ -433,7 +433,7 @@ def test_unpadded_path_on_the_real_minilm_checkpoint():
     from test_minilm import PAIRS, TEXTS
 
     directory = str(pkg.get_model_path())
-    ours = BertEncoder.from_pretrained(directory).eval()
+    ours = BertModel.from_pretrained(directory).eval()
     hf = transformers.BertModel.from_pretrained(directory).eval()
     enc = transformers.AutoTokenizer.from_pretrained(directory)(TEXTS, PAIRS, padding=True, return_tensors="pt")
     valid = enc["attention_mask"].bool()

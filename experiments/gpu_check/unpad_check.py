@@ -34,7 +34,7 @@ from encoder_speed import checkpoint_dir  # noqa: E402
 from unpadded import random_order_batches, sst2_sentences, token_lengths  # noqa: E402
 
 from bertlab import encoder as encoder_module  # noqa: E402
-from bertlab.encoder import BertEncoder  # noqa: E402
+from bertlab.models.bert import BertModel  # noqa: E402
 
 PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
@@ -65,12 +65,12 @@ def autocast(device: str, dtype: torch.dtype | None):
     return torch.autocast(device, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
-def set_side(model: BertEncoder, side: tuple[str, str, str | None]) -> None:
+def set_side(model: BertModel, side: tuple[str, str, str | None]) -> None:
     model.unpad = side[0]
     encoder_module.VARLEN_ATTENTION = side[1]
 
 
-def compare_outputs(model: BertEncoder, batch, device: str, dtype) -> dict[str, float]:
+def compare_outputs(model: BertModel, batch, device: str, dtype) -> dict[str, float]:
     ids, mask = batch
     real = mask.bool()
     model.eval()
@@ -94,7 +94,7 @@ def compare_outputs(model: BertEncoder, batch, device: str, dtype) -> dict[str, 
             "unpadded_vs_fp32_hidden": diff("unpadded", "fp32_padded", 0)}
 
 
-def time_side(model: BertEncoder, batches, device: str, dtype, side, steps: int) -> float | str:
+def time_side(model: BertModel, batches, device: str, dtype, side, steps: int) -> float | str:
     """Real tokens/s of train steps over ``batches`` (after one warm-up pass), or why the side could not run."""
     set_side(model, side)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -136,7 +136,7 @@ def run(dry: bool, data_dir: Path | None, steps: int) -> dict[str, Any]:
         raise SystemExit("no CUDA device: run with --dry to check the script on CPU")
     with tempfile.TemporaryDirectory() as tmp:
         directory = checkpoint_dir(dry, Path(tmp))
-        model = BertEncoder.from_pretrained(directory).to(device).train()
+        model = BertModel.from_pretrained(directory).to(device).train()
     has_data = data_dir is not None and (data_dir / "sst2" / "train.tsv").is_file()
     sentences = sst2_sentences(data_dir if has_data else None, 3200)
     lengths = token_lengths(sentences, tiny=dry, model_dir=directory)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlab.compare import CompareError, Run, default_group_keys, find_runs
+from bertlab.analysis.runs import CompareError, Run, default_group_keys, find_runs
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def data_status(task: str, overrides: list[str], config_dir: Path) -> str | None
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from bertlab.config import ConfigError, DataConfig, TaskSpec
+    from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
     from bertlab.data.datamodule import TaskDataModule
     from bertlab.data.readers import DataError
 

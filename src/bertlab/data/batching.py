@@ -217,7 +217,7 @@ class Collator:
             values = [f["labels"] for f in features]
             dtype = torch.float32 if isinstance(values[0], float) else torch.long
             batch["labels"] = torch.tensor(values, dtype=dtype)
-        if "features" in features[0]:  # cached frozen-encoder features (bertlab.feature_cache)
+        if "features" in features[0]:  # cached frozen-encoder features (bertlab.training.feature_cache)
             batch["features"] = self._stack_features([f["features"] for f in features], longest)
         for key in ("start_positions", "end_positions", "next_sentence_label"):
             if key in features[0]:

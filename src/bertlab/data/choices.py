@@ -21,10 +21,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.config import DataConfig
+from bertlab.runtime.config import DataConfig
 from bertlab.data.features import Split
 from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, read_text_lines
-from bertlab.tokenization import BertTokenizer
+from bertlab.data.tokenizer import BertTokenizer
 
 
 @dataclass

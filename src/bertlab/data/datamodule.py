@@ -20,7 +20,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
 from bertlab.data.features import (
     LabelMap,
@@ -33,14 +33,14 @@ from bertlab.data.features import (
     token_split,
 )
 from bertlab.data.readers import DataError, check_readable
-from bertlab.distributed import cache_lock
-from bertlab.safe_cache import cached
-from bertlab.tokenization import BertTokenizer, content_hash
+from bertlab.runtime.files import cache_lock
+from bertlab.data.safe_cache import cached
+from bertlab.data.tokenizer import BertTokenizer, content_hash
 
 log = logging.getLogger(__name__)
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
-_CACHE_VERSION = "2"  # 2: safetensors files (bertlab.safe_cache) instead of the old format that could run code
+_CACHE_VERSION = "2"  # 2: safetensors files (bertlab.data.safe_cache) instead of the old format that could run code
 
 
 def _lengths(split: Split):

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
-from bertlab.tokenization import BertTokenizer
+from bertlab.data.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
 
 def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labels: LabelMap,
                 task: TaskSpec, max_examples: int | None = None) -> Split:
-    from bertlab.tasks.ner import align_labels, iob1_to_iob2, validate_iob2
+    from bertlab.data.tags import align_labels, iob1_to_iob2, validate_iob2
 
     policy = BadExamplePolicy(data.on_bad_example)
     sentences = read_conll(path, data.tag_column, policy)
@@ -171,7 +171,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
 
 def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, train: bool,
              max_examples: int | None = None) -> Split:
-    from bertlab.tasks.qa import QADataError, prepare_qa_features
+    from bertlab.data.qa import QADataError, prepare_qa_features
 
     policy = BadExamplePolicy(data.on_bad_example)
     examples = read_squad(path, train=train, policy=policy)

@@ -18,12 +18,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from bertlab.runtime.errors import DataError
 
 log = logging.getLogger(__name__)
 
-
-class DataError(ValueError):
-    """Bad input data; the message names the file, the line or example id, and what to change."""
 
 
 @dataclass
@@ -285,7 +283,7 @@ def read_conll(path: Path, tag_column: int | None, policy: BadExamplePolicy) -> 
 
 def read_squad(path: Path, train: bool, policy: BadExamplePolicy):
     """Questions of a SQuAD v1.1/v2.0 file as ``QAExample`` s, each checked (answer text at answer_start)."""
-    from bertlab.tasks.qa import QADataError, QAExample, validate_example
+    from bertlab.data.qa import QADataError, QAExample, validate_example
 
     try:
         data = json.loads(read_text(path))

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bertlab.runtime.files import atomic_path
+
 import numpy as np
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ class CacheCorrupt(Exception):
 def _dataclasses() -> dict[str, type]:
     # The only classes a cache file may rebuild; imported here (not at module load) to avoid import cycles.
     from bertlab.data.features import Split
-    from bertlab.tasks.qa import QAExample, QAFeatures
+    from bertlab.data.qa import QAExample, QAFeatures
 
     return {c.__name__: c for c in (Split, QAExample, QAFeatures)}
 
@@ -183,13 +185,8 @@ def save_tree(path: Path, obj: Any) -> None:
     tree = json.dumps(encoder.encode(obj), separators=(",", ":"))
     metadata = {"format": FORMAT, "bertlab_tree": tree, "bertlab_sha256": _digest(tree, encoder.arrays)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(path) as tmp:  # a concurrent reader never sees half a file
         save_file(encoder.arrays, str(tmp), metadata=metadata)
-        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 def load_tree(path: Path) -> Any:

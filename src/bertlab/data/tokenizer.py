@@ -10,19 +10,21 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+import os
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from bertlab.runtime.errors import TokenizerError
+from bertlab.runtime.files import cache_lock
+
 log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
-
-class TokenizerError(ValueError):
-    pass
 
 
 @dataclass
@@ -215,3 +217,35 @@ def content_hash(*parts: str | bytes | Path) -> str:
             h.update(part if isinstance(part, bytes) else str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
+
+
+def tokenizer_for(folder: Path | None, training_texts: Callable[[], list[str]], vocab_size: int = 8000,
+                  lowercase: bool = True, cache_dir: str | Path | None = None) -> BertTokenizer:
+    """The tokenizer saved in ``folder``; without one, a WordPiece vocabulary trained on ``training_texts()``
+    (the training split only), cached under ``<cache_dir>/tokenizers/<content hash>``.
+
+    The texts are read only when a vocabulary must be trained. Processes started together (torchrun, SLURM)
+    train it once under a file lock; the others load it.
+    """
+    if folder is not None:
+        return load_tokenizer(folder)
+    texts = training_texts()
+    key = content_hash("wordpiece", str(vocab_size), str(lowercase), *texts)
+    cached = Path(cache_dir) / "tokenizers" / key if cache_dir else None
+    with cache_lock(cached):  # processes started together (torchrun, SLURM) train it once; the others load it
+        if cached is not None and (cached / "tokenizer.json").is_file():
+            try:
+                return load_tokenizer(cached)
+            except TokenizerError as err:  # a damaged or foreign file in the cache: trained again below
+                log.warning("cached tokenizer %s is damaged (%s); it is removed and trained again", cached, err)
+                shutil.rmtree(cached, ignore_errors=True)
+        log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
+        tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
+        if cached is not None:
+            tmp = cached.with_name(cached.name + f".tmp{os.getpid()}-{id(tokenizer)}")
+            tokenizer.save(tmp)
+            try:
+                tmp.rename(cached)
+            except OSError:  # another process won the race (a file system without locks): same content
+                shutil.rmtree(tmp, ignore_errors=True)
+    return tokenizer

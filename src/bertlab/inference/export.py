@@ -1,4 +1,4 @@
-"""Export a bertlab checkpoint as a Hugging Face folder: ``python -m bertlab.export CKPT OUT``.
+"""Export a bertlab checkpoint as a Hugging Face folder (``python -m bertlab.export CKPT OUT``, ``export=true``).
 
 The folder holds ``config.json`` (``architectures``, ``id2label`` / ``label2id`` with the labels exactly as in
 the data files), ``model.safetensors`` and the run's tokenizer files, so that
@@ -12,7 +12,6 @@ settings in ``bertlab_head.json``; the export says so.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import shutil
@@ -20,18 +19,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.builders import read_checkpoint
-from bertlab.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
-from bertlab.encoder import BertEncoder
-from bertlab.heads import TaskModel
-from bertlab.hf_weights import (
+from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
+from bertlab.runtime.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import (
     CONFIG_NAME,
     HF_ARCHITECTURES,
     SAFETENSORS_NAME,
     CheckpointError,
     export_state_dict,
 )
-from bertlab.lora import (
+from bertlab.models.lora import (
     ADAPTER_PARAMETER_NAMES,
     base_changed_message,
     base_fingerprint,
@@ -64,15 +63,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
     path = Path(path).expanduser()
     if path.is_file():
         return path
-    if path.is_dir():
-        metrics = path / "metrics.json"
-        if metrics.is_file():
-            best = json.loads(metrics.read_text()).get("best_checkpoint")
-            if best and Path(best).is_file():
-                return Path(best)
-        if (path / "checkpoints" / "last.ckpt").is_file():
-            return path / "checkpoints" / "last.ckpt"
-    raise CheckpointError(f"{path}: not a checkpoint file or a run dir with checkpoints/")
+    found = run_dir_checkpoint(path) if path.is_dir() else None
+    if found is None:
+        raise CheckpointError(f"{path}: not a checkpoint file or a run dir with checkpoints/")
+    return found
 
 
 def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
@@ -99,7 +93,7 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     family = build_family(task, num_labels, labels, data_cfg=None)
     # The pooler exists exactly when the trained model had one (pooler head, or NSP). A slim LoRA checkpoint
     # leaves the frozen pooler out of its tensors, so the hyper-parameters say it.
-    bert = BertEncoder(config, add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
+    bert = BertModel(config, add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
     head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
     model = TaskModel(bert, head, hp["head_kind"], output_hidden_states=head_cfg.reads_all_layers)
     base = ckpt.get("bertlab_base_weights")
@@ -128,8 +122,8 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
 def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
     """The frozen encoder tensors of a LoRA checkpoint, from the base it names: a checkpoint package or hub
     id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first)."""
-    from bertlab.builders import _init_source, resolve_pretrained
-    from bertlab.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
+    from bertlab.training.build import _init_source, resolve_pretrained
+    from bertlab.models.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
 
     kind, path = _init_source(base) if Path(str(base)).expanduser().exists() else (None, None)
     if kind == "ckpt":
@@ -226,26 +220,3 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
     return out_dir
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m bertlab.export",
-        description="Write a bertlab checkpoint as a Hugging Face folder (config.json, model.safetensors, "
-                    "tokenizer files).",
-    )
-    parser.add_argument("ckpt", help="a bertlab .ckpt file, or a run dir (its best checkpoint)")
-    parser.add_argument("out", help="the folder to write")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer folder (default: <run_dir>/tokenizer next to the checkpoint)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out = export_checkpoint(args.ckpt, args.out, tokenizer_dir=args.tokenizer)
-    config = json.loads((out / CONFIG_NAME).read_text())
-    print(f"exported {config['architectures'][0]} to {out}")
-    if (out / HEAD_CONFIG_NAME).is_file():
-        print(f"NOTE: the head has no transformers class; its tensors are in {out / HEAD_WEIGHTS_NAME}")
-
-
-if __name__ == "__main__":
-    main()

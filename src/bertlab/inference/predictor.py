@@ -1,4 +1,4 @@
-"""Prediction on new text: ``Predictor``, ``python -m bertlab.predict`` and ``predict=true``.
+"""Prediction on new text: ``Predictor`` (used by ``python -m bertlab.predict`` and ``predict=true``).
 
 ``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file or an exported Hugging Face
 folder (``export=true`` / ``python -m bertlab.export``) and brings the run's own tokenizer and label set; it
@@ -36,13 +36,14 @@ from typing import Any, TextIO
 import numpy as np
 import torch
 
-from bertlab.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
+from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import Collator
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
-from bertlab.heads import TaskModel
-from bertlab.hf_weights import CheckpointError
-from bertlab.tasks.ner import extract_entities, iob1_to_iob2
-from bertlab.tokenization import BertTokenizer, load_tokenizer
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.data.tags import iob1_to_iob2
+from bertlab.tasks.token import extract_entities
+from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +107,9 @@ def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[st
 def _load_recurrent_checkpoint(path: Path):
     """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
     export covers BERT encoders only, as transformers has no recurrent layout)."""
-    from bertlab.builders import read_checkpoint
-    from bertlab.export import CheckpointModel
-    from bertlab.recurrent import RecurrentConfig, RecurrentEncoder
+    from bertlab.training.checkpoints import read_checkpoint
+    from bertlab.inference.export import CheckpointModel
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
     from bertlab.tasks.families import build_family
 
     ckpt = read_checkpoint(path)
@@ -199,8 +200,8 @@ class Predictor:
 
     @classmethod
     def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        from bertlab.builders import read_checkpoint
-        from bertlab.export import load_checkpoint_model, resolve_checkpoint
+        from bertlab.training.checkpoints import read_checkpoint
+        from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
 
         ckpt = resolve_checkpoint(path)
         hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
@@ -225,9 +226,9 @@ class Predictor:
         """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file."""
         from safetensors.torch import load_file
 
-        from bertlab.encoder import BertEncoder
-        from bertlab.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
-        from bertlab.hf_weights import (
+        from bertlab.models.bert import BertModel
+        from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
+        from bertlab.models.hf_weights import (
             ARCHITECTURE_TO_HEAD,
             LoadReport,
             convert_hf_state_dict,
@@ -263,7 +264,7 @@ class Predictor:
             has_pooler = family == "sequence"
         num_labels = 1 if task.regression else len(labels or [])
         family_obj = build_family(task, num_labels, labels, None)
-        bert = BertEncoder(config, add_pooling_layer=has_pooler)
+        bert = BertModel(config, add_pooling_layer=has_pooler)
         head = family_obj.build_head(config, head_cfg, bert.embeddings.word_embeddings)
         model = TaskModel(bert, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
         tensors, source = read_state_dict(path)
@@ -419,7 +420,7 @@ class Predictor:
         return text, words
 
     def _token(self, chunk: list[tuple[str, Any]], word_scores: bool) -> Iterator[dict[str, Any]]:
-        from bertlab.tasks.ner import decode_word_predictions
+        from bertlab.tasks.token import decode_word_predictions
 
         inputs = [self._token_input(x, where) for where, x in chunk]
         encodings = self._encode([[w for w, _ in words] for _, words in inputs], pretokenized=True)
@@ -447,7 +448,7 @@ class Predictor:
 
     @staticmethod
     def _qa_input(x: Any, where: str, default_id: str):
-        from bertlab.tasks.qa import QADataError, QAExample, validate_example
+        from bertlab.data.qa import QADataError, QAExample, validate_example
 
         if isinstance(x, QAExample):
             example = x
@@ -470,7 +471,8 @@ class Predictor:
         return example
 
     def _qa(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
-        from bertlab.tasks.qa import QAExample, best_spans, postprocess_qa_predictions_v2, prepare_qa_features
+        from bertlab.data.qa import QAExample, prepare_qa_features
+        from bertlab.tasks.qa import best_spans, postprocess_qa_predictions_v2
 
         s = self.settings
         # An input without an id gets its line number (files) or its position (Python lists).
@@ -510,255 +512,3 @@ class Predictor:
                 record.update(answer=span.text, start=span.start_char, score=float(p_start * p_end))
             yield record
 
-
-# ----------------------------------------------------------------------------------------------------------
-# Reading inputs
-
-
-def _lines(stream: TextIO, name: str, first: int = 1) -> Iterator[tuple[int, str]]:
-    """(line number, line without its newline) of a text stream; bytes that are not UTF-8 name their line."""
-    number = first - 1
-    try:
-        for number, line in enumerate(stream, first):
-            yield number, line.rstrip("\r\n")
-    except UnicodeDecodeError:
-        raise DataError(f"{name}:{number + 1}: bytes that are not UTF-8; re-encode the file as UTF-8 (e.g. iconv "
-                        "-f latin1 -t utf-8)") from None
-
-
-def _head(path: Path, limit: int = 200) -> list[str]:
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
-        return [line.rstrip("\r\n") for line in itertools.islice(f, limit)]
-
-
-def _looks_like_conll(path: Path, lines: list[str]) -> bool:
-    """CoNLL: ``-DOCSTART-``, a CoNLL suffix, or blank-line-separated blocks whose lines all have as many
-    columns (one sentence a line of plain text has lines of different lengths)."""
-    filled = [line for line in lines if line.strip()]
-    if not filled:
-        return False
-    if filled[0].startswith("-DOCSTART-") or path.suffix.lower() in (".conll", ".iob", ".bio"):
-        return True
-    blank_inside = any(not line.strip() for line in lines[lines.index(filled[0]):])
-    return blank_inside and len({len(line.split()) for line in filled}) == 1
-
-
-def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
-    """``text``, ``jsonl``, ``table``, ``conll`` or ``squad`` from the file's name and first lines."""
-    lines = _head(path)
-    filled = [line for line in lines if line.strip()]
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return "jsonl"
-    if filled and filled[0].lstrip().startswith("{"):
-        try:
-            first = json.loads(filled[0])
-        except json.JSONDecodeError:
-            first = None  # a JSON document over several lines: SQuAD
-        if isinstance(first, dict) and "data" not in first:
-            return "jsonl"
-        if family == "qa":
-            return "squad"
-        raise DataError(f"{path}: a JSON document; for task family {family} give JSONL (one object a line)")
-    if family == "token" and _looks_like_conll(path, lines):
-        return "conll"
-    if family == "sequence" and suffix in (".tsv", ".csv") and filled:
-        header = [h.strip() for h in filled[0].split("," if suffix == ".csv" else "\t")]
-        if settings.text_column in header:
-            return "table"
-    return "text"
-
-
-def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt: str = "auto",
-                stdin: TextIO | None = None) -> tuple[Iterator[tuple[str, Any]], int | None]:
-    """``(where, input)`` pairs of a file or ``-`` (standard input), and their count when known cheaply.
-
-    Plain text and JSONL are read line by line (large files stream); a table, CoNLL or SQuAD file is read
-    whole by bertlab's own readers (labels, tags and answers in it are ignored).
-    """
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if str(source) == "-":
-        stream = stdin or sys.stdin
-        lines = _lines(stream, "<stdin>")
-        first = next(((n, line) for n, line in lines if line.strip()), None)
-        if first is None:
-            return iter(()), 0
-        if fmt == "auto":
-            fmt = "jsonl" if first[1].lstrip().startswith("{") else "text"
-        if fmt not in ("text", "jsonl"):
-            raise ConfigError(f"--format {fmt} reads a file: pass its path instead of '-'")
-        return _from_lines(itertools.chain([first], lines), "<stdin>", fmt), None
-    path = Path(source).expanduser()
-    if not path.is_file():
-        raise DataError(f"{path}: input file not found")
-    if fmt == "auto":
-        fmt = detect_format(path, family, settings)
-    log.info("reading %s as %s", path, fmt)
-    policy = BadExamplePolicy("error")
-    if fmt == "table":
-        examples = read_table(path, settings.text_column, settings.text_pair_column if settings.pair else None,
-                              None, policy)
-        return iter([(e.where, (e.text, e.text_pair) if e.text_pair is not None else e.text) for e in examples]), \
-            len(examples)
-    if fmt == "conll":
-        sentences = read_conll(path, None, policy)
-        return iter([(s.where, s.words) for s in sentences]), len(sentences)
-    if fmt == "squad":
-        examples = read_squad(path, train=False, policy=policy)
-        return iter([(f"{path}: question {e.id!r}", e) for e in examples]), len(examples)
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
-        count = sum(1 for line in f if line.strip())
-
-    def stream() -> Iterator[tuple[str, Any]]:
-        with open(path, encoding="utf-8-sig") as f:
-            yield from _from_lines(_lines(f, str(path)), str(path), fmt)
-
-    return stream(), count
-
-
-def _from_lines(lines: Iterable[tuple[int, str]], name: str, fmt: str) -> Iterator[tuple[str, Any]]:
-    for number, line in lines:
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        if fmt == "jsonl":
-            obj = json_object(line, where)
-            if "id" not in obj and {"question", "context"} <= set(obj):
-                obj = {**obj, "id": str(number)}
-            yield where, obj
-        else:
-            yield where, line
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Writing
-
-
-def write_records(predictor: Predictor, items: Iterator[tuple[str, Any]], out: TextIO, total: int | None = None,
-                  progress: bool = True, batch_size: int | None = None) -> int:
-    """Predict ``items`` into ``out`` as JSONL, flushed after every batch, with a progress bar on stderr."""
-    from tqdm import tqdm
-
-    count = 0
-    size = int(batch_size or predictor.settings.batch_size)
-    with tqdm(total=total, unit=" examples", file=sys.stderr, disable=not progress, dynamic_ncols=True) as bar:
-        for record in predictor.predict_items(items, size):
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            count += 1
-            if count % size == 0:
-                out.flush()
-                bar.update(size)
-        bar.update(count % size)
-    out.flush()
-    return count
-
-
-def predict_file(predictor: Predictor, source: str | Path, out_path: Path, fmt: str = "auto",
-                 progress: bool = False) -> int:
-    """Records for ``source`` written to ``out_path`` (through a temporary file: never half a file)."""
-    items, total = read_inputs(source, predictor.task.family, predictor.settings, fmt)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        count = write_records(predictor, items, f, total, progress)
-    tmp.replace(out_path)
-    return count
-
-
-# ----------------------------------------------------------------------------------------------------------
-# train.py: predict=true
-
-
-def run_predict(trainer, module, datamodule, ckpt_path: str | None, run_dir: Path) -> Path | None:
-    """``predict=true``: records of ``ckpt_path`` for ``data.predict_file`` → ``<run_dir>/predictions/``.
-
-    Rank 0 predicts and writes; the other ranks wait for it.
-    """
-    family = datamodule.task.family
-    if family not in FAMILIES:
-        raise ConfigError(f"predict=true supports the {', '.join(FAMILIES)} task families, not {family!r}")
-    if not datamodule.cfg.predict_file:
-        raise ConfigError("predict=true needs data.predict_file (an unlabelled file, e.g. GLUE test.tsv)")
-    path = None
-    if trainer.is_global_zero:
-        predictor = Predictor.from_run(ckpt_path, device=trainer.strategy.root_device,
-                                       tokenizer=datamodule.tokenizer, data=datamodule.cfg)
-        path = _predict_to_run_dir(predictor, datamodule.split_file("predict"), run_dir)
-    trainer.strategy.barrier()
-    return path
-
-
-def predict_checkpoint(ckpt_path: str | None, task: TaskSpec, data: DataConfig, run_dir: Path) -> None:
-    """``train=false predict=true`` without a validation file: only predictions, from the checkpoint alone.
-
-    The checkpoint brings its tokenizer (its run's ``tokenizer/``) and label set, so no training or validation
-    data is read.
-    """
-    from bertlab.data.datamodule import TaskDataModule
-
-    if not ckpt_path:
-        raise ConfigError("train=false needs ckpt_path=<checkpoint to predict with>")
-    if not data.predict_file:
-        raise ConfigError("predict=true needs data.predict_file (the file to predict)")
-    predictor = Predictor.from_run(ckpt_path, data=data)
-    if predictor.task.family != task.family:
-        raise ConfigError(f"ckpt_path={ckpt_path} holds a {predictor.task.family} model (task "
-                          f"{predictor.task.name}), but this run is task={task.name} ({task.family}): pass the "
-                          "task the checkpoint was trained for")
-    source = TaskDataModule(task, data, tokenizer=None).resolve(data.predict_file)  # type: ignore[arg-type]
-    _predict_to_run_dir(predictor, source, run_dir)
-
-
-def _predict_to_run_dir(predictor: Predictor, source: Path, run_dir: Path) -> Path:
-    out = run_dir / "predictions" / PREDICTIONS_FILE
-    count = predict_file(predictor, source, out)
-    log.info("predictions for %s (%d examples) → %s", source, count, out)
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Command line
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m bertlab.predict",
-        description="Predict with a bertlab run, checkpoint or export; writes one JSON record per input line.",
-    )
-    parser.add_argument("model", metavar="RUN_DIR_OR_CKPT",
-                        help="a run dir (its best checkpoint), a .ckpt file, or an exported Hugging Face folder")
-    parser.add_argument("input", nargs="?", default="-", metavar="INPUT_FILE",
-                        help="plain text (one example a line), JSONL, or the task's own format; '-' (default) "
-                             "reads standard input")
-    parser.add_argument("--output", "-o", default=None, help="write the JSONL here instead of standard output")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="inputs per forward pass (default: the run's data.eval_batch_size)")
-    parser.add_argument("--format", default="auto", choices=FORMATS,
-                        help="how to read INPUT_FILE (default: detected from its name and first lines)")
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda, cuda:1 ... (default: cuda when available, else cpu)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
-    args = parser.parse_args(argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
-    logging.getLogger("bertlab").setLevel(logging.INFO)
-
-    from bertlab.reliability import user_errors
-
-    with user_errors():
-        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size)
-        items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)
-        if args.output:
-            out_path = Path(args.output)
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(out_path, "w", encoding="utf-8") as f:
-                count = write_records(predictor, items, f, total, not args.no_progress)
-        else:
-            count = write_records(predictor, items, sys.stdout, total, not args.no_progress)
-        log.info("%d examples → %s (%s)", count, args.output or "standard output", predictor.source)
-
-
-if __name__ == "__main__":
-    main()

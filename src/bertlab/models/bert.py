@@ -2,7 +2,7 @@
 encoder → pooler → model.
 
 Submodule names are Hugging Face's (``embeddings.word_embeddings``, ``encoder.layer.N.attention.self.query``,
-``LayerNorm``, ...) so checkpoints map one to one (``bertlab.hf_weights``). Outputs equal
+``LayerNorm``, ...) so checkpoints map one to one (``bertlab.models.hf_weights``). Outputs equal
 ``transformers.BertModel`` on the same weights to float32 rounding: exact (erf) GELU, post-LN residuals,
 learned absolute positions, LayerNorm eps from the config, a padding mask hiding padded keys, tanh pooler on token 0.
 
@@ -25,14 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.config import EncoderConfig, unpad_mode
-
-
-@dataclass
-class EncoderOutput:
-    last_hidden_state: torch.Tensor  # (B, T, H)
-    pooler_output: torch.Tensor | None  # (B, H), None without a pooler
-    hidden_states: tuple[torch.Tensor, ...] | None = None  # L + 1 tensors (B, T, H): embeddings, then each layer
+from bertlab.models.encoder import EncoderOutput
+from bertlab.runtime.config import EncoderConfig, unpad_mode
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -364,8 +358,8 @@ class BertLayer(nn.Module):
         return self.output(self.intermediate(attended), attended)
 
 
-class BertStack(nn.Module):
-    """HF's ``BertEncoder`` (the layer stack); named ``encoder`` inside the model for checkpoint keys."""
+class BertEncoder(nn.Module):
+    """The layer stack (HF's ``BertEncoder``), named ``encoder`` inside ``BertModel`` as in HF's checkpoint keys."""
 
     def __init__(self, config: EncoderConfig):
         super().__init__()
@@ -406,15 +400,15 @@ UNPAD_AUTO_DEVICES = ("cpu", "cuda")
 UNPAD_AUTO_MIN_PADDING = 0.05
 
 
-class BertEncoder(nn.Module):
-    """BERT (HF ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
+class BertModel(nn.Module):
+    """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto"):
         super().__init__()
         self.config = config
         self.unpad = unpad_mode(unpad)  # "auto" | "true" | "false": see uses_unpadded_path
         self.embeddings = BertEmbeddings(config)
-        self.encoder = BertStack(config)
+        self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(self._init_weights)
 
@@ -489,15 +483,15 @@ class BertEncoder(nn.Module):
         return padded > 0 and padded >= UNPAD_AUTO_MIN_PADDING * attention_mask.numel()
 
     @classmethod
-    def from_pretrained(cls, path_or_hub_id: str | Path, add_pooling_layer: bool = True) -> BertEncoder:
+    def from_pretrained(cls, path_or_hub_id: str | Path, add_pooling_layer: bool = True) -> BertModel:
         """Load a Hugging Face BERT checkpoint (folder or hub id); the load report is logged."""
-        from bertlab.hf_weights import load_encoder
+        from bertlab.models.hf_weights import load_encoder
 
         return load_encoder(path_or_hub_id, add_pooling_layer=add_pooling_layer)
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write ``config.json`` + ``model.safetensors`` that ``transformers.BertModel`` loads."""
-        from bertlab.hf_weights import save_encoder
+        from bertlab.models.hf_weights import save_encoder
 
         save_encoder(self, directory)
 
@@ -506,4 +500,4 @@ def num_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["BertEncoder", "EncoderConfig", "EncoderOutput", "Packing", "pack", "padding_mask", "num_parameters"]
+__all__ = ["BertModel", "EncoderConfig", "EncoderOutput", "Packing", "pack", "padding_mask", "num_parameters"]

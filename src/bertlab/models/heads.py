@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bertlab.config import EncoderConfig, HeadConfig
-from bertlab.encoder import EncoderOutput
+from bertlab.runtime.config import EncoderConfig, HeadConfig
+from bertlab.models.encoder import Encoder, EncoderOutput
 
 
 def select_layers(enc: EncoderOutput, layers: str | int) -> torch.Tensor:
@@ -264,9 +264,10 @@ def _init_linear(module: nn.Module, std: float) -> None:
 
 
 class TaskModel(nn.Module):
-    """The shared encoder (``bert``) and one task head (``head``); names match HF's ``BertFor*`` layouts."""
+    """The shared encoder (``bert``: any :class:`~bertlab.models.encoder.Encoder`, BERT or recurrent) and one task
+    head (``head``); names match HF's ``BertFor*`` layouts."""
 
-    def __init__(self, bert: nn.Module, head: nn.Module, head_kind: str | None, output_hidden_states: bool = False):
+    def __init__(self, bert: Encoder, head: nn.Module, head_kind: str | None, output_hidden_states: bool = False):
         super().__init__()
         self.bert = bert
         self.head = head

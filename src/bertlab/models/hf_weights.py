@@ -35,7 +35,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bertlab.config import ConfigError, EncoderConfig
+from bertlab.runtime.config import ConfigError, EncoderConfig
+from bertlab.runtime.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,6 @@ ARCHITECTURE_TO_HEAD = {v: k for k, v in HF_ARCHITECTURES.items()}
 _STRIP_PREFIXES = ("model.", "_orig_mod.")
 _LEGACY_LN = re.compile(r"(LayerNorm)\.(gamma|beta)$")
 
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be loaded; the message names the file, the key and what is wrong."""
 
 
 @dataclass
@@ -110,7 +108,7 @@ def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
             f"{path_or_hub_id!r} is not a local folder, and huggingface_hub is not installed to fetch it from the "
             "hub: pass a local checkpoint folder (config.json + model.safetensors) or `pip install huggingface_hub`"
         ) from err
-    from bertlab.network import OFFLINE_ADVICE, hub_unreachable_reason
+    from bertlab.runtime.network import OFFLINE_ADVICE, hub_unreachable_reason
 
     unreachable = hub_unreachable_reason()  # offline: the local hub cache only, at once instead of retrying
     try:
@@ -355,20 +353,20 @@ def _tied_aliases(model: nn.Module) -> set[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Encoder-level API (BertEncoder.from_pretrained / save_pretrained)
+# Encoder-level API (BertModel.from_pretrained / save_pretrained)
 
 
 def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
-    from bertlab.encoder import BertEncoder
+    from bertlab.models.bert import BertModel
 
     directory = resolve_checkpoint_dir(path_or_hub_id)
     config = read_encoder_config(directory)
     state, source = read_state_dict(directory)
     converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=add_pooling_layer, source=source)
-    encoder = BertEncoder(config, add_pooling_layer=add_pooling_layer)
+    encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
     converted = {k[len("bert."):]: v for k, v in converted.items()}
     load_into(encoder, converted, report)
-    log.info("BertEncoder.from_pretrained: %s", report.summary())
+    log.info("BertModel.from_pretrained: %s", report.summary())
     encoder.load_report = report
     return encoder
 

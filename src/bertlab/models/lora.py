@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.config import ConfigError, LoraConfig
+from bertlab.runtime.config import ConfigError, LoraConfig
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def merge_lora(module: nn.Module, inplace: bool = False) -> dict[str, torch.Tens
     """The plain state dict of ``module`` with every adapter merged: ``weight + B @ A * alpha / r``.
 
     The keys are those of the model without adapters (no ``lora_A`` / ``lora_B``), so the result loads into
-    a plain ``BertEncoder`` (or, for the encoder, exports as a Hugging Face checkpoint). With
+    a plain ``BertModel`` (or, for the encoder, exports as a Hugging Face checkpoint). With
     ``inplace=True`` every LoRALinear is also replaced by the merged ``nn.Linear``.
     """
     adapters = lora_modules(module)

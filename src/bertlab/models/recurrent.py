@@ -3,7 +3,7 @@
 The pre-Transformer way to read a sentence: every piece id is looked up in an embedding table (a one-hot row
 times a matrix), then an RNN reads the pieces one after the other, carrying a hidden state; it returns a
 state per position (``output``) and the state after the last step (``h_n``). Both are handed to the heads
-through ``EncoderOutput``, the interface ``BertEncoder`` uses:
+through ``EncoderOutput``, the interface ``BertModel`` uses:
 
 - ``last_hidden_state`` (B, T, H_out), ``H_out = hidden_size × directions``: the per-token states (token
   classification, QA spans, language modelling). Padded positions are exactly zero.
@@ -34,8 +34,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from bertlab.config import ConfigError
-from bertlab.encoder import EncoderOutput
+from bertlab.runtime.config import ConfigError
+from bertlab.models.encoder import EncoderOutput
 
 CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 POOLINGS = ("final", "mean", "max")
@@ -192,9 +192,9 @@ def sequence_lengths(attention_mask: torch.Tensor | None, batch: int, seq_len: i
 
 class RecurrentEncoder(nn.Module):
     """Embeddings + a packed multi-layer (bi)LSTM/GRU: ``forward(input_ids, attention_mask, token_type_ids)``
-    → ``EncoderOutput`` as ``BertEncoder`` gives it (see the module docstring for what each field means)."""
+    → ``EncoderOutput`` as ``BertModel`` gives it (see the module docstring for what each field means)."""
 
-    # Freeze policies that do not apply, with the reason (``bertlab.freeze.apply_freeze`` raises it).
+    # Freeze policies that do not apply, with the reason (``bertlab.training.freeze.apply_freeze`` raises it).
     unsupported_freeze_policies = {
         "lora": "LoRA adds low-rank adapters to nn.Linear layers (BERT's attention query/value); a recurrent "
                 "encoder has no nn.Linear, its gates being the fused weight_ih/weight_hh matrices of nn.LSTM / "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
+from bertlab.runtime.errors import ConfigError
 
 # config.json keys that describe an architecture bertlab cannot reproduce exactly.
 _UNSUPPORTED_HF_VALUES = {
@@ -16,9 +17,6 @@ _UNSUPPORTED_HF_VALUES = {
     "hidden_act": {"gelu"},
 }
 
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message says which key and what to change."""
 
 
 @dataclass
@@ -109,7 +107,7 @@ def unpad_mode(value: Any, key: str = "model.unpad") -> str:
 class ExecutionConfig:
     """How a BERT encoder runs (``model.unpad``, ``model.compile``): never the function it computes."""
 
-    unpad: str = "auto"  # auto | true | false: the unpadded path (bertlab.encoder.BertEncoder.uses_unpadded_path)
+    unpad: str = "auto"  # auto | true | false: the unpadded path (bertlab.models.bert.BertModel.uses_unpadded_path)
     compile: bool = False  # torch.compile the encoder
 
     def __post_init__(self) -> None:

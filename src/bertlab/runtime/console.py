@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import Callback, RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import BatchesProcessedColumn, CustomBarColumn
 from rich.progress import TimeElapsedColumn
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 MODES = ("quiet", "normal", "verbose")
 

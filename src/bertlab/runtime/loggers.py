@@ -8,6 +8,8 @@ gets two things Lightning leaves to the caller:
   to the same wandb run instead of starting a new one;
 - ``finish_wandb()``, which ``bertlab.train.run`` calls at the end of every run (also a failed one): under
   ``-m`` every job runs in the same process, and without ``wandb.finish()`` the next job logs into this run.
+
+A resumed run continues its ``csv/metrics.csv`` (:func:`continue_csv_logs`) instead of starting it afresh.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +93,38 @@ def _record_id(run_dir: Path, run_id: str) -> None:
     path = run_dir / WANDB_ID_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(run_id + "\n")
+
+
+def continue_csv_logs(loggers: list[Any], resumed_from_step: int) -> None:
+    """Let each CSV logger of a resumed run continue its ``metrics.csv`` instead of starting it afresh.
+
+    Lightning's CSV writer deletes an existing ``metrics.csv`` when it starts. Here the rows logged before
+    the checkpoint (``step < resumed_from_step``) are kept and the writer appends to them; rows logged after
+    the checkpoint by the killed run are dropped, since the resumed run logs those steps again. Call on
+    global rank 0, before training.
+    """
+    import csv
+
+    from lightning.pytorch.loggers import CSVLogger
+
+    for logger in loggers:
+        if not isinstance(logger, CSVLogger):
+            continue
+        path = Path(logger.log_dir) / "metrics.csv"
+        if not path.is_file():
+            continue
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("step", "") != "" and float(r["step"]) < resumed_from_step]
+        with warnings.catch_warnings():
+            # Lightning warns that the folder's files "will be deleted": here they are continued.
+            warnings.filterwarnings("ignore", message=r".*Previous log files in this directory will be deleted")
+            writer = logger.experiment  # created now: this deletes the old file
+        with open(path, "w", newline="") as f:
+            out = csv.DictWriter(f, fieldnames=header)
+            out.writeheader()
+            out.writerows(rows)
+        writer.metrics_keys = sorted(header)  # later rows append (the header is rewritten if keys are new)
+
+

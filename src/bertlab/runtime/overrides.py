@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 T = TypeVar("T")
 

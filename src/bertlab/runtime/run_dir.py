@@ -26,8 +26,9 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
-from bertlab.config import ConfigError
-from bertlab.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.files import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +155,7 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     record = {"fingerprint": fingerprint, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "host": socket.gethostname(), "pid": os.getpid(), "config": new}
-    tmp = marker.with_name(f"{marker.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    os.replace(tmp, marker)
+    write_text_atomic(marker, json.dumps(record, indent=1, default=str) + "\n")
 
 
 def finish_run_dir(run_dir: Path) -> None:
@@ -169,9 +168,7 @@ def finish_run_dir(run_dir: Path) -> None:
     except (OSError, ValueError):
         return
     record["status"] = "finished"
-    tmp = marker.with_name(f"{marker.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    os.replace(tmp, marker)
+    write_text_atomic(marker, json.dumps(record, indent=1, default=str) + "\n")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -221,15 +218,3 @@ class TokenizerFingerprint(Callback):
                                    self.tokenizer_dir)
 
 
-def resolve_in_run_dir(run_dir: Path, recorded: str | None) -> Path | None:
-    """``metrics.json``'s ``best_checkpoint`` (an absolute path written where the run ran) found by its place
-    inside ``run_dir``: a copied or moved run folder uses its own checkpoint, never the original's."""
-    if not recorded:
-        return None
-    recorded_path = Path(recorded)
-    candidate = run_dir / recorded_path.parent.name / recorded_path.name
-    if candidate.is_file():
-        return candidate
-    if not recorded_path.is_absolute() and (run_dir / recorded_path).is_file():
-        return run_dir / recorded_path
-    return None

@@ -7,7 +7,7 @@ Allowed without asking:
 
 - classes of Lightning's plug-in packages (callbacks, loggers, strategies, plugins, accelerators, profilers,
   environments), of bertlab, and Optuna's samplers and pruners;
-- the factory functions listed in :data:`ALLOWED_FACTORIES` (e.g. ``bertlab.distributed.fsdp_strategy``).
+- the factory functions listed in :data:`ALLOWED_FACTORIES` (e.g. ``bertlab.training.distributed.fsdp_strategy``).
 
 Anything else (a user's own callback class, say) needs an explicit opt-in given *outside* the config files:
 ``allow_targets=[mypkg.callbacks.MyCallback]`` (or a prefix ending in ``.``: ``mypkg.callbacks.``) on the
@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 ALLOW_ENV = "BERTLAB_ALLOW_TARGETS"
 ALLOW_KEY = "allow_targets"
@@ -48,7 +48,7 @@ ALLOWED_CLASS_PREFIXES = (
     "optuna.pruners.",
 )
 # Functions that build one of the above.
-ALLOWED_FACTORIES = frozenset({"bertlab.distributed.fsdp_strategy"})
+ALLOWED_FACTORIES = frozenset({"bertlab.training.distributed.fsdp_strategy", "bertlab.distributed.fsdp_strategy"})
 
 
 def _resolve(target: str) -> Any:

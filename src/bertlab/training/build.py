@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from bertlab.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
-from bertlab.distributed import cache_lock
-from bertlab.encoder import BertEncoder
-from bertlab.heads import TaskModel
-from bertlab.hf_weights import (
+from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
+from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import (
     CheckpointError,
     LoadReport,
     convert_hf_state_dict,
@@ -32,7 +32,7 @@ from bertlab.hf_weights import (
     sentence_transformers_pooling,
 )
 from bertlab.tasks.families import Family
-from bertlab.tokenization import BertTokenizer, TokenizerError, content_hash, load_tokenizer, train_wordpiece
+from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
 
 log = logging.getLogger(__name__)
 
@@ -71,40 +71,24 @@ def architecture(model_cfg: dict[str, Any], vocab_size: int | None = None) -> En
 # Tokenizer
 
 
+def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path | None:
+    """Where the run's tokenizer is saved, if anywhere: ``model.tokenizer``, the tokenizer saved with
+    ``model.init_from``, or the pretrained checkpoint's (a recurrent model initialised from a BERT
+    checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
+    if model_cfg.get("tokenizer"):
+        return Path(model_cfg["tokenizer"])
+    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+        return init_dir
+    return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
+
+
 def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
                     ) -> BertTokenizer:
     """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
     on the training split only (cached by content hash)."""
-    if model_cfg.get("tokenizer"):
-        return load_tokenizer(Path(model_cfg["tokenizer"]))
-    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
-        return load_tokenizer(init_dir)
-    # A recurrent model initialised from a BERT checkpoint's word embeddings needs that checkpoint's ids.
-    pretrained = resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
-    if pretrained is not None:
-        return load_tokenizer(pretrained)
-    texts = training_texts()
-    vocab_size = int(model_cfg.get("vocab_size") or 8000)
-    lowercase = bool(model_cfg.get("lowercase", True))
-    key = content_hash("wordpiece", str(vocab_size), str(lowercase), *texts)
-    cached = Path(cache_dir) / "tokenizers" / key if cache_dir else None
-    with cache_lock(cached):  # processes started together (torchrun, SLURM) train it once; the others load it
-        if cached is not None and (cached / "tokenizer.json").is_file():
-            try:
-                return load_tokenizer(cached)
-            except TokenizerError as err:  # a damaged or foreign file in the cache: trained again below
-                log.warning("cached tokenizer %s is damaged (%s); it is removed and trained again", cached, err)
-                shutil.rmtree(cached, ignore_errors=True)
-        log.info("training a WordPiece tokenizer (vocab %d) on %d training texts", vocab_size, len(texts))
-        tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
-        if cached is not None:
-            tmp = cached.with_name(cached.name + f".tmp{os.getpid()}-{id(tokenizer)}")
-            tokenizer.save(tmp)
-            try:
-                tmp.rename(cached)
-            except OSError:  # another process won the race (a file system without locks): same content
-                shutil.rmtree(tmp, ignore_errors=True)
-    return tokenizer
+    return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
+                         vocab_size=int(model_cfg.get("vocab_size") or 8000),
+                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -112,27 +96,17 @@ def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_t
 
 
 def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
-    """``init_from`` as (kind, path): a run dir (→ its export or best checkpoint), a .ckpt, or an HF folder."""
+    """``init_from`` as (kind, path): a run dir (→ its best or last checkpoint), a .ckpt, or an HF folder."""
     if init_from is None:
         return None, None
     path = Path(str(init_from)).expanduser()
     if path.is_file() and path.suffix == ".ckpt":
         return "ckpt", path
-    if path.is_dir() and (path / "metrics.json").is_file():
-        import json
-
-        from bertlab.run_dir import resolve_in_run_dir
-
-        # best_checkpoint is the absolute path where the run ran; a copied or moved folder uses its own copy.
-        best = resolve_in_run_dir(path, json.loads((path / "metrics.json").read_text()).get("best_checkpoint"))
-        if best is not None:
-            return "ckpt", best
-        last = path / "checkpoints" / "last.ckpt"
-        if last.is_file():
-            return "ckpt", last
-        raise ConfigError(f"model.init_from={init_from}: the run dir has no best or last checkpoint")
-    if path.is_dir() and (path / "checkpoints" / "last.ckpt").is_file():
-        return "ckpt", path / "checkpoints" / "last.ckpt"
+    if path.is_dir() and ((path / "metrics.json").is_file() or last_checkpoint(path).is_file()):
+        ckpt = run_dir_checkpoint(path)
+        if ckpt is None:
+            raise ConfigError(f"model.init_from={init_from}: the run dir has no best or last checkpoint")
+        return "ckpt", ckpt
     if path.is_dir() and (path / "config.json").is_file():
         return "hf", path
     raise ConfigError(
@@ -206,7 +180,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family in ("sequence", "multiple_choice") else \
         (family.task.family == "mlm" and family.task.nsp)
     execution = ExecutionConfig.from_model_cfg(model_cfg)
-    bert = BertEncoder(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad)
+    bert = BertModel(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad)
     head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
     model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
     report = None
@@ -214,7 +188,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         state, source = read_state_dict(pretrained)
         hf_config = read_hf_config(pretrained)
         arch = (hf_config.get("architectures") or ["BertModel"])[0]
-        from bertlab.hf_weights import ARCHITECTURE_TO_HEAD
+        from bertlab.models.hf_weights import ARCHITECTURE_TO_HEAD
 
         # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
         ckpt_head = ARCHITECTURE_TO_HEAD.get(arch)
@@ -236,7 +210,7 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
                           tokenizer: BertTokenizer) -> tuple[TaskModel, LoadReport | None]:
     """``model.encoder=recurrent`` (model=bilstm|gru|lstm): embeddings (random, or a BERT checkpoint's word
     embeddings with ``model.init_embeddings_from``) + a (bi)LSTM/GRU, the family's head, and ``init_from``."""
-    from bertlab.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
 
     if model_cfg.get("pretrained"):
         raise ConfigError("model.pretrained loads a BERT encoder; a recurrent model takes a BERT checkpoint's "
@@ -286,27 +260,10 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
     return model, report
 
 
-def read_checkpoint(path: Path) -> dict[str, Any]:
-    """A bertlab Lightning checkpoint (``model.init_from``), read with ``weights_only=True``.
-
-    bertlab's checkpoints hold tensors and plain values only (Lightning reloads them the same way on
-    resume), so even a checkpoint from someone else cannot run code when it is read (docs/reliability.md, "Nothing
-    bertlab reads runs code"). A file that needs full unpickling is refused, not trusted.
-    """
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(
-            f"{path}: not a readable bertlab checkpoint ({type(err).__name__}: {first}); model.init_from takes "
-            "a bertlab run dir or .ckpt (tensors and plain values only), or a Hugging Face folder"
-        ) from None
-
-
 def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
-    ckpt = read_checkpoint(path)
+    ckpt = read_checkpoint(path, "model.init_from")
     if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
-        from bertlab.run_dir import check_checkpoint_tokenizer
+        from bertlab.runtime.run_dir import check_checkpoint_tokenizer
 
         check_checkpoint_tokenizer(ckpt, tokenizer, path, init_dir_for_tokenizer(str(path)))
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
@@ -320,7 +277,7 @@ def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> 
 
 def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
     """Encoder tensors of a bertlab checkpoint (pre-training or another task); its head is dropped."""
-    ckpt = read_checkpoint(path)
+    ckpt = read_checkpoint(path, "model.init_from")
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     report = LoadReport(source=str(path))
     own = model.state_dict()

@@ -12,13 +12,17 @@ import lightning as L
 import numpy as np
 import torch
 
-from bertlab.config import OptimConfig
+from bertlab.runtime.config import OptimConfig
 from bertlab.data.features import Split
-from bertlab.freeze import FreezePlan, optimizer_param_groups
-from bertlab.heads import TaskModel
-from bertlab.hf_weights import CheckpointError
-from bertlab.lora import base_changed_message, base_fingerprint
+from bertlab.training.checkpoints import last_checkpoint
+from bertlab.training.distributed import gather_objects
+from bertlab.training.freeze import FreezePlan
+from bertlab.training.optim import optimizer_param_groups
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.models.lora import base_changed_message, base_fingerprint
 from bertlab.tasks.families import EvalState, Family
+from bertlab.runtime.errors import NonFiniteLossError
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +33,7 @@ log = logging.getLogger(__name__)
 ADAMW_KERNEL: dict[str, bool] = {"fused": True}
 
 
-class NonFiniteLossError(RuntimeError):
-    pass
 
-
-def gather_objects(obj: Any) -> list[Any]:
-    """Every rank's ``obj`` (a list of one element without torch.distributed)."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        out: list[Any] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(out, obj)
-        return out
-    return [obj]
 
 
 class BertTaskModule(L.LightningModule):
@@ -144,7 +138,7 @@ class BertTaskModule(L.LightningModule):
 
     def _checkpoint_note(self) -> str:
         """Where a stopped run can continue from: only checkpoints that exist are named."""
-        last = self.output_dir / "checkpoints" / "last.ckpt" if self.output_dir is not None else None
+        last = last_checkpoint(self.output_dir) if self.output_dir is not None else None
         if last is not None and last.is_file():
             return f"the last good checkpoint is kept in {last} (resume with ckpt_path=last)"
         return "no checkpoint had been written before this step, so the run has to start again"
