@@ -18,7 +18,6 @@ from bertlab.data.qa import (
     QAExample,
     QAFeatures,
     prepare_qa_features,
-    squad_examples,
     validate_example,
     window_bounds,
 )
@@ -491,11 +490,7 @@ def test_prepare_refuses_bad_settings_and_bad_data(tok):
         prepare([ex], padded)
 
 
-def test_squad_examples_flattens_the_json():
-    data = {"data": [{"title": "t", "paragraphs": [{"context": "the cat", "qas": [
-        {"id": "1", "question": "who?", "answers": [{"text": "cat", "answer_start": 4}]},
-        {"id": "2", "question": "what?", "answers": [], "is_impossible": True},
-    ]}]}]}
-    exs = squad_examples(data)
-    assert [(e.id, e.context, e.is_impossible) for e in exs] == [("1", "the cat", False), ("2", "the cat", True)]
+def test_squad_references_are_the_gold_texts_per_id():
+    exs = [QAExample("1", "who?", "the cat", [{"text": "cat", "answer_start": 4}]),
+           QAExample("2", "what?", "the cat", [], is_impossible=True)]
     assert squad_references(exs) == {"1": ["cat"], "2": []}

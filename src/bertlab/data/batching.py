@@ -186,7 +186,6 @@ class Collator:
         self.pad_id = pad_id
         self.multiple = pad_to_multiple_of
         self.mlm = mlm  # {"vocab_size", "mask_id", "special_ids", "probability", "seed", "continuation"}
-        self.calls = 0
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if len(features[0]["input_ids"]) and not np.isscalar(features[0]["input_ids"][0]):

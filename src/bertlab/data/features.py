@@ -126,7 +126,7 @@ def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
 
 def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labels: LabelMap,
                 task: TaskSpec, max_examples: int | None = None) -> Split:
-    from bertlab.data.tags import align_labels, iob1_to_iob2, validate_iob2
+    from bertlab.data.tags import align_labels, b_to_i_map, iob1_to_iob2, validate_iob2
 
     policy = BadExamplePolicy(data.on_bad_example)
     sentences = read_conll(path, data.tag_column, policy)
@@ -146,8 +146,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
             policy.bad(str(err) + " (is the file IOB1? set data.tag_scheme=iob1)")
             continue
         kept.append((s, tags, ids))
-    b_to_i = {labels.index[t]: labels.index.get("I-" + t[2:], labels.index[t])
-              for t in labels.labels if t.startswith("B-")}
+    b_to_i = b_to_i_map(labels.labels)
     with tokenizer.truncating(data.max_seq_length, strategy="longest_first"):
         encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept])
     features, gold, word_ids_all, truncated = [], [], [], 0

@@ -36,15 +36,6 @@ _RANDOM_FRACTION = 0.1
 # ----------------------------------------------------------------------------------------------------
 
 
-def build_special_tokens_mask(input_ids: torch.Tensor, special_ids: Sequence[int]) -> torch.Tensor:
-    """True where ``input_ids`` holds one of ``special_ids`` ([CLS], [SEP], [PAD], ...).
-
-    Shapes: ``input_ids`` (B, T) long → (B, T) bool.
-    """
-    ids = torch.as_tensor(list(special_ids), dtype=input_ids.dtype, device=input_ids.device)
-    return torch.isin(input_ids, ids)
-
-
 def _uniform(shape: torch.Size, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     # Draw on the generator's own device (a CPU generator cannot fill a CUDA tensor), then move.
     gen_device = generator.device if generator is not None else device

@@ -48,22 +48,6 @@ class QAExample:
     is_impossible: bool = False
 
 
-def squad_examples(squad: Mapping[str, Any]) -> list[QAExample]:
-    """Flatten a parsed SQuAD JSON file (``{"data": [{"paragraphs": [{"context", "qas"}]}]}``)."""
-    examples = []
-    for article in squad["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                examples.append(QAExample(
-                    id=str(qa["id"]),
-                    question=qa["question"],
-                    context=paragraph["context"],
-                    answers=[{"text": a["text"], "answer_start": a["answer_start"]} for a in qa["answers"]],
-                    is_impossible=bool(qa.get("is_impossible", False)),
-                ))
-    return examples
-
-
 def validate_example(ex: QAExample, train: bool) -> None:
     """Raise :class:`QADataError` when ``ex`` cannot be used; return ``None`` when it can.
 

@@ -78,10 +78,6 @@ class SequenceClassificationHead(nn.Module):
         _add_classifier(self, config, head, num_labels)
 
     @property
-    def reads_pooler(self) -> bool:
-        return self.pooling == "pooler"
-
-    @property
     def reads_attention_mask(self) -> bool:
         return self.pooling == "mean"
 
@@ -116,8 +112,6 @@ class MultipleChoiceHead(SequenceClassificationHead):
 class TokenClassificationHead(nn.Module):
     """One linear layer shared by every position (``BertForTokenClassification``), optionally an MLP probe."""
 
-    reads_pooler = False
-
     def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
         super().__init__()
         self.layers = head.layers
@@ -133,8 +127,6 @@ class TokenClassificationHead(nn.Module):
 
 class SpanHead(nn.Module):
     """Start and end scores per position: two weight vectors shared across positions (``qa_outputs``)."""
-
-    reads_pooler = False
 
     def __init__(self, config: EncoderConfig, head: HeadConfig):
         super().__init__()
@@ -193,10 +185,6 @@ class PreTrainingHead(nn.Module):
         if self.seq_relationship is not None:
             _init_linear(self.seq_relationship, config.initializer_range)
 
-    @property
-    def reads_pooler(self) -> bool:
-        return self.seq_relationship is not None
-
     def features(self, enc: EncoderOutput) -> tuple[torch.Tensor, torch.Tensor | None]:
         return enc.last_hidden_state, enc.pooler_output
 
@@ -222,8 +210,6 @@ class CausalLMHead(nn.Module):
     a linear projection from the encoder width to the embedding width first when they differ; ``tie=False``
     gives the decoder its own weight. Like ``PreTrainingHead``, ``forward`` scores only the positions given.
     """
-
-    reads_pooler = False
 
     def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding, tie: bool = True):
         super().__init__()

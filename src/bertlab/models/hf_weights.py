@@ -46,7 +46,6 @@ TORCH_NAME = "pytorch_model.bin"
 CONFIG_NAME = "config.json"
 
 # The head layouts bertlab can exchange with a stock transformers class.
-HEAD_KINDS = ("sequence", "token", "span", "mlm", "pretraining", "multiple_choice")
 HF_ARCHITECTURES = {
     None: "BertModel",
     "sequence": "BertForSequenceClassification",

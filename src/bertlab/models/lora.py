@@ -181,40 +181,11 @@ def merge_lora(module: nn.Module, inplace: bool = False) -> dict[str, torch.Tens
     return state
 
 
-def lora_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Only the tensors that train (adapters, head, anything else with requires_grad), by their model keys.
-
-    With the reference to the base weights kept alongside (the checkpoint the encoder was loaded from), this
-    is all a LoRA checkpoint needs: the frozen base tensors are never stored again.
-    """
-    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
-
-
-def load_lora_state_dict(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Load tensors saved by ``lora_state_dict`` into ``model`` (base weights already loaded).
-
-    Strict both ways: an unknown key, or a trainable parameter of ``model`` missing from ``state``, is an
-    error naming the keys.
-    """
-    params = dict(model.named_parameters())
-    unknown = sorted(set(state) - set(params))
-    missing = sorted(n for n, p in params.items() if p.requires_grad and n not in state)
-    if unknown or missing:
-        raise KeyError(
-            f"LoRA state does not match the model: unknown keys {unknown}, missing trainable {missing}"
-        )
-    with torch.no_grad():
-        for name, tensor in state.items():
-            params[name].copy_(tensor)
-
-
 __all__ = [
     "LoRALinear",
     "inject_lora",
     "lora_modules",
     "merge_lora",
-    "lora_state_dict",
-    "load_lora_state_dict",
     "ADAPTER_PARAMETER_NAMES",
 ]
 

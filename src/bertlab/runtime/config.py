@@ -254,7 +254,6 @@ class DataConfig:
 
     source: str = "files"  # files | hub | sample
     data_dir: str = "data"
-    hub_dataset: str | None = None  # e.g. "glue/sst2" for source=hub
     train_file: str | list[str] | None = None
     val_file: str | None = None
     # More labelled dev sets, each scored once with the best checkpoint into its own metrics.json block

@@ -40,6 +40,8 @@ IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "logger", "cal
                "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra"}
 IGNORED_DATA = {"data_dir", "cache_dir", "num_workers", "test_file", "predict_file", "eval_batch_size"}
 IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_summary"}
+# Keys bertlab no longer has (data.hub_dataset was never read): a run recorded with them is the same run.
+RETIRED_KEYS = {"data.hub_dataset"}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
@@ -76,6 +78,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     for key in sorted(set(old) | set(new), key=lambda k: (_FIRST.get(str(k), 9), str(k))):
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
         name = f"{prefix}{key}"
+        if name in RETIRED_KEYS:
+            continue
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, name + ".")
         elif a != b:
@@ -129,7 +133,7 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
     # Used = it holds another run's outputs; a run that failed before writing any (bad data, a refused
     # setting) leaves nothing that could mix with this one.
     used = any((run_dir / n).exists() for n in ("checkpoints", "metrics.json", "tokenizer"))
-    same = old is not None and old.get("fingerprint") == fingerprint
+    same = old is not None and (old.get("fingerprint") == fingerprint or not _differences(old.get("config", {}), new))
     if used and not same and old is not None and cfg.get("ckpt_path"):
         # A resume may extend (or shorten) the training budget: the run continues on the same path.
         same = all(d.split(":", 1)[0] in RESUME_LENGTH_KEYS for d in _differences(old.get("config", {}), new))

@@ -23,7 +23,7 @@ from bertlab.models.heads import TokenClassificationHead
 from bertlab.tasks import metrics
 from bertlab.tasks.base import Family
 
-__all__ = ["decode_word_predictions", "entity_scores", "entity_scores_per_type", "extract_entities", "TokenFamily"]
+__all__ = ["decode_word_predictions", "entity_scores", "extract_entities", "TokenFamily"]
 
 
 def decode_word_predictions(
@@ -122,21 +122,6 @@ def entity_scores(true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequen
     true, pred = _entity_sets(true_seqs, pred_seqs)
     tp = sum(len(true[k] & pred[k]) for k in true.keys() & pred.keys())
     return _prf(tp, sum(map(len, pred.values())), sum(map(len, true.values())))
-
-
-def entity_scores_per_type(
-    true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]
-) -> dict[str, dict[str, float]]:
-    """``{type: {"precision", "recall", "f1", "support"}}`` for every type seen in gold or predictions.
-
-    ``support`` is the number of gold entities of the type (seqeval's ``classification_report``).
-    """
-    true, pred = _entity_sets(true_seqs, pred_seqs)
-    report = {}
-    for type_ in sorted(true.keys() | pred.keys()):
-        scores = _prf(len(true[type_] & pred[type_]), len(pred[type_]), len(true[type_]))
-        report[type_] = {**scores, "support": len(true[type_])}
-    return report
 
 
 class TokenFamily(Family):
