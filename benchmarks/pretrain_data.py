@@ -176,7 +176,7 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "examples": len(grouped)}
 _FIRST_BATCH = """
 import json, time
 t = time.perf_counter()
-from bertlab.config import DataConfig, TaskSpec
+from bertlab.runtime.config import DataConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.tokenization import load_tokenizer
 cfg = DataConfig(train_file={corpus!r}, val_file=None, cache_dir={cache_root!r}, stream=True,

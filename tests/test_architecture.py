@@ -169,3 +169,76 @@ def test_both_encoders_implement_the_encoder_protocol():
         assert len(out.hidden_states) == encoder.num_layers + 1
         assert encoder.embeddings.word_embeddings.num_embeddings == 30
     assert not isinstance(torch.nn.Linear(2, 2), Encoder)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# No hidden global state
+
+
+def test_importing_bertlab_changes_no_environment_variable_and_no_warning_filter():
+    """Importing any module of bertlab (after its dependencies) leaves os.environ and the warning filters as
+    they were: what a run needs is set when it runs, inside ``bertlab.train.run``."""
+    import os
+    import subprocess
+    import sys
+
+    modules = sorted(m for m in real_sources()[1] if not m.endswith("__main__"))
+    program = "\n".join([
+        "import os, warnings",
+        "import torch, lightning, hydra, omegaconf, tokenizers, numpy",
+        "env, filters = dict(os.environ), list(warnings.filters)",
+        *(f"import {m}" for m in modules),
+        "changed = sorted(set(os.environ.items()) ^ set(env.items()))",
+        "print(changed, len(warnings.filters) - len(filters))",
+    ])
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[]", "0"], out.stdout
+
+
+def test_a_run_leaves_the_warning_filters_as_it_found_them(train_run):
+    """The filters bertlab.train.run sets for known third-party warnings last for the run only (a library that
+    a run imports may still add its own)."""
+    import warnings
+
+    from bertlab.train import _filter_known_warnings
+
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        _filter_known_warnings()
+        ours = list(warnings.filters)
+    assert ours
+    before = list(warnings.filters)
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8")
+    assert [f for f in warnings.filters if f in ours and f not in before] == []
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One-way flow
+
+
+def test_the_tokenizer_exists_before_the_data_module_that_uses_it(train_run, monkeypatch):
+    """config → tokenizer (from the config and the training files) → data module: the data module is built
+    with its tokenizer, and nothing assigns one to it afterwards."""
+    from bertlab.data.datamodule import TaskDataModule
+    from bertlab.data.tokenizer import BertTokenizer
+
+    built, assigned = [], []
+    original_init, original_setattr = TaskDataModule.__init__, TaskDataModule.__setattr__
+
+    def init(self, task, data, tokenizer, *args, **kwargs):
+        built.append(tokenizer)
+        original_init(self, task, data, tokenizer, *args, **kwargs)
+        self._built = True
+
+    def setattr_(self, name, value):
+        if name == "tokenizer" and getattr(self, "_built", False):
+            assigned.append(value)
+        original_setattr(self, name, value)
+
+    monkeypatch.setattr(TaskDataModule, "__init__", init)
+    monkeypatch.setattr(TaskDataModule, "__setattr__", setattr_)
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8")
+    assert built and all(isinstance(t, BertTokenizer) for t in built)
+    assert assigned == []

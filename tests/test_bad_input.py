@@ -21,11 +21,11 @@ from conftest import FIXTURE_DATA, ROOT
 from hydra.errors import MissingConfigException
 from torch import nn
 
-from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig
 from bertlab.data.readers import DataError
 from bertlab.models.bert import BertModel
-from bertlab.training.freeze import apply_freeze
 from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig
+from bertlab.training.freeze import apply_freeze
 
 TINY = ("model=bert_tiny", "trainer.max_epochs=1")
 
@@ -175,9 +175,9 @@ def test_squad_empty_context(train_run, tmp_path):
 
 
 def test_squad_skip_counts_bad_questions(tmp_path, caplog):
-    from bertlab.runtime.config import DataConfig
     from bertlab.data.features import qa_split
     from bertlab.data.tokenizer import train_wordpiece
+    from bertlab.runtime.config import DataConfig
 
     root = _squad_with(tmp_path, lambda p: p["qas"][0].pop("id"))
     tokenizer = train_wordpiece(["a small vocabulary for a test"] * 4, vocab_size=200)
@@ -189,9 +189,9 @@ def test_squad_skip_counts_bad_questions(tmp_path, caplog):
 
 
 def test_question_longer_than_the_window_is_cut_and_reported(tmp_path, caplog):
-    from bertlab.runtime.config import DataConfig
     from bertlab.data.features import qa_split
     from bertlab.data.tokenizer import train_wordpiece
+    from bertlab.runtime.config import DataConfig
 
     long_question = " ".join(["which"] * 300) + " region?"
     root = _squad_with(tmp_path, lambda p: p["qas"][0].update(question=long_question))

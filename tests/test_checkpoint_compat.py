@@ -16,12 +16,12 @@ import zipfile
 from pathlib import Path
 
 import torch
-
 from conftest import FIXTURES, run_train
 
 FIXTURE = FIXTURES / "main_run"
 OVERRIDES = ["model=bert_tiny", "task=sst2", "model.hidden_size=16", "model.num_hidden_layers=1",
              "model.num_attention_heads=2", "model.intermediate_size=32", "model.vocab_size=200",
+             "model.max_position_embeddings=32",
              "data.max_seq_length=32", "data.batch_size=8", "trainer.max_epochs=1", "seed=1"]
 
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from bertlab.analysis import stats
-from bertlab.analysis.runs import CompareError, compare_runs
-from bertlab.compare import main
+from bertlab.analysis.runs import CompareError
+from bertlab.compare import compare_runs, main
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

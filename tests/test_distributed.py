@@ -18,13 +18,13 @@ import pytest
 import torch
 from conftest import FIXTURE_DATA, ROOT, compose, run_train
 
-from bertlab.runtime.config import ConfigError, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import EvalBatchSampler, TrainBatchSampler
-from bertlab.runtime.launch import job_argv
-from bertlab.training.distributed import build_strategy, check_precision, resolve_pad_multiple
 from bertlab.models.bert import BertModel
 from bertlab.models.heads import TaskModel
+from bertlab.runtime.config import ConfigError, EncoderConfig, HeadConfig, TaskSpec
+from bertlab.runtime.launch import job_argv
 from bertlab.tasks.families import build_family
+from bertlab.training.distributed import build_strategy, check_precision, resolve_pad_multiple
 
 TINY = ("model=bert_tiny", "trainer.max_epochs=1", "data.batch_size=8", "logger=csv")
 

@@ -15,9 +15,14 @@ import pytest
 import torch
 from conftest import FIXTURE_DATA, run_train
 
-from bertlab.export import main
-from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, export_checkpoint, load_checkpoint_model
 from bertlab.data.tokenizer import load_tokenizer
+from bertlab.export import main
+from bertlab.inference.export import (
+    HEAD_CONFIG_NAME,
+    HEAD_WEIGHTS_NAME,
+    export_checkpoint,
+    load_checkpoint_model,
+)
 
 transformers = pytest.importorskip("transformers")
 

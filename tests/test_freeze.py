@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
 from bertlab.models.bert import BertModel
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
 from bertlab.training.audit import (
     COUNT_KEYS,
     FrozenTensorChanged,
@@ -557,10 +557,10 @@ def test_lightning_fit_fails_when_a_frozen_tensor_changes(tmp_path) -> None:
 @pytest.mark.parametrize("policy", ["encoder", "none"])
 def test_the_task_module_keeps_no_encoder_graph_when_the_encoder_is_frozen(policy) -> None:
     """BertTaskModule itself: a frozen encoder runs without autograd (no activations kept); the head trains."""
-    from bertlab.runtime.config import DataConfig, HeadConfig, OptimConfig, TaskSpec
     from bertlab.models.heads import TaskModel
-    from bertlab.training.module import BertTaskModule
+    from bertlab.runtime.config import DataConfig, HeadConfig, OptimConfig, TaskSpec
     from bertlab.tasks.families import build_family
+    from bertlab.training.module import BertTaskModule
 
     task = TaskSpec(name="t", family="sequence", monitor="val/accuracy", mode="max")
     family = build_family(task, 2, ["0", "1"], DataConfig())

@@ -9,7 +9,6 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from bertlab.runtime.config import EncoderConfig, HeadConfig  # noqa: E402
 from bertlab.models.bert import BertModel  # noqa: E402
 from bertlab.models.heads import (  # noqa: E402
     PreTrainingHead,
@@ -24,6 +23,7 @@ from bertlab.models.hf_weights import (  # noqa: E402
     export_state_dict,
     load_into,
 )
+from bertlab.runtime.config import EncoderConfig, HeadConfig  # noqa: E402
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
             max_position_embeddings=64, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

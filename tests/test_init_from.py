@@ -15,10 +15,10 @@ import torch
 from conftest import compose, run_train
 from omegaconf import OmegaConf
 
-from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
 from bertlab.runtime.config import HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
-from bertlab.data.tokenizer import load_tokenizer
+from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer
 
 QUICK = ("trainer.max_epochs=1", "trainer.limit_train_batches=2")
 

@@ -6,16 +6,16 @@ import pytest
 import torch
 from torch import nn
 
-from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
 from bertlab.models.bert import BertModel
-from bertlab.training.freeze import apply_freeze
-from bertlab.training.optim import optimizer_param_groups
 from bertlab.models.lora import (
     LoRALinear,
     inject_lora,
     lora_modules,
     merge_lora,
 )
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
+from bertlab.training.freeze import apply_freeze
+from bertlab.training.optim import optimizer_param_groups
 
 CONFIG = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                        intermediate_size=32, max_position_embeddings=32)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.runtime.config import EncoderConfig
-from bertlab.models.bert import BertModel
 from bertlab.data.tokenizer import train_wordpiece
+from bertlab.models.bert import BertModel
+from bertlab.runtime.config import EncoderConfig
 
 
 def _base_folder(path):

@@ -10,13 +10,13 @@ import pytest
 import torch
 from conftest import FIXTURE_DATA, run_train
 
-from bertlab.runtime.config import DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import Collator
 from bertlab.data.choices import read_choices
 from bertlab.data.readers import BadExamplePolicy, DataError
 from bertlab.models.bert import BertModel
 from bertlab.models.heads import MultipleChoiceHead, TaskModel
 from bertlab.models.hf_weights import convert_hf_state_dict, export_state_dict, load_into
+from bertlab.runtime.config import DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
 
 transformers = pytest.importorskip("transformers")

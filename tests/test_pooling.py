@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.runtime.config import EncoderConfig, HeadConfig
 from bertlab.models.bert import BertModel
 from bertlab.models.heads import SequenceClassificationHead, TaskModel, masked_mean
+from bertlab.runtime.config import EncoderConfig, HeadConfig
 
 
 def test_masked_mean_ignores_padded_positions():

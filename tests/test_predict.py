@@ -18,14 +18,14 @@ import torch
 from conftest import FIXTURE_DATA, compose, run_train
 
 from bertlab import Predictor
-from bertlab.runtime.config import ConfigError
 from bertlab.data.readers import DataError
-from bertlab.inference.export import load_checkpoint_model
-from bertlab.models.hf_weights import CheckpointError
-from bertlab.inference.predictor import word_tags_to_entities
-from bertlab.predict import main
 from bertlab.data.tags import iob1_to_iob2, validate_iob2
 from bertlab.data.tokenizer import load_tokenizer
+from bertlab.inference.export import load_checkpoint_model
+from bertlab.inference.predictor import word_tags_to_entities
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.predict import main
+from bertlab.runtime.config import ConfigError
 from bertlab.train import run
 
 QUICK = ("model=bert_tiny", "trainer.max_epochs=1", "trainer.limit_train_batches=2")

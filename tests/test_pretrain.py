@@ -14,7 +14,6 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data import pretrain
 from bertlab.data.batching import FeatureDataset, TrainBatchSampler
 from bertlab.data.datamodule import TaskDataModule
@@ -22,6 +21,7 @@ from bertlab.data.mlm import IS_NEXT, NOT_NEXT
 from bertlab.data.rawtext import iter_corpus, read_corpus, split_sentences
 from bertlab.data.readers import DataError
 from bertlab.data.tokenizer import train_wordpiece
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 pytest.importorskip("datasets")
 

@@ -9,11 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.training.build import build_model, build_tokenizer
-from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.data.mlm import IGNORE_INDEX
+from bertlab.data.tokenizer import train_wordpiece
 from bertlab.models.bert import BertModel
-from bertlab.training.freeze import apply_freeze
 from bertlab.models.heads import (
     CausalLMHead,
     PreTrainingHead,
@@ -23,9 +21,11 @@ from bertlab.models.heads import (
     TokenClassificationHead,
 )
 from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.tasks.clm import causal_lm_loss, generate, next_token_targets, target_positions
 from bertlab.tasks.families import build_family
-from bertlab.data.tokenizer import train_wordpiece
+from bertlab.training.build import build_model, build_tokenizer
+from bertlab.training.freeze import apply_freeze
 
 PAD = 0
 SMALL = ("model.embedding_dim=32", "model.hidden_size=32", "data.batch_size=8", "trainer.max_epochs=1")
@@ -337,3 +337,17 @@ def test_clm_trains_reports_perplexity_and_samples_then_fine_tunes_from_it(train
 def test_clm_with_a_bidirectional_encoder_is_a_config_error(train_run):
     with pytest.raises(ConfigError, match="model.bidirectional"):
         train_run("model=bilstm", "task=clm", *SMALL)
+
+
+def test_a_recurrent_encoder_has_no_position_table_and_says_so():
+    """Its config carries what heads read, not a made-up position table: the length check before training
+    is skipped for it, and still applies to BERT."""
+    from bertlab.runtime.checks import preflight
+    from bertlab.runtime.config import DataConfig
+
+    encoder = RecurrentEncoder(RecurrentConfig(vocab_size=50, embedding_dim=8, hidden_size=4, num_layers=1))
+    assert not hasattr(encoder.config, "max_position_embeddings")
+    task = TaskSpec(name="sst2", family="sequence", monitor="val/accuracy", mode="max")
+    preflight(task, DataConfig(max_seq_length=100_000), None)
+    with pytest.raises(ConfigError, match="larger than the model's position table"):
+        preflight(task, DataConfig(max_seq_length=1024), 512)

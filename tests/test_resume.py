@@ -28,8 +28,7 @@ from torch.utils.data import DataLoader
 
 from bertlab.data.batching import Collator, FeatureDataset, TrainBatchSampler
 from bertlab.models.hf_weights import CheckpointError
-from bertlab.runtime.errors import NonFiniteLossError
-from bertlab.runtime.errors import JobStopped
+from bertlab.runtime.errors import JobStopped, NonFiniteLossError
 from bertlab.runtime.files import remove_stale_temporaries
 from bertlab.training.checkpoints import AtomicCheckpointIO
 from bertlab.training.debug_hooks import KILL_AT_STEP_ENV, SIGNAL_AT_STEP_ENV
@@ -189,8 +188,12 @@ def test_batch_sampler_resumes_the_rest_of_its_epoch():
     assert [list(b) for b in sampler] != epoch2  # each epoch its own order
 
     done = 4
-    sampler.progress = lambda: done
     sampler.set_epoch(2)
+    assert sampler.state_dict()["batches_done"] == 0  # a new epoch: nothing used yet
+    next(iter(sampler))  # yielding (a loader prefetching) is not using: the count moves only with batch_used()
+    for _ in range(done):
+        sampler.batch_used()
+    sampler.set_epoch(2)  # Lightning sets the same epoch again: the count stays
     state = sampler.state_dict()
     assert state == {"seed": 3, "epoch": 2, "batches_done": 4}
     resumed = TrainBatchSampler(lengths, batch_size=4, seed=3)

@@ -9,11 +9,11 @@ import shutil
 import pytest
 import torch
 
-from bertlab.training.build import _init_source, init_dir_for_tokenizer
-from bertlab.runtime.config import ConfigError
 from bertlab.data.readers import DataError
 from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError
 from bertlab.runtime.run_dir import FINGERPRINT_KEY, MARKER, claim_run_dir
+from bertlab.training.build import _init_source, init_dir_for_tokenizer
 
 TINY = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=1")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.runtime.config import EncoderConfig, HeadConfig
+from bertlab.data.tokenizer import train_wordpiece
 from bertlab.models.bert import BertModel
 from bertlab.models.heads import SequenceClassificationHead, TaskModel
-from bertlab.data.tokenizer import train_wordpiece
+from bertlab.runtime.config import EncoderConfig, HeadConfig
 
 CFG = EncoderConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                     max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

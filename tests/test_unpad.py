@@ -16,11 +16,11 @@ transformers = pytest.importorskip("transformers")
 
 from test_hf_parity import HF_CLASSES, TINY, build_ours, hf_model  # noqa: E402
 
-from bertlab import encoder as encoder_module  # noqa: E402
-from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.data.mlm import IGNORE_INDEX  # noqa: E402
+from bertlab.models import bert as encoder_module  # noqa: E402
 from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
 from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
+from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -228,13 +228,12 @@ def per_sequence_attention(q, k, v, cu, dropout_p=0.0):
 
 
 @pytest.mark.parametrize("kernel", ["repad", "nested"])
-def test_varlen_kernels_equal_per_sequence_attention(monkeypatch, kernel):
-    monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", kernel)
+def test_varlen_kernels_equal_per_sequence_attention(kernel):
     g = torch.Generator().manual_seed(0)
     mask = torch.tensor([[1] * 6 + [0] * 2, [1] * 3 + [0] * 5, [1] * 8])
     p = pack(mask)
     q, k, v = (torch.randn(p.num_tokens, 2, 4, generator=g, requires_grad=True) for _ in range(3))
-    out = encoder_module.varlen_attention(q, k, v, p, 0.0)
+    out = encoder_module.varlen_attention(q, k, v, p, 0.0, encoder_module.Kernels(varlen_attention=kernel))
     ref = per_sequence_attention(q, k, v, p.cu_seqlens)
     torch.testing.assert_close(out, ref, **TOL)
     grads = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
@@ -243,15 +242,14 @@ def test_varlen_kernels_equal_per_sequence_attention(monkeypatch, kernel):
         torch.testing.assert_close(a, r, **TOL)
 
 
-def test_kernel_choice_by_device_and_dtype(monkeypatch):
+def test_kernel_choice_by_device_and_dtype():
     assert varlen_kernel("cpu", torch.float32, flash_attn_available=True) == "repad"
     assert varlen_kernel("cuda", torch.float32, flash_attn_available=False) == "nested"
     assert varlen_kernel("cuda", torch.float32, flash_attn_available=True) == "nested"  # flash-attn is half only
     assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=False) == "nested"
     assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=True) == "flash_attn"
     assert varlen_kernel("cuda", torch.float16, flash_attn_available=True) == "flash_attn"
-    monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", "repad")
-    assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=True) == "repad"
+    assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=True, setting="repad") == "repad"
 
 
 def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
@@ -263,8 +261,7 @@ def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
         return per_sequence_attention(q, k, v, cu_q)
 
     monkeypatch.setattr(encoder_module, "_flash_attn_varlen", lambda: fake_flash_attn_varlen_func)
-    monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", "flash_attn")
-    enc = BertModel(EncoderConfig(**TINY)).eval()
+    enc = BertModel(EncoderConfig(**TINY), kernels=encoder_module.Kernels(varlen_attention="flash_attn")).eval()
     b = padded_batch("sequence", True)
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     enc.unpad = "true"
@@ -346,6 +343,8 @@ def test_every_bert_model_file_declares_the_switches():
         if cfg.get("encoder", "bert") != "bert":
             continue  # the recurrent encoders keep the padded path
         assert cfg.get("unpad") == "auto" and cfg.get("compile") is False, path.name
+        assert (cfg.get("cpu_fast_dropout"), cfg.get("cpu_attention_slice_mb"), cfg.get("varlen_attention")) == \
+            (True, 32, "auto"), path.name
 
 
 @pytest.mark.parametrize("unpad", ["auto", "false"])
@@ -363,6 +362,21 @@ def test_model_unpad_reaches_the_encoder_in_training(train_run, monkeypatch, unp
     assert metrics["train"]["steps"] == 2
     assert decisions and {mode for mode, _ in decisions} == {unpad}
     assert any(used for _, used in decisions) == (unpad == "auto")  # the fixture batches hold padding
+
+
+def test_model_kernel_keys_reach_the_encoder_in_training(train_run, monkeypatch):
+    built = []
+    original = BertModel.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        built.append(self.kernels)
+
+    monkeypatch.setattr(BertModel, "__init__", spy)
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8",
+              "model.cpu_fast_dropout=false", "model.cpu_attention_slice_mb=4", "model.varlen_attention=repad")
+    assert built and built[0] == encoder_module.Kernels(cpu_fast_dropout=False, cpu_attention_slice_bytes=4 * 2**20,
+                                                         varlen_attention="repad")
 
 
 def test_bad_unpad_value_is_a_config_error(train_run):
@@ -417,9 +431,7 @@ def test_gpu_check_unpad_script_dry_run(tmp_path):
     spec = importlib.util.spec_from_file_location("unpad_check", ROOT / "experiments" / "gpu_check" / "unpad_check.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    saved = encoder_module.VARLEN_ATTENTION
     result = module.main(["--dry", "--out", str(tmp_path / "unpad.md")])
-    assert encoder_module.VARLEN_ATTENTION == saved
     assert set(result["precisions"]) == {"32-true", "bf16-mixed"}
     for entry in result["precisions"].values():
         assert entry["outputs"]["unpadded_vs_padded_hidden"] < 1e-5

@@ -131,8 +131,8 @@ def smoke(args: argparse.Namespace) -> int:
         module = __import__(name)  # a missing one stops the check here, which is the point of this stage
         versions[name] = getattr(module, "__version__", "?")
     import bertlab.train  # noqa: F401  (the whole training stack imports)
-    from bertlab.runtime.config import EncoderConfig
     from bertlab.models.bert import BertModel
+    from bertlab.runtime.config import EncoderConfig
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -169,7 +169,7 @@ def compose(args: argparse.Namespace) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
-    from bertlab import overrides as bertlab_overrides
+    from bertlab.runtime import overrides as bertlab_overrides
     from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
     from bertlab.training.distributed import check_precision
 
@@ -391,8 +391,8 @@ def speed(args: argparse.Namespace, device, shape, deadline: float, lengths: lis
     import torch
     from transformers import BertConfig, BertModel
 
+    from bertlab.models import bert as bertlab_bert
     from bertlab.runtime.config import EncoderConfig
-    from bertlab.models.bert import BertModel
 
     layers, hidden, heads, inter = shape
     vocab = 30522
@@ -403,7 +403,7 @@ def speed(args: argparse.Namespace, device, shape, deadline: float, lengths: lis
     torch.backends.cudnn.allow_tf32 = True
 
     torch.manual_seed(0)
-    ours = BertModel(_encoder_config(EncoderConfig, shape, vocab)).to(device)
+    ours = bertlab_bert.BertModel(_encoder_config(EncoderConfig, shape, vocab)).to(device)
     hf_cfg = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                         intermediate_size=inter, max_position_embeddings=512, attn_implementation="sdpa")
     ref = BertModel(hf_cfg).to(device)
@@ -512,8 +512,8 @@ def speed(args: argparse.Namespace, device, shape, deadline: float, lengths: lis
 def bench(args: argparse.Namespace) -> int:
     import torch
 
-    from bertlab.runtime.config import EncoderConfig
     from bertlab.models.bert import BertModel
+    from bertlab.runtime.config import EncoderConfig
 
     start = time.monotonic()
     deadline = start + args.budget

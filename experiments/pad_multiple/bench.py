@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from bertlab.runtime.config import EncoderConfig
 from bertlab.models.bert import BertModel
+from bertlab.runtime.config import EncoderConfig
 
 
 def step_time(model, head, opt, ids, mask, dtype, device) -> float:

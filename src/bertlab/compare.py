@@ -26,22 +26,27 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import logging
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+from bertlab.analysis import stats
 from bertlab.analysis.runs import (
-    LOWER_IS_BETTER,
+    EXTRA_METRICS,
     CompareError,
     CompareResult,
-    Group,
-    Run,
+    _default_metric,
+    _mean_std,
+    _mode,
+    _natural,
     _num,
+    _paired_with_baseline,
+    _qualify,
+    _show,
     check_expectations,
-    compare_runs,
     default_group_keys,
     find_runs,
     group_runs,
@@ -50,14 +55,55 @@ from bertlab.analysis.runs import (
 log = logging.getLogger(__name__)
 
 
+def compare_runs(
+    dirs: list[Path], out: Path | None = None, group_by: list[str] | None = None, metric: str | None = None,
+    baseline: str | None = None, alpha: float = 0.05,
+) -> CompareResult:
+    """Group the runs under `dirs`, write comparison.{csv,md,png} into `out` (default: ``dirs[0]``).
+
+    `group_by` forces the grouping keys (metrics.json fields or dotted config keys such as ``optim.lr``);
+    `metric` (default: the runs' monitor metric) ranks the groups and is plotted; `baseline` (``KEY=VALUE``)
+    adds the paired comparison with the baseline group (module docstring).
+    """
+    runs = find_runs(dirs)
+    keys = list(group_by) if group_by is not None else default_group_keys(runs)
+    unknown = [k for k in keys if all(k not in r.config for r in runs)]
+    if unknown:
+        known = sorted({k for r in runs for k in r.config if not k.startswith("hydra.")})
+        raise CompareError(f"group-by key(s) {', '.join(unknown)} in no run; known keys: {', '.join(known)}")
+    metric = _qualify(metric or _default_metric(runs))
+    names = list(dict.fromkeys(n for split in ("val/", "test/") for r in runs for n in r.values
+                               if n.startswith(split)))
+    names += [f"{b}/{n}" for b, n in EXTRA_METRICS if any(f"{b}/{n}" in r.values for r in runs)]
+    if metric not in names:
+        raise CompareError(f"metric {metric!r} is in no run; available: {', '.join(names)}")
+    groups = group_runs(runs, keys)
+    rows = []
+    for group in groups:
+        row: dict[str, Any] = {**group.key, "n": len(group.runs)}
+        for name in names:
+            row[f"{name}_mean"], row[f"{name}_std"] = _mean_std(
+                [r.values[name] for r in group.runs if name in r.values])
+        interval = stats.t_interval([r.values[metric] for r in group.runs if metric in r.values])
+        row[f"{metric}_ci95_low"], row[f"{metric}_ci95_high"] = interval or (None, None)
+        rows.append(row)
+    mode = _mode(runs, metric)
+    if baseline is not None:
+        _paired_with_baseline(groups, rows, keys, metric, mode, baseline, alpha)
+    scored = [i for i, row in enumerate(rows) if row[f"{metric}_mean"] is not None]
+    pick = max if mode == "max" else min
+    best = pick(scored, key=lambda i: rows[i][f"{metric}_mean"]) if scored else None
+    out = Path(out) if out is not None else Path(dirs[0])
+    out.mkdir(parents=True, exist_ok=True)
+    result = CompareResult(keys, metric, mode, names, groups, rows, best,
+                           out / "comparison.csv", out / "comparison.md", out / "comparison.png", baseline, alpha)
+    _write_csv(result)
+    _write_md(result, out)
+    _plot(result)
+    return result
+
 
 # ---------------------------------------------------------------- outputs
-def _show(value: Any) -> str:
-    if value is None:
-        return ""
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def _cell(row: dict[str, Any], name: str) -> str:
     mean, std = row[f"{name}_mean"], row[f"{name}_std"]
     if mean is None:

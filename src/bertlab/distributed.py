@@ -6,7 +6,7 @@ The code lives in :mod:`bertlab.training.distributed` and :mod:`bertlab.runtime.
 
 from bertlab.runtime.files import cache_lock
 
-__all__ = ["cache_lock", "fsdp_strategy"]
+__all__ = ["cache_lock"]  # and fsdp_strategy, imported on use (__getattr__)
 
 
 def __getattr__(name: str):

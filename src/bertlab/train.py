@@ -24,12 +24,19 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.data.datamodule import TaskDataModule
+from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.models.bert import num_parameters
 from bertlab.runtime.checks import preflight
 from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
-from bertlab.runtime.console import AutoLogInterval, ProgressBar, configure_console, console_mode, format_value
+from bertlab.runtime.console import (
+    AutoLogInterval,
+    ProgressBar,
+    configure_console,
+    console_mode,
+    format_value,
+)
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
@@ -92,10 +99,16 @@ def _filter_known_warnings() -> None:
 
 
 def run(cfg: DictConfig) -> float | None:
-    """Train and/or evaluate one configuration; returns the monitored validation value."""
+    """Train and/or evaluate one configuration; returns the monitored validation value.
+
+    The warning filters it sets last for this run only. ``TOKENIZERS_PARALLELISM=false`` unless the caller chose:
+    the tokenizers' thread pool and forked DataLoader workers do not mix (the library warns and stops using it).
+    """
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     failed = True
     try:
-        with HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job in this job's run folder
+        with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here
+            _filter_known_warnings()
             value = _run(cfg, job)
         failed = False
         return value
@@ -108,7 +121,6 @@ def run(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
-    _filter_known_warnings()
     check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.trainer.get("deterministic"):
@@ -136,23 +148,20 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
 
-    # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model).
-    datamodule: TaskDataModule | None = None
-
-    def training_texts() -> list[str]:
-        return datamodule.training_texts(max_bytes=model_cfg.get("vocab_train_bytes"))
-
-    datamodule = TaskDataModule(task, data_cfg, tokenizer=None, seed=cfg.seed)  # type: ignore[arg-type]
+    # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
+    # the configuration and the training files, built before the data module that uses it.
+    files = DataFiles(task, data_cfg)
     # A checkpoint to resume or evaluate brings its run's tokenizer: a scratch WordPiece vocabulary trained
     # again (in another process, with another cache) can differ, as the trainer breaks ties at random.
     tokenizer_from = model_cfg.get("init_from") or _checkpoint_file(cfg.get("ckpt_path"), run_dir)
-    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from), training_texts,
+    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from),
+                                lambda: files.training_texts(max_bytes=model_cfg.get("vocab_train_bytes")),
                                 data_cfg.cache_dir)
-    datamodule.tokenizer = tokenizer
+    datamodule = TaskDataModule(task, data_cfg, tokenizer, seed=cfg.seed)
 
     family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
     model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
-    preflight(task, data_cfg, model.bert.config.max_position_embeddings)
+    preflight(task, data_cfg, getattr(model.bert.config, "max_position_embeddings", None))  # recurrent: none
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
     _read_splits(datamodule, cfg, data_cfg)
@@ -288,8 +297,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
 def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, head_cfg) -> None:
     """freeze=encoder + head.cache_features: run the frozen encoder once per split, train the head on the result."""
-    from bertlab.training.feature_cache import attach_features, check_cacheable, weights_fingerprint
     from bertlab.data.tokenizer import content_hash
+    from bertlab.training.feature_cache import attach_features, check_cacheable, weights_fingerprint
 
     check_cacheable(family.task.family, freeze_plan.encoder_frozen)
     datamodule.setup("fit")
@@ -450,5 +459,3 @@ def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) 
         lines.append(f"NOTE: {result['note']}")
     print("\n".join(lines))
 
-
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

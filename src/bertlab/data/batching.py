@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,19 +70,24 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
         self.epoch = 0
-        # Mid-epoch resume: batches of the current epoch the training loop has consumed. Read from the
-        # trainer (set by the data module), because loader workers prefetch batches before steps use them.
-        self.progress: Callable[[], int] | None = None
+        # Mid-epoch resume: batches of the current epoch that training steps have used (batch_used), not the
+        # batches yielded: loader workers and the fit loop fetch batches ahead of the steps that use them.
+        self.used = 0
         self._resume_at: tuple[int, int] | None = None
         self.sampler = _EpochOrder(self)
 
     def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.used = 0
         self.epoch = epoch
+
+    def batch_used(self) -> None:
+        """A training step took the next batch of this epoch (the data module calls this for each one)."""
+        self.used += 1
 
     def state_dict(self) -> dict[str, int]:
         """Where the epoch stands (saved in checkpoints by the data module)."""
-        done = self.progress() if self.progress is not None else 0
-        return {"seed": self.seed, "epoch": self.epoch, "batches_done": int(done)}
+        return {"seed": self.seed, "epoch": self.epoch, "batches_done": self.used}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue after the ``batches_done`` batches of epoch ``epoch`` (same seed → same order)."""
@@ -94,6 +99,7 @@ class TrainBatchSampler(Sampler[list[int]]):
             epoch, done = epoch + 1, 0
         # Set now, not only by Lightning's set_epoch: a loader with workers starts drawing batches earlier.
         self.epoch = epoch
+        self.used = done
         self._resume_at = (epoch, done)
 
     def _batches(self) -> list[np.ndarray]:

@@ -19,8 +19,8 @@ Decoding spans back to answers and the SQuAD metrics are :mod:`bertlab.tasks.qa`
 from __future__ import annotations
 
 import bisect
-import unicodedata
-from collections.abc import Mapping, Sequence
+import collections
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,3 +277,12 @@ def prepare_qa_features(
     return out
 
 
+
+
+@dataclass
+class QAEvalData:
+    """What scoring a QA split needs beyond its features: the examples (gold answers, by id) and the windows
+    (where each feature's tokens sit in its context)."""
+
+    examples: list[QAExample]
+    features: QAFeatures

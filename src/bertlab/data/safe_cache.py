@@ -23,14 +23,13 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bertlab.runtime.files import atomic_path
-
 import numpy as np
+
+from bertlab.runtime.files import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +42,10 @@ class CacheCorrupt(Exception):
 
 def _dataclasses() -> dict[str, type]:
     # The only classes a cache file may rebuild; imported here (not at module load) to avoid import cycles.
-    from bertlab.data.features import Split
-    from bertlab.data.qa import QAExample, QAFeatures
+    from bertlab.data.features import Split, TokenEvalData
+    from bertlab.data.qa import QAEvalData, QAExample, QAFeatures
 
-    return {c.__name__: c for c in (Split, QAExample, QAFeatures)}
+    return {c.__name__: c for c in (Split, TokenEvalData, QAEvalData, QAExample, QAFeatures)}
 
 
 class _Encoder:

@@ -6,13 +6,12 @@ whole-word masking), and segment ids for pairs (``[CLS] A [SEP] B [SEP]``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +46,7 @@ class BertTokenizer:
         self.special_ids = frozenset(vocab[t] for t in SPECIAL_TOKENS)
         if self.tokenizer.post_processor is None:
             self.tokenizer.post_processor = _bert_template(self.cls_id, self.sep_id)
+        self._truncated: dict[tuple[int, str], BertTokenizer] = {}  # truncated(): one copy per setting
 
     @property
     def vocab_size(self) -> int:
@@ -66,15 +66,18 @@ class BertTokenizer:
         """Pre-split words (CoNLL): word_ids map every piece back to its word."""
         return self.tokenizer.encode_batch([list(w) for w in words], is_pretokenized=True)
 
-    @contextlib.contextmanager
-    def truncating(self, max_length: int, strategy: str = "longest_first") -> Iterator[BertTokenizer]:
-        """Encodings inside the block are cut to ``max_length`` tokens (specials included); the overflow of
-        each is in ``Encoding.overflowing``. Outside it the tokenizer never truncates."""
-        self.tokenizer.enable_truncation(max_length, strategy=strategy)
-        try:
-            yield self
-        finally:
-            self.tokenizer.no_truncation()
+    def truncated(self, max_length: int, strategy: str = "longest_first") -> BertTokenizer:
+        """A tokenizer like this one whose encodings are cut to ``max_length`` tokens (specials included), the
+        overflow of each in ``Encoding.overflowing``. This tokenizer itself never truncates: the copy (one per
+        setting, kept) holds the setting, so no caller sees another's truncation."""
+        key = (int(max_length), strategy)
+        if key not in self._truncated:
+            inner = Tokenizer.from_str(self.tokenizer.to_str())
+            inner.enable_truncation(key[0], strategy=strategy)
+            copy = object.__new__(BertTokenizer)
+            copy.__dict__.update(self.__dict__, tokenizer=inner, _truncated={})
+            self._truncated[key] = copy
+        return self._truncated[key]
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))

@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
-from bertlab.runtime.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.models.bert import BertModel
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
@@ -37,7 +35,9 @@ from bertlab.models.lora import (
     inject_lora,
     merge_lora,
 )
+from bertlab.runtime.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
+from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,8 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
 def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
     """The frozen encoder tensors of a LoRA checkpoint, from the base it names: a checkpoint package or hub
     id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first)."""
-    from bertlab.training.build import _init_source, resolve_pretrained
     from bertlab.models.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
+    from bertlab.training.build import _init_source, resolve_pretrained
 
     kind, path = _init_source(base) if Path(str(base)).expanduser().exists() else (None, None)
     if kind == "ckpt":

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
-from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.predictor import FAMILIES, FORMATS, PREDICTIONS_FILE, Predictor, PredictSettings
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.files import atomic_path
 
@@ -200,7 +200,7 @@ def predict_checkpoint(ckpt_path: str | None, task: TaskSpec, data: DataConfig, 
     The checkpoint brings its tokenizer (its run's ``tokenizer/``) and label set, so no training or validation
     data is read.
     """
-    from bertlab.data.datamodule import TaskDataModule
+    from bertlab.data.files import DataFiles
 
     if not ckpt_path:
         raise ConfigError("train=false needs ckpt_path=<checkpoint to predict with>")
@@ -211,7 +211,7 @@ def predict_checkpoint(ckpt_path: str | None, task: TaskSpec, data: DataConfig, 
         raise ConfigError(f"ckpt_path={ckpt_path} holds a {predictor.task.family} model (task "
                           f"{predictor.task.name}), but this run is task={task.name} ({task.family}): pass the "
                           "task the checkpoint was trained for")
-    source = TaskDataModule(task, data, tokenizer=None).resolve(data.predict_file)  # type: ignore[arg-type]
+    source = DataFiles(task, data).resolve(data.predict_file)
     _predict_to_run_dir(predictor, source, run_dir)
 
 

@@ -22,28 +22,26 @@ progress and logs go to standard error. ``predict=true`` in train.py writes the 
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import logging
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 import torch
 
-from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import Collator
-from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
+from bertlab.data.readers import DataError
+from bertlab.data.tags import iob1_to_iob2
+from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
-from bertlab.data.tags import iob1_to_iob2
+from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.tasks.token import extract_entities
-from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +105,10 @@ def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[st
 def _load_recurrent_checkpoint(path: Path):
     """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
     export covers BERT encoders only, as transformers has no recurrent layout)."""
-    from bertlab.training.checkpoints import read_checkpoint
     from bertlab.inference.export import CheckpointModel
     from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
     from bertlab.tasks.families import build_family
+    from bertlab.training.checkpoints import read_checkpoint
 
     ckpt = read_checkpoint(path)
     hp = ckpt["hyper_parameters"]
@@ -200,8 +198,8 @@ class Predictor:
 
     @classmethod
     def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        from bertlab.training.checkpoints import read_checkpoint
         from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
+        from bertlab.training.checkpoints import read_checkpoint
 
         ckpt = resolve_checkpoint(path)
         hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
@@ -226,8 +224,8 @@ class Predictor:
         """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file."""
         from safetensors.torch import load_file
 
-        from bertlab.models.bert import BertModel
         from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
+        from bertlab.models.bert import BertModel
         from bertlab.models.hf_weights import (
             ARCHITECTURE_TO_HEAD,
             LoadReport,
@@ -345,8 +343,8 @@ class Predictor:
         return rows
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
-        with self.tokenizer.truncating(self.settings.max_seq_length):
-            return self.tokenizer.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
+        truncated = self.tokenizer.truncated(self.settings.max_seq_length)
+        return truncated.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
 
     @staticmethod
     def _features(encodings) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from torch import nn
 
 from bertlab.models.encoder import EncoderOutput
 from bertlab.runtime.config import EncoderConfig, unpad_mode
-
+from bertlab.runtime.errors import ConfigError
 
 # ---------------------------------------------------------------------------------------------------------
 # Packing: the real tokens of a (B, T) batch as one (N, ·) tensor, row by row, each row's tokens in order.
@@ -81,12 +81,45 @@ def pack(attention_mask: torch.Tensor) -> Packing:
                    cu_seqlens=cu.to(torch.int32), max_len=max_len, min_len=min_len, batch=b, seq_len=t)
 
 
-# Dropout masks on CPU: torch draws every element's Bernoulli from its own random double (``bernoulli_``,
-# ~6 ns an element, single-threaded). One 64-bit draw holds four 16-bit uniforms, so 64-bit random integers
-# viewed as int16 and compared with a threshold give the same Bernoulli(1 - p), p to 2⁻¹⁶, with a quarter of
-# the generator calls: ~6× faster masks, ~10 % of a MiniLM train step on 2 cores (benchmarks/ablations.py,
-# "cpu_dropout"). Seeded by torch's CPU generator like ``F.dropout``. False = torch's dropout everywhere.
-CPU_FAST_DROPOUT = True
+# SDPA has no CPU kernel with attention dropout, so training on CPU takes its math path, which allocates
+# several (B, nh, T, T) tensors per layer. Past glibc's mmap threshold (≤ 32 MiB) each one is a fresh mmap,
+# page-faulted in and unmapped again on every step. Computing attention over slices of (batch, head) rows whose
+# scores stay under a budget keeps those buffers on the reused heap (benchmarks/ablations.py, "cpu_dropout",
+# measures the effect). The price is RSS: freed heap memory is kept for reuse, so a large batch peaks higher
+# than one SDPA call. ``Kernels.cpu_attention_slice_bytes`` is the budget; 0 = one slice.
+DEFAULT_ATTENTION_SLICE_BYTES = 32 * 2**20
+VARLEN_KERNELS = ("auto", "repad", "nested", "flash_attn")
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """How a ``BertModel`` computes, chosen once when it is built (``model.cpu_fast_dropout``,
+    ``model.cpu_attention_slice_mb``, ``model.varlen_attention``); never the function it computes.
+
+    - ``cpu_fast_dropout``: dropout masks on CPU from 16-bit uniforms (:func:`cpu_keep_mask`); False = torch's.
+    - ``cpu_attention_slice_bytes``: attention with dropout on CPU over slices of (batch, head) rows whose
+      scores stay under this many bytes (``model.cpu_attention_slice_mb`` MiB); 0 = one slice.
+    - ``varlen_attention``: the kernel of the unpadded path's attention (:func:`varlen_kernel`).
+    """
+
+    cpu_fast_dropout: bool = True
+    cpu_attention_slice_bytes: int = DEFAULT_ATTENTION_SLICE_BYTES
+    varlen_attention: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.varlen_attention not in VARLEN_KERNELS:
+            raise ConfigError(f"model.varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got "
+                              f"{self.varlen_attention!r}")
+
+
+DEFAULT_KERNELS = Kernels()
+
+
+# Dropout masks on CPU: torch draws every element's Bernoulli from its own random double (``bernoulli_``). One
+# 64-bit draw holds four 16-bit uniforms, so 64-bit random integers viewed as int16 and compared with a
+# threshold give the same Bernoulli(1 - p), p to 2⁻¹⁶, with a quarter of the generator calls (the speed-up is
+# in benchmarks/ablations.py, "cpu_dropout"). Seeded by torch's CPU generator like ``F.dropout``.
+# ``Kernels.cpu_fast_dropout=False`` (``model.cpu_fast_dropout=false``) uses torch's dropout everywhere.
 
 
 def cpu_keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
@@ -118,11 +151,11 @@ class _CPUDropout(torch.autograd.Function):
         return torch.where(keep, grad, 0.0).mul_(ctx.scale), None
 
 
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout (``F.dropout``); on CPU with the faster mask above."""
+def dropout(x: torch.Tensor, p: float, training: bool, fast: bool = True) -> torch.Tensor:
+    """Inverted dropout (``F.dropout``); on CPU with the faster mask above unless ``fast`` is False."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0 or not CPU_FAST_DROPOUT:
+    if x.device.type != "cpu" or p >= 1.0 or not fast:
         return F.dropout(x, p, training=True)
     return _CPUDropout.apply(x, p)
 
@@ -130,20 +163,24 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (same attribute, same ``train()``/``eval()`` switch) computed by :func:`dropout`."""
 
+    def __init__(self, p: float = 0.5, fast: bool = True):
+        super().__init__(p)
+        self.fast = fast
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training, self.fast)
 
 
 class BertEmbeddings(nn.Module):
     """token + segment + learned position embeddings, summed, then LayerNorm and dropout (BERT §3.2)."""
 
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob, kernels.cpu_fast_dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 packing: Packing | None = None) -> torch.Tensor:
@@ -172,18 +209,8 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))
 
 
-# SDPA has no CPU kernel with attention dropout, so training on CPU takes its math path, which allocates
-# several (B, nh, T, T) tensors per layer. Past glibc's mmap threshold (≤ 32 MiB) each one is a fresh mmap,
-# page-faulted in and unmapped again on every step: at 8 × 384 that kernel time is ~1/4 of a MiniLM train
-# step. Computing attention over slices of (batch, head) rows whose scores stay under this budget keeps those
-# buffers on the reused heap: with the CPU masks above, 2 instead of ~249k page faults per step and +15 %
-# train-step throughput at 8 × 384, no change at 16 × 128, on a 2-core EPYC (benchmarks/ablations.py, "cpu_dropout"). The price is RSS: freed heap memory is kept for
-# reuse, so a 32 × 384 batch peaks ~25 % higher than one SDPA call. 0 = one slice.
-CPU_ATTENTION_SLICE_BYTES = 32 * 2**20
-
-
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              dropout_p: float) -> torch.Tensor:
+              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
     """Scaled dot-product attention: q, k, v (B, nh, T, hd), mask (B, 1, 1, T) bool or None → (B, nh, T, hd).
 
     SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
@@ -193,8 +220,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     b, nh, t, hd = q.shape
     rows = b * nh
-    if CPU_ATTENTION_SLICE_BYTES:
-        rows = min(rows, max(1, CPU_ATTENTION_SLICE_BYTES // (t * t * q.element_size())))
+    if kernels.cpu_attention_slice_bytes:
+        rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (t * t * q.element_size())))
     qs, ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (q, k, v))  # slices of (rows, T, hd)
     masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
              else (None,) * len(qs))  # (rows, 1, T)
@@ -203,7 +230,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, T, T)
         if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
             scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
-        ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True), vi))  # (rows, T, hd)
+        ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, T, hd)
     return torch.cat(ctx).view(b, nh, t, hd)
 
 
@@ -215,8 +242,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 #   kernels with no mask and no padding at all.
 # - "flash_attn": ``flash_attn_varlen_func`` of the flash-attn package, when it is installed (CUDA, fp16/bf16).
 # "auto" picks flash_attn, then nested on CUDA, and repad elsewhere (on CPU, nested SDPA runs the math
-# kernel sequence by sequence). Any other value forces that kernel.
-VARLEN_ATTENTION = "auto"
+# kernel sequence by sequence). Any other value of ``Kernels.varlen_attention`` forces that kernel.
 
 
 @functools.cache
@@ -229,13 +255,15 @@ def _flash_attn_varlen():
     return flash_attn_varlen_func
 
 
-def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bool | None = None) -> str:
-    """Which kernel :func:`varlen_attention` uses for q of this device type and dtype (``VARLEN_ATTENTION``).
+def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bool | None = None,
+                  setting: str = "auto") -> str:
+    """Which kernel :func:`varlen_attention` uses for q of this device type and dtype (``setting``: the
+    ``Kernels.varlen_attention`` chosen; anything but ``auto`` is used as it is).
 
     ``flash_attn_available``: None looks the package up (only for CUDA half precision, the one case it matters).
     """
-    if VARLEN_ATTENTION != "auto":
-        return VARLEN_ATTENTION
+    if setting != "auto":
+        return setting
     if device_type != "cuda":
         return "repad"
     if dtype in (torch.float16, torch.bfloat16):
@@ -247,9 +275,9 @@ def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bo
 
 
 def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing: Packing,
-                     dropout_p: float) -> torch.Tensor:
+                     dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
     """Attention of packed q, k, v (N, nh, hd) within each sequence of ``packing`` → (N, nh, hd)."""
-    kernel = varlen_kernel(q.device.type, q.dtype)
+    kernel = varlen_kernel(q.device.type, q.dtype, setting=kernels.varlen_attention)
     if kernel == "flash_attn":
         cu = packing.cu_seqlens
         return _flash_attn_varlen()(q, k, v, cu, cu, packing.max_len, packing.max_len, dropout_p=dropout_p)
@@ -264,7 +292,7 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
             ctx = F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p)  # (B, nh, j, hd) jagged
         return ctx.transpose(1, 2).values()  # (N, nh, hd)
     if kernel != "repad":
-        raise ValueError(f"VARLEN_ATTENTION must be auto, repad, nested or flash_attn, got {kernel!r}")
+        raise ValueError(f"varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got {kernel!r}")
     n, nh, hd = q.shape
     b, L = packing.batch, packing.max_len
 
@@ -272,13 +300,14 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
         out = x.new_zeros(b * L, nh, hd).index_copy(0, packing.compact_index, x)
         return out.view(b, L, nh, hd).transpose(1, 2)  # (B, nh, L, hd)
 
-    ctx = attention(compact(q), compact(k), compact(v), packing.compact_key_mask(), dropout_p)  # (B, nh, L, hd)
+    ctx = attention(compact(q), compact(k), compact(v), packing.compact_key_mask(), dropout_p, kernels)  # (B, nh, L, hd)
     return ctx.transpose(1, 2).reshape(b * L, nh, hd)[packing.compact_index]  # (N, nh, hd)
 
 
 class BertSelfAttention(nn.Module):
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
+        self.kernels = kernels
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
         # Separate q/k/v Linears (not fused) keep the checkpoint key map an identity.
@@ -296,30 +325,30 @@ class BertSelfAttention(nn.Module):
         if isinstance(mask, Packing):  # packed tokens: hidden (N, H)
             n = hidden.shape[0]
             q, k, v = (lin(hidden).view(n, self.num_heads, self.head_dim) for lin in (self.query, self.key, self.value))
-            return varlen_attention(q, k, v, mask, p).reshape(n, self.num_heads * self.head_dim)  # (N, H)
+            return varlen_attention(q, k, v, mask, p, self.kernels).reshape(n, self.num_heads * self.head_dim)  # (N, H)
         q, k, v = self._split(self.query(hidden)), self._split(self.key(hidden)), self._split(self.value(hidden))
         # mask: (B, 1, 1, T) bool, True where the key is a real token; None = no padding.
-        ctx = attention(q, k, v, mask, p)  # (B, nh, T, hd)
+        ctx = attention(q, k, v, mask, p, self.kernels)  # (B, nh, T, hd)
         b, _, t, _ = ctx.shape
         return ctx.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)  # (B, T, H)
 
 
 class BertSelfOutput(nn.Module):
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob, kernels.cpu_fast_dropout)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
-        self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.self = BertSelfAttention(config, kernels)
+        self.output = BertSelfOutput(config, kernels)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None) -> torch.Tensor:
         return self.output(self.self(hidden, mask), hidden)
@@ -335,22 +364,22 @@ class BertIntermediate(nn.Module):
 
 
 class BertOutput(nn.Module):
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob, kernels.cpu_fast_dropout)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
 
 
 class BertLayer(nn.Module):
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
-        self.attention = BertAttention(config)
+        self.attention = BertAttention(config, kernels)
         self.intermediate = BertIntermediate(config)
-        self.output = BertOutput(config)
+        self.output = BertOutput(config, kernels)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None) -> torch.Tensor:
         """hidden (B, T, H) with a padding mask, or packed (N, H) with its Packing → the same shape."""
@@ -361,9 +390,9 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     """The layer stack (HF's ``BertEncoder``), named ``encoder`` inside ``BertModel`` as in HF's checkpoint keys."""
 
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.layer = nn.ModuleList(BertLayer(config, kernels) for _ in range(config.num_hidden_layers))
 
 
 class BertPooler(nn.Module):
@@ -391,7 +420,7 @@ def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 
 # Device types where unpad=auto packs a padded batch: on CPU and CUDA every Linear/GELU/LayerNorm runs on N
 # rows instead of B·T, for one gather and one scatter per batch. Elsewhere (mps, xla, ...) the padded path:
-# their varlen attention is the repad kernel, not measured there.
+# their varlen attention would be the repad kernel, whose gain there is unknown.
 UNPAD_AUTO_DEVICES = ("cpu", "cuda")
 # The share of padded positions from which unpad=auto packs. Packing costs a few copies of the (N, H) rows per
 # layer (gather/scatter, the repad kernel's compact layout) against ~12·H multiply-adds per element of those rows
@@ -403,12 +432,14 @@ UNPAD_AUTO_MIN_PADDING = 0.05
 class BertModel(nn.Module):
     """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
 
-    def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto"):
+    def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto",
+                 kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
         self.config = config
         self.unpad = unpad_mode(unpad)  # "auto" | "true" | "false": see uses_unpadded_path
-        self.embeddings = BertEmbeddings(config)
-        self.encoder = BertEncoder(config)
+        self.kernels = kernels  # chosen once here: how it computes on each device, never what
+        self.embeddings = BertEmbeddings(config, kernels)
+        self.encoder = BertEncoder(config, kernels)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(self._init_weights)
 

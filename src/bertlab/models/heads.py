@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bertlab.runtime.config import EncoderConfig, HeadConfig
 from bertlab.models.encoder import Encoder, EncoderOutput
+from bertlab.runtime.config import EncoderConfig, HeadConfig
 
 
 def select_layers(enc: EncoderOutput, layers: str | int) -> torch.Tensor:

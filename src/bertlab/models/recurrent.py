@@ -34,8 +34,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from bertlab.runtime.config import ConfigError
 from bertlab.models.encoder import EncoderOutput
+from bertlab.runtime.config import ConfigError
 
 CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 POOLINGS = ("final", "mean", "max")
@@ -103,8 +103,6 @@ class RecurrentHeadConfig:
     bidirectional: bool
     tie_word_embeddings: bool
     layer_norm_eps: float = 1e-12
-    # No position table: any length fits (order is the recurrence). For code that checks max_seq_length.
-    max_position_embeddings: int = 2**31 - 1
     encoder: str = "recurrent"
 
     def to_hf_dict(self) -> dict:

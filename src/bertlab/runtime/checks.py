@@ -10,14 +10,16 @@ from bertlab.runtime.config import DataConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 
 
-def preflight(task: TaskSpec, data: DataConfig, max_position_embeddings: int) -> None:
-    """Configuration mistakes that would otherwise surface late (mid-epoch) or never (a leaky monitor)."""
+def preflight(task: TaskSpec, data: DataConfig, max_position_embeddings: int | None) -> None:
+    """Configuration mistakes that would otherwise surface late (mid-epoch) or never (a leaky monitor).
+
+    ``max_position_embeddings``: the model's position table, None for an encoder without one (recurrent)."""
     if not task.monitor.startswith("val/"):
         raise ConfigError(
             f"task.monitor={task.monitor}: checkpoint selection and early stopping must read a validation "
             "metric (val/<name>); selecting on test or training metrics leaks them into the result"
         )
-    if data.max_seq_length > max_position_embeddings:
+    if max_position_embeddings is not None and data.max_seq_length > max_position_embeddings:
         raise ConfigError(
             f"data.max_seq_length={data.max_seq_length} is larger than the model's position table "
             f"(max_position_embeddings={max_position_embeddings}): set data.max_seq_length to "

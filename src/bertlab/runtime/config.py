@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
+
 from bertlab.runtime.errors import ConfigError
 
 # config.json keys that describe an architecture bertlab cannot reproduce exactly.
@@ -105,19 +106,31 @@ def unpad_mode(value: Any, key: str = "model.unpad") -> str:
 
 @dataclass
 class ExecutionConfig:
-    """How a BERT encoder runs (``model.unpad``, ``model.compile``): never the function it computes."""
+    """How a BERT encoder runs (``model.unpad``, ``model.compile`` and the kernel choices): never the function
+    it computes. Chosen once, when the model is built."""
 
     unpad: str = "auto"  # auto | true | false: the unpadded path (bertlab.models.bert.BertModel.uses_unpadded_path)
     compile: bool = False  # torch.compile the encoder
+    # Kernels (bertlab.models.bert.Kernels): CPU dropout masks from 16-bit uniforms, the budget of one slice of
+    # CPU attention with dropout (MiB, 0 = one slice), and the unpadded path's attention kernel.
+    cpu_fast_dropout: bool = True
+    cpu_attention_slice_mb: int = 32
+    varlen_attention: str = "auto"  # auto | repad | nested | flash_attn
 
     def __post_init__(self) -> None:
         self.unpad = unpad_mode(self.unpad)
-        if not isinstance(self.compile, bool):
-            raise ConfigError(f"model.compile must be true or false, got {self.compile!r}")
+        for key in ("compile", "cpu_fast_dropout"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"model.{key} must be true or false, got {getattr(self, key)!r}")
+        mib = self.cpu_attention_slice_mb
+        if not isinstance(mib, int) or isinstance(mib, bool) or mib < 0:
+            raise ConfigError(f"model.cpu_attention_slice_mb must be a whole number of MiB, 0 or more (0 = "
+                              f"CPU attention in one slice), got {mib!r}")
 
     @classmethod
     def from_model_cfg(cls, model_cfg: Any) -> ExecutionConfig:
-        return cls(unpad=model_cfg.get("unpad", "auto"), compile=model_cfg.get("compile", False))
+        defaults = cls()
+        return cls(**{f.name: model_cfg.get(f.name, getattr(defaults, f.name)) for f in fields(cls)})
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

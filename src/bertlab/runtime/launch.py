@@ -70,7 +70,7 @@ class HydraDDPJob:
     """
 
     def __init__(self) -> None:
-        self.trainer: L.Trainer | None = None
+        self.trainer: Any = None  # the Lightning Trainer of this run (its launcher holds the rank processes)
         self._argv: list[str] | None = None
         self._env: dict[str, str | None] = {}
         self._multirun_launcher = False

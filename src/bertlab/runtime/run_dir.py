@@ -40,6 +40,8 @@ IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "logger", "cal
                "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra"}
 IGNORED_DATA = {"data_dir", "cache_dir", "num_workers", "test_file", "predict_file", "eval_batch_size"}
 IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_summary"}
+# Kernel choices: how the encoder computes on a device, not what it trains.
+IGNORED_MODEL = {"cpu_fast_dropout", "cpu_attention_slice_mb", "varlen_attention"}
 # Keys bertlab no longer has (data.hub_dataset was never read): a run recorded with them is the same run.
 RETIRED_KEYS = {"data.hub_dataset"}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
@@ -63,6 +65,8 @@ def training_config(cfg: Any) -> dict[str, Any]:
         plain["data"] = {k: v for k, v in plain["data"].items() if k not in IGNORED_DATA}
     if isinstance(plain.get("trainer"), dict):
         plain["trainer"] = {k: v for k, v in plain["trainer"].items() if k not in IGNORED_TRAINER}
+    if isinstance(plain.get("model"), dict):
+        plain["model"] = {k: v for k, v in plain["model"].items() if k not in IGNORED_MODEL}
     return plain
 
 

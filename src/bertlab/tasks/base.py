@@ -34,6 +34,15 @@ class EvalState:
         self.loss_count += float(count)
 
 
+@dataclass
+class Evaluation:
+    """What a family computes over a whole split: its scores, and the predictions it writes (QA: answer text
+    per example id, to ``predictions/<split>_predictions.json``), or None."""
+
+    scores: dict[str, float]
+    predictions: dict[str, Any] | None = None
+
+
 class Family:
     head_kind: str | None = None
 
@@ -60,6 +69,11 @@ class Family:
     def score(self, index: np.ndarray, outputs: list[Any], split: Split, loss: float,
               extra: dict[str, float]) -> dict[str, float]:
         raise NotImplementedError
+
+    def evaluate(self, index: np.ndarray, outputs: list[Any], split: Split, loss: float,
+                 extra: dict[str, float]) -> Evaluation:
+        """The scores over a split (:meth:`score`) and the predictions a family writes (none by default)."""
+        return Evaluation(self.score(index, outputs, split, loss, extra))
 
     def head_kwargs(self, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
         return {}

@@ -14,17 +14,17 @@ word-level numbers usually quoted for WikiText-2.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
-import math
-
 from bertlab.data.mlm import IGNORE_INDEX
+from bertlab.data.tokenizer import BertTokenizer
 from bertlab.models.heads import CausalLMHead
 from bertlab.runtime.errors import ConfigError
 from bertlab.tasks.base import Family
 from bertlab.tasks.mlm import mlm_loss
-from bertlab.data.tokenizer import BertTokenizer
 
 
 def next_token_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:

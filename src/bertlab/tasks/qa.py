@@ -17,14 +17,14 @@ import string
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-
 import torch.nn.functional as F
 
 from bertlab.data.qa import QAExample, QAFeatures
 from bertlab.models.heads import SpanHead
-from bertlab.tasks.base import Family
+from bertlab.tasks.base import Evaluation, Family
 
 __all__ = [
     "QASpan",
@@ -407,10 +407,13 @@ class QAFamily(Family):
         state.outputs.extend(logits[i, : lengths[i]].numpy() for i in range(len(logits)))
 
     def score(self, index, outputs, split, loss, extra):
-        examples = split.meta["examples"]
-        features = split.meta["qa_features"]
+        return self.evaluate(index, outputs, split, loss, extra).scores
+
+    def evaluate(self, index, outputs, split, loss, extra) -> Evaluation:
+        """The SQuAD scores and the predicted answer text per example id."""
+        examples, features = split.eval_data.examples, split.eval_data.features
         if getattr(self.data_cfg, "version_2_with_negative", False):
-            return self._score_v2(index, outputs, examples, features, loss)
+            return self._evaluate_v2(index, outputs, examples, features, loss)
         predictions = postprocess_qa_predictions(
             examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
             feature_indices=index.tolist(), n_best_size=self.data_cfg.n_best_size,
@@ -419,10 +422,9 @@ class QAFamily(Family):
         references = squad_references(examples)
         arrived = {k: references[k] for k in predictions}
         scores = squad_scores(predictions, arrived)
-        self.last_predictions = predictions
-        return {"loss": loss, **scores, "num_examples": len(predictions)}
+        return Evaluation({"loss": loss, **scores, "num_examples": len(predictions)}, predictions)
 
-    def _score_v2(self, index, outputs, examples, features, loss):
+    def _evaluate_v2(self, index, outputs, examples, features, loss) -> Evaluation:
         """SQuAD 2.0: "" when the null score wins by more than data.null_score_diff_threshold; the official v2
         metrics, with the best threshold on this split from the null-score differences."""
         cfg = self.data_cfg
@@ -434,5 +436,4 @@ class QAFamily(Family):
         references = squad_references(examples)
         scores = squad_v2_scores(predictions, {k: references[k] for k in predictions}, na_probs=diffs)
         scores.pop("total")
-        self.last_predictions = predictions
-        return {"loss": loss, **scores, "num_examples": len(predictions)}
+        return Evaluation({"loss": loss, **scores, "num_examples": len(predictions)}, predictions)

@@ -143,8 +143,7 @@ class TokenFamily(Family):
         state.outputs.extend(preds[i, : lengths[i]].numpy() for i in range(len(preds)))
 
     def score(self, index, outputs, split, loss, extra):
-        gold = split.meta["gold_tags"]
-        word_ids = split.meta["word_ids"]
+        gold, word_ids = split.eval_data.gold_tags, split.eval_data.word_ids
         o_id = self.labels.index("O") if "O" in self.labels else 0
         true_seqs, pred_seqs = [], []
         for i, pred in zip(index.tolist(), outputs):

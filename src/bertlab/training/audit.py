@@ -257,7 +257,7 @@ class ScopeAudit:
             warnings.warn(self._frozen_message(changed), UpdateScopeWarning, stacklevel=2)
 
     def report(self) -> dict[str, Any]:
-        """The ``update_scope.json`` content (DESIGN.md): counts as of the last record."""
+        """The ``update_scope.json`` content: per-tensor rows and counts per part, as of the last record."""
         self._require_started()
         params = {}
         for part in ("encoder", "head", "adapters"):

@@ -8,16 +8,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
-from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
-from bertlab.models.bert import BertModel
+from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.models.bert import BertModel, Kernels
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CheckpointError,
@@ -31,8 +26,9 @@ from bertlab.models.hf_weights import (
     resolve_checkpoint_dir,
     sentence_transformers_pooling,
 )
+from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
 from bertlab.tasks.families import Family
-from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +176,9 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family in ("sequence", "multiple_choice") else \
         (family.task.family == "mlm" and family.task.nsp)
     execution = ExecutionConfig.from_model_cfg(model_cfg)
-    bert = BertModel(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad)
+    kernels = Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
+                      cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
+    bert = BertModel(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad, kernels=kernels)
     head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
     model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
     report = None

@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.runtime.config import ConfigError
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset
 from bertlab.data.features import Split, lengths
-from bertlab.models.heads import TaskModel
 from bertlab.data.safe_cache import cached
+from bertlab.models.heads import TaskModel
+from bertlab.runtime.config import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -22,21 +22,15 @@ Policies only rely on the module names that their structure needs: ``embeddings`
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import lightning.pytorch as pl
-import torch
 from torch import nn
 
-from bertlab.runtime.config import ConfigError, FreezeConfig
 from bertlab.models.lora import ADAPTER_PARAMETER_NAMES, inject_lora, lora_modules
+from bertlab.runtime.config import ConfigError, FreezeConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +64,7 @@ class FreezePlan:
     def set_modes(self) -> None:
         """Put the frozen modules in eval mode. Call it at every (re)entry into training: Lightning ≥ 2.2
         neither calls ``.train()`` at fit start nor stops a ``.train()`` from an overridden
-        ``on_validation_model_train`` (PITFALLS.md)."""
+        ``on_validation_model_train``."""
         for module in self.frozen_modules:
             module.eval()
 

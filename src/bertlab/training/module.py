@@ -12,28 +12,19 @@ import lightning as L
 import numpy as np
 import torch
 
-from bertlab.runtime.config import OptimConfig
 from bertlab.data.features import Split
-from bertlab.training.checkpoints import last_checkpoint
-from bertlab.training.distributed import gather_objects
-from bertlab.training.freeze import FreezePlan
-from bertlab.training.optim import optimizer_param_groups
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.models.lora import base_changed_message, base_fingerprint
-from bertlab.tasks.families import EvalState, Family
+from bertlab.runtime.config import OptimConfig
 from bertlab.runtime.errors import NonFiniteLossError
+from bertlab.tasks.base import EvalState, Evaluation, Family
+from bertlab.training.checkpoints import last_checkpoint
+from bertlab.training.distributed import gather_objects
+from bertlab.training.freeze import FreezePlan
+from bertlab.training.optim import DEFAULT_ADAMW_KERNEL, adamw_kwargs, optimizer_param_groups
 
 log = logging.getLogger(__name__)
-
-
-# Fused AdamW (one kernel over all tensors, CPU and CUDA): on a 2-core CPU its step takes ~1/4 of the
-# for-loop's and foreach's time (13 vs 48 ms for MiniLM's 22.7 M parameters), a few % of a train step
-# (benchmarks/ablations.py, RESULTS.md). benchmarks/encoder_speed.py times bertlab's train step with this kernel.
-ADAMW_KERNEL: dict[str, bool] = {"fused": True}
-
-
-
 
 
 class BertTaskModule(L.LightningModule):
@@ -47,8 +38,10 @@ class BertTaskModule(L.LightningModule):
         output_dir: str | Path | None = None,
         on_nonfinite_loss: str = "error",
         hparams: dict[str, Any] | None = None,
+        adamw_kernel: str = DEFAULT_ADAMW_KERNEL,
     ):
         super().__init__()
+        self.adamw_kernel = adamw_kernel  # chosen once: how the optimizer steps, never what (training.optim)
         self.model = model
         self.family = family
         self.freeze_plan = freeze_plan
@@ -150,11 +143,8 @@ class BertTaskModule(L.LightningModule):
         )
         for g in groups:
             g.pop("name", None)
-        kernel = ADAMW_KERNEL
-        if self.trainer.gradient_clip_val and "mixed" in str(self.trainer.precision):
-            # A fused AdamW unscales gradients inside its step, so Lightning's mixed-precision plugin could not
-            # clip them first (it refuses): 16/bf16-mixed with gradient clipping uses the foreach kernel.
-            kernel = {"foreach": True}
+        kernel = adamw_kwargs(self.adamw_kernel, clips_mixed_precision=bool(self.trainer.gradient_clip_val)
+                              and "mixed" in str(self.trainer.precision))
         optimizer = torch.optim.AdamW(groups, lr=self.optim.lr, betas=self.optim.betas, eps=self.optim.eps,
                                       **kernel)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
@@ -178,7 +168,7 @@ class BertTaskModule(L.LightningModule):
     def _eval_step(self, batch: dict[str, torch.Tensor]) -> None:
         self.family.eval_step(self(batch), batch, self._eval)
 
-    def _eval_end(self, stage: str) -> dict[str, float]:
+    def _eval_end(self, stage: str) -> Evaluation:
         state = self._eval
         local = (torch.cat(state.index).numpy() if state.index else np.zeros(0, dtype=np.int64),
                  state.outputs, state.loss_sum, state.loss_count, state.extra)
@@ -198,11 +188,10 @@ class BertTaskModule(L.LightningModule):
             outputs = [outputs[i] for i in first] if outputs else outputs
         split = self.splits.get(stage)
         loss = loss_sum / loss_count if loss_count else float("nan")
-        scores = self.family.score(index, outputs, split, loss, extra)
-        if "num_examples" not in scores:
-            scores["num_examples"] = len(index)
+        evaluation = self.family.evaluate(index, outputs, split, loss, extra)
+        evaluation.scores.setdefault("num_examples", len(index))
         self._eval = None
-        return scores
+        return evaluation
 
     def on_validation_epoch_start(self) -> None:
         self._eval_start()
@@ -211,8 +200,7 @@ class BertTaskModule(L.LightningModule):
         self._eval_step(batch)
 
     def on_validation_epoch_end(self) -> None:
-        scores = self._eval_end(self.val_stage)
-        self._log_scores(self.val_stage, scores)
+        self._log_scores(self.val_stage, self._eval_end(self.val_stage))
 
     def on_test_epoch_start(self) -> None:
         self._eval_start()
@@ -223,16 +211,16 @@ class BertTaskModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_scores("test", self._eval_end("test"))
 
-    def _log_scores(self, stage: str, scores: dict[str, float]) -> None:
+    def _log_scores(self, stage: str, evaluation: Evaluation) -> None:
         if self.trainer.sanity_checking:
             return
+        scores, predictions = evaluation.scores, evaluation.predictions
         for name, value in scores.items():
             if name == "num_examples":
                 continue
             # Every rank holds the same gathered value: no further reduction needed.
             self.log(f"{stage}/{name}", float(value), prog_bar=name in ("accuracy", "f1", "loss"), sync_dist=False)
         self.last_metrics[stage] = scores
-        predictions = getattr(self.family, "last_predictions", None)
         if predictions is not None and self.output_dir is not None and self.trainer.is_global_zero:
             out = self.output_dir / "predictions" / f"{stage}_predictions.json"
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,6 @@ from torch import nn
 from bertlab.runtime.errors import ConfigError
 from bertlab.training.freeze import _is_bias
 
-
 _LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 _EMBEDDINGS_RE = re.compile(r"(?:^|\.)embeddings\.")
 _NORM_TYPES: tuple[type[nn.Module], ...] = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase) + (
@@ -91,3 +90,24 @@ def optimizer_param_groups(
         group["param_names"].append(name)
     return list(groups.values())
 
+
+
+# torch.optim.AdamW's kernels: "fused" (one kernel over all tensors, on CPU and CUDA; the fastest step, see
+# benchmarks/ablations.py), "foreach" (multi-tensor), "for_loop" (one tensor at a time).
+ADAMW_KERNELS: dict[str, dict[str, bool]] = {"fused": {"fused": True}, "foreach": {"foreach": True},
+                                             "for_loop": {"foreach": False}}
+DEFAULT_ADAMW_KERNEL = "fused"
+
+
+def adamw_kwargs(kernel: str = DEFAULT_ADAMW_KERNEL, clips_mixed_precision: bool = False) -> dict[str, bool]:
+    """``torch.optim.AdamW``'s keyword arguments for ``kernel`` (one of :data:`ADAMW_KERNELS`).
+
+    A fused AdamW unscales gradients inside its step, so Lightning's mixed-precision plugin could not clip them
+    first (it refuses): with ``clips_mixed_precision`` (16/bf16-mixed and gradient clipping) the fused kernel
+    gives way to the foreach one.
+    """
+    if kernel not in ADAMW_KERNELS:
+        raise ConfigError(f"the AdamW kernel must be one of {', '.join(ADAMW_KERNELS)}, got {kernel!r}")
+    if kernel == "fused" and clips_mixed_precision:
+        kernel = "foreach"
+    return dict(ADAMW_KERNELS[kernel])
