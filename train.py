@@ -11,7 +11,7 @@ CONF = Path(__file__).resolve().parent / "conf"
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    from bertlab.reliability import user_errors
+    from bertlab.runtime.errors import user_errors
     from bertlab.sweeps.run_state import finished_result
     from bertlab.train import run  # imported here so `--help` and tab completion stay fast
 
@@ -21,7 +21,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    from bertlab.overrides import check_command_line
+    from bertlab.runtime.overrides import check_command_line
 
     check_command_line(sys.argv[1:], CONF)  # an unknown key: one paragraph with the nearest valid key
     main()

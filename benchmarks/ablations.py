@@ -8,8 +8,8 @@ inference, at the benchmark shapes. Repeats are interleaved across the variants 
   the mask of unpadded batches) next to a train step;
 - ``adamw``: the train step with AdamW's for-loop, foreach and fused kernels;
 - ``cpu_dropout``: the encoder's CPU training attention switched piece by piece — one SDPA call with torch's
-  dropout (the encoder before), (batch, head) slices (``CPU_ATTENTION_SLICE_BYTES``), bertlab's CPU dropout
-  masks (``CPU_FAST_DROPOUT``, on the attention probabilities and the hidden-state dropouts);
+  dropout (the encoder before), (batch, head) slices (``model.cpu_attention_slice_mb``), bertlab's CPU dropout
+  masks (``model.cpu_fast_dropout``, on the attention probabilities and the hidden-state dropouts);
 - ``attn_dropout``: the train step with the checkpoint's attention dropout (SDPA's math path on CPU) vs
   attention dropout 0 (its flash kernel) — what ``model.attention_probs_dropout_prob=0`` would buy;
 - ``compile`` (``--compile``): ``torch.compile`` of the encoder — first-call (compile) time and the steady
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, interleaved, median, set_threads, time_once  # noqa: E402
 from encoder_speed import FULL_SHAPES, QUICK_SHAPES, checkpoint_dir  # noqa: E402
 
-import bertlab.encoder as encoder_module  # noqa: E402
+import bertlab.models.bert as encoder_module  # noqa: E402
 
 CLOCK = "wall"  # --clock
 
@@ -166,36 +166,45 @@ def study_compile(model, shapes, warmup, repeats) -> list[dict[str, Any]]:
     return rows
 
 
-def _sdpa_attention(q, k, v, mask, dropout_p):
+def _sdpa_attention(q, k, v, mask, dropout_p, kernels=None):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+def _with_kernels(model, kernels):
+    """A copy of ``model`` (same weights) built with other kernel choices (``model.cpu_fast_dropout``, ...)."""
+    copy = encoder_module.BertModel(model.config, add_pooling_layer=model.pooler is not None, unpad=model.unpad,
+                                    kernels=kernels)
+    copy.load_state_dict(model.state_dict())
+    return copy.train()
 
 
 def study_cpu_dropout(model, shapes, warmup, repeats) -> list[dict[str, Any]]:
     """Train step with the encoder's CPU dropout/attention choices switched one by one.
 
     ``sdpa_torch``: one SDPA call with torch's dropout — the encoder before; ``slices_torch``: attention in
-    (batch, head) slices of at most ``CPU_ATTENTION_SLICE_BYTES``, torch's dropout masks; ``slices_fast``: the
-    same with bertlab's CPU masks (the encoder now); ``slices8MiB_fast``: smaller slices; ``whole_fast``: one
-    slice (the manual attention without slicing).
+    (batch, head) slices of at most ``model.cpu_attention_slice_mb`` (32 MiB), torch's dropout masks;
+    ``slices_fast``: the same with bertlab's CPU masks (the default); ``slices8MiB_fast``: smaller slices;
+    ``whole_fast``: one slice (the manual attention without slicing).
     """
     rows = []
-    saved = (encoder_module.attention, encoder_module.CPU_FAST_DROPOUT, encoder_module.CPU_ATTENTION_SLICE_BYTES)
-    variants = {"sdpa_torch": (_sdpa_attention, False, saved[2]), "slices_torch": (saved[0], False, saved[2]),
-                "slices_fast": (saved[0], True, saved[2]), "slices8MiB_fast": (saved[0], True, 8 * 2**20),
-                "whole_fast": (saved[0], True, 0)}
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-    model.train()
+    Kernels = encoder_module.Kernels
+    saved = encoder_module.attention
+    variants = {"sdpa_torch": (_sdpa_attention, Kernels(cpu_fast_dropout=False)),
+                "slices_torch": (saved, Kernels(cpu_fast_dropout=False)), "slices_fast": (saved, Kernels()),
+                "slices8MiB_fast": (saved, Kernels(cpu_attention_slice_mb=8)),
+                "whole_fast": (saved, Kernels(cpu_attention_slice_mb=0))}
+    models = {name: _with_kernels(model, kernels) for name, (_, kernels) in variants.items()}
+    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-5, fused=True) for name, m in models.items()}
     try:
         for shape in shapes:
             ids, mask = batch(shape, model.config.vocab_size)
             fns = {}
             faults: dict[str, list[int]] = {name: [] for name in variants}
-            for name, setting in variants.items():
-                inner = train_step(model, opt, ids, mask)
+            for name, (fn, _) in variants.items():
+                inner = train_step(models[name], opts[name], ids, mask)
 
-                def run(name=name, setting=setting, inner=inner, faults=faults) -> None:
-                    (encoder_module.attention, encoder_module.CPU_FAST_DROPOUT,
-                     encoder_module.CPU_ATTENTION_SLICE_BYTES) = setting
+                def run(name=name, fn=fn, inner=inner, faults=faults) -> None:
+                    encoder_module.attention = fn
                     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                     inner()
                     faults[name].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
@@ -209,8 +218,7 @@ def study_cpu_dropout(model, shapes, warmup, repeats) -> list[dict[str, Any]]:
                          **{f"{k}_page_faults": int(median(v)) for k, v in faults.items()}})
             print(rows[-1], file=sys.stderr)
     finally:
-        (encoder_module.attention, encoder_module.CPU_FAST_DROPOUT,
-         encoder_module.CPU_ATTENTION_SLICE_BYTES) = saved
+        encoder_module.attention = saved
     return rows
 
 
@@ -266,10 +274,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     set_threads(a.threads)
     import tempfile
 
-    from bertlab.encoder import BertEncoder
+    from bertlab.models.bert import BertModel
 
     with tempfile.TemporaryDirectory(prefix="bench_tiny_") as tmp:
-        model = BertEncoder.from_pretrained(checkpoint_dir(a.tiny, Path(tmp)))
+        model = BertModel.from_pretrained(checkpoint_dir(a.tiny, Path(tmp)))
     shapes = ((2, 16),) if a.tiny else QUICK_SHAPES if a.quick else FULL_SHAPES
     repeats = a.repeats or (2 if a.quick or a.tiny else 5)
     warmup = 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -193,9 +194,9 @@ def run_child(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Pat
               timeout_s: float | None = None) -> ChildRun:
     """Run ``cmd`` to completion; its wall time and its own peak RSS.
 
-    The peak is the child's ``VmHWM`` (its address space's high-water mark, read from ``/proc`` while it runs),
-    else ``ru_maxrss`` from ``os.wait4``. ``ru_maxrss`` alone is wrong for a child of a large process: Linux
-    carries the parent's peak across fork and exec, so every child of a 3 GB benchmark would report 3 GB.
+    ``ru_maxrss`` from ``os.wait4`` is the larger of the child's own peak and this process's peak when it forked
+    (Linux carries it across fork and exec): above this process's peak it is the child's, exact. Otherwise the
+    peak is the child's ``VmHWM`` (its own address space's high-water mark), read from ``/proc`` while it runs.
     """
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_child_{os.getpid()}_{time.monotonic_ns()}"
     with open(f"{out_path}.out", "w+") as out, open(f"{out_path}.err", "w+") as err:
@@ -203,6 +204,7 @@ def run_child(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Pat
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=dict(env) if env else None,
                                 cwd=str(cwd or REPO))
         deadline = None if timeout_s is None else t0 + timeout_s
+        parent_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         hwm_kib = 0
         while True:
             hwm_kib = max(hwm_kib, _vm_hwm_kib(proc.pid))
@@ -221,7 +223,8 @@ def run_child(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Pat
         stdout, stderr = out.read(), err.read()
     for suffix in (".out", ".err"):
         Path(f"{out_path}{suffix}").unlink(missing_ok=True)
-    return ChildRun(proc.returncode, wall, (hwm_kib or usage.ru_maxrss) / 1024, stdout, stderr)  # KiB → MiB
+    peak_kib = usage.ru_maxrss if usage.ru_maxrss > parent_kib or not hwm_kib else hwm_kib
+    return ChildRun(proc.returncode, wall, peak_kib / 1024, stdout, stderr)  # KiB → MiB
 
 
 def _vm_hwm_kib(pid: int) -> int:

@@ -1,11 +1,11 @@
-"""Encoder speed: bertlab ``BertEncoder`` vs ``transformers.BertModel`` (sdpa) on the same weights, in one process.
+"""Encoder speed: bertlab ``BertModel`` vs ``transformers.BertModel`` (sdpa) on the same weights, in one process.
 
 For each shape (batch × sequence) and precision (float32, bf16 autocast), both models run on the same random
 ids and all-ones attention mask, with the same torch threads:
 
 - inference: ``model.eval()`` under ``torch.inference_mode()``;
 - train step: forward, ``loss = last_hidden_state.float().pow(2).mean()``, backward, AdamW step, zero_grad.
-  bertlab uses the AdamW kernel its LightningModule uses (``bertlab.module.ADAMW_KERNEL``). The reference
+  bertlab uses the AdamW kernel its LightningModule uses (``bertlab.training.optim.DEFAULT_ADAMW_KERNEL``). The reference
   runs twice: ``hf`` with ``torch.optim.AdamW(params, lr=1e-5)`` exactly as the reference measurement
   (../shared/reference/hf_encoder_speed.py; on CPU that is the for-loop kernel), and ``hf_fused`` with the
   fused kernel ``transformers.Trainer`` picks by default on torch ≥ 2.8 (``adamw_torch_fused``) — the
@@ -70,9 +70,9 @@ def checkpoint_dir(tiny: bool, workdir: Path) -> Path:
 def load_pair(directory: Path) -> tuple[torch.nn.Module, torch.nn.Module, ModelShape]:
     from transformers import BertModel
 
-    from bertlab.encoder import BertEncoder
+    from bertlab.models import bert as bertlab_bert
 
-    ours = BertEncoder.from_pretrained(directory)
+    ours = bertlab_bert.BertModel.from_pretrained(directory)
     ref = BertModel.from_pretrained(str(directory), attn_implementation="sdpa")
     shape = ModelShape(layers=ours.config.num_hidden_layers, hidden=ours.config.hidden_size,
                        non_embedding_params=sum(p.numel() for p in ours.encoder.parameters()))
@@ -80,9 +80,9 @@ def load_pair(directory: Path) -> tuple[torch.nn.Module, torch.nn.Module, ModelS
 
 
 def make_adamw(model: torch.nn.Module, side: str) -> torch.optim.Optimizer:
-    from bertlab.module import ADAMW_KERNEL
+    from bertlab.training.optim import DEFAULT_ADAMW_KERNEL, adamw_kwargs
 
-    kernel = {"bertlab": dict(ADAMW_KERNEL), "hf": {}, "hf_fused": {"fused": True}}[side]
+    kernel = {"bertlab": adamw_kwargs(DEFAULT_ADAMW_KERNEL), "hf": {}, "hf_fused": {"fused": True}}[side]
     return torch.optim.AdamW(model.parameters(), lr=1e-5, **kernel)
 
 

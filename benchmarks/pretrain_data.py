@@ -152,7 +152,7 @@ def run_child(code: str, env: dict[str, str], in_process: bool = False) -> tuple
 
 
 def encode_throughput(corpus: Path, tokenizer_dir: Path) -> float:
-    from bertlab.tokenization import load_tokenizer
+    from bertlab.data.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir).tokenizer
     lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -165,7 +165,7 @@ def encode_throughput(corpus: Path, tokenizer_dir: Path) -> float:
 _BERTLAB_PREP = """
 import json, time
 from bertlab.data.pretrain import prepare
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
 t = time.perf_counter()
 folder = prepare([{corpus!r}], load_tokenizer({tok!r}), {cache!r}, split="train", fmt="wikitext",
                  max_seq_length={seq}, nsp=True, num_proc={num_proc})
@@ -175,7 +175,7 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "meta": json.loads((folde
 _HF_PREP = """
 import json, time
 from datasets import load_dataset
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
 tok = load_tokenizer({tok!r}).tokenizer
 t = time.perf_counter()
 raw = load_dataset("text", data_files={{"train": {corpus!r}}}, cache_dir={cache!r})["train"]
@@ -193,9 +193,9 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "examples": len(grouped)}
 _BERTLAB_READ = """
 import json, time
 t = time.perf_counter()
-from bertlab.config import DataConfig, TaskSpec
+from bertlab.runtime.config import DataConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
 cfg = DataConfig(train_file={corpus!r}, val_file=None, cache_dir={cache_root!r}, stream=True,
                  text_format="wikitext", max_seq_length={seq}, batch_size=32, num_workers={workers})
 dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), cfg, load_tokenizer({tok!r}), seed=0)
@@ -230,9 +230,9 @@ _LITDATA_READ = """
 import json, time
 t = time.perf_counter()
 from litdata import StreamingDataLoader, StreamingDataset
-from bertlab.config import DataConfig, TaskSpec
+from bertlab.runtime.config import DataConfig, TaskSpec
 from bertlab.data.datamodule import TaskDataModule
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
 dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), DataConfig(max_seq_length={seq}),
                     load_tokenizer({tok!r}), seed=0)
 ds = StreamingDataset({out!r}, shuffle=True, seed=0)
@@ -284,7 +284,7 @@ class LitdataShards:
         import numpy as np
 
         from bertlab.data import pretrain
-        from bertlab.tokenization import load_tokenizer
+        from bertlab.data.tokenizer import load_tokenizer
 
         os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process, as bertlab's pool
         if self._tokenizer is None:
@@ -307,11 +307,11 @@ class LitdataShards:
 
 def make_tokenizer(corpus: Path, out: Path, tiny: bool) -> Path:
     """all-MiniLM-L6-v2's tokenizer when installed (the issue's bench); a scratch vocabulary in --tiny mode."""
-    from bertlab.tokenization import train_wordpiece
+    from bertlab.data.tokenizer import train_wordpiece
 
     if not tiny:
         try:
-            from bertlab.builders import resolve_pretrained
+            from bertlab.training.build import resolve_pretrained
 
             path = resolve_pretrained(MINILM)
             if path is not None and ((path / "tokenizer.json").is_file() or (path / "vocab.txt").is_file()):

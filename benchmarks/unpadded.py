@@ -117,10 +117,10 @@ def train_pass(model: torch.nn.Module, opt: torch.optim.Optimizer,
 def load_models(tiny: bool, workdir: Path):
     from transformers import BertModel
 
-    from bertlab.encoder import BertEncoder
+    from bertlab.models import bert as bertlab_bert
 
     directory = checkpoint_dir(tiny, workdir)
-    ours = BertEncoder.from_pretrained(directory).train()
+    ours = bertlab_bert.BertModel.from_pretrained(directory).train()
     ref = BertModel.from_pretrained(str(directory), attn_implementation="sdpa").train()
     return ours, ref, directory
 

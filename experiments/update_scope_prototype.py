@@ -10,7 +10,7 @@ parameter tensors get a gradient and change.
 
 Here the update scope is chosen by bertlab (``apply_freeze(model.backbone, model.classifier,
 FreezeConfig(policy=...))``, the optimizer gets ``FreezePlan.trainable_parameters``) and the counts come from
-``bertlab.freeze.ScopeAudit``, not from this script. Expected: loss before the step 0.97189157079009 in both
+``bertlab.training.freeze.ScopeAudit``, not from this script. Expected: loss before the step 0.97189157079009 in both
 modes; freeze=encoder: 0 of 14 backbone tensors get a gradient or change, 2 of 2 head tensors do;
 freeze=none: 14 of 14 and 2 of 2. The last line printed is one JSON object with those counts.
 """
@@ -24,8 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertlab.config import FreezeConfig
-from bertlab.freeze import ScopeAudit, apply_freeze
+from bertlab.runtime.config import FreezeConfig
+from bertlab.training.audit import ScopeAudit
+from bertlab.training.freeze import apply_freeze
 
 DTYPE = torch.float64
 EXPECTED_LOSS = 0.97189157079009

@@ -1,4 +1,4 @@
-"""CPU training attention (bertlab.encoder.attention: (batch, head) slices, bertlab's CPU dropout) is SDPA.
+"""CPU training attention (bertlab.models.bert.attention: (batch, head) slices, bertlab's CPU dropout) is SDPA.
 
 With a dropout probability so small that no element is dropped, the sliced path must equal one SDPA call on
 the whole batch (outputs and gradients, with and without a padding mask); with a real probability it must
@@ -11,14 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import bertlab.encoder as encoder
-from bertlab.encoder import attention
+import bertlab.models.bert as encoder
+from bertlab.models.bert import Kernels, attention
 
 
 @pytest.fixture
-def small_slices(monkeypatch):
+def small_slices():
     # 2·16·16·4 bytes = 2 KiB: slices of two (batch, head) rows for T = 16 in float32.
-    monkeypatch.setattr(encoder, "CPU_ATTENTION_SLICE_BYTES", 2 * 16 * 16 * 4)
+    return Kernels(cpu_attention_slice_bytes=2 * 16 * 16 * 4)
 
 
 def _qkv(b=3, nh=4, t=16, hd=8, seed=0):
@@ -34,7 +34,7 @@ def test_slices_equal_one_sdpa_call(small_slices, padded):
         lengths = torch.tensor([16, 9, 3])
         mask = (torch.arange(16)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, T)
     tiny_p = 1e-12  # takes the dropout (sliced) path, drops nothing in practice
-    out = attention(q, k, v, mask, tiny_p)
+    out = attention(q, k, v, mask, tiny_p, small_slices)
     grads = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     ref_grads = torch.autograd.grad(ref.pow(2).sum(), (q, k, v))
@@ -47,7 +47,7 @@ def test_sliced_dropout_drops_at_its_rate(small_slices):
     # v = ones: each output element is the sum of the kept, rescaled probabilities (mean 1 over many rows).
     b, nh, t, hd = 8, 4, 16, 1
     q = torch.zeros(b, nh, t, hd)
-    out = attention(q, q, torch.ones(b, nh, t, hd), None, 0.5)
+    out = attention(q, q, torch.ones(b, nh, t, hd), None, 0.5, small_slices)
     assert out.shape == (b, nh, t, hd)
     assert abs(out.mean().item() - 1.0) < 0.05
     assert 0.15 < out.std().item() < 0.35  # 16 terms of 0 or 1/8 (p = 0.5): std = 0.25
@@ -59,11 +59,10 @@ def test_eval_and_unsliced_paths_are_plain_sdpa():
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_cpu_dropout_keeps_one_minus_p_rescaled(monkeypatch, fast):
-    monkeypatch.setattr(encoder, "CPU_FAST_DROPOUT", fast)
+def test_cpu_dropout_keeps_one_minus_p_rescaled(fast):
     torch.manual_seed(0)
     x = torch.ones(200_000, requires_grad=True)
-    y = encoder.dropout(x, 0.1, training=True)
+    y = encoder.dropout(x, 0.1, training=True, fast=fast)
     kept = y != 0
     assert abs(kept.float().mean().item() - 0.9) < 0.005
     torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
@@ -94,7 +93,7 @@ def test_cpu_keep_mask_uses_every_16_bit_lane_uniformly():
 
 
 def test_hidden_dropout_modules_use_the_cpu_masks(monkeypatch):
-    from bertlab.config import EncoderConfig
+    from bertlab.runtime.config import EncoderConfig
 
     layer = encoder.BertLayer(EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
                                             num_attention_heads=2, intermediate_size=32))
@@ -106,3 +105,42 @@ def test_hidden_dropout_modules_use_the_cpu_masks(monkeypatch):
     calls.clear()
     layer.eval()(torch.randn(2, 5, 16), None)
     assert calls == []
+
+
+def _tiny_model(kernels):
+    from bertlab.runtime.config import EncoderConfig
+
+    config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, attention_probs_dropout_prob=0.1)
+    return encoder.BertModel(config, kernels=kernels)
+
+
+def test_kernel_choices_belong_to_the_model_not_to_the_process(monkeypatch):
+    """Two models built with different kernels in one process each keep their own: the choice is made when a
+    model is built (model.cpu_fast_dropout, model.cpu_attention_slice_mb), not by a module global."""
+    calls = []
+    real = encoder.cpu_keep_mask
+    monkeypatch.setattr(encoder, "cpu_keep_mask", lambda shape, p: calls.append(tuple(shape)) or real(shape, p))
+    ids = torch.randint(5, 50, (2, 6))
+    fast, plain = _tiny_model(Kernels()), _tiny_model(Kernels(cpu_fast_dropout=False, cpu_attention_slice_bytes=0))
+    plain.train()(ids)
+    assert calls == []  # torch's dropout in every Dropout and in the attention probabilities
+    fast.train()(ids)
+    assert (4, 6, 6) in calls and (2, 6, 16) in calls  # attention probabilities (B·nh rows) and hidden states
+    for model, want in ((fast, True), (plain, False)):
+        assert {m.fast for m in model.modules() if isinstance(m, encoder.Dropout)} == {want}
+        assert {m.kernels for m in model.modules() if isinstance(m, encoder.BertSelfAttention)} == {model.kernels}
+
+
+def test_the_model_config_chooses_the_kernels():
+    from bertlab.runtime.config import ConfigError, ExecutionConfig
+
+    execution = ExecutionConfig.from_model_cfg({"cpu_fast_dropout": False, "cpu_attention_slice_mb": 8,
+                                                "varlen_attention": "repad"})
+    assert (execution.cpu_fast_dropout, execution.cpu_attention_slice_mb, execution.varlen_attention) == \
+        (False, 8, "repad")
+    assert ExecutionConfig.from_model_cfg({}) == ExecutionConfig()  # the defaults: fast masks, 32 MiB, auto
+    with pytest.raises(ConfigError, match="model.cpu_attention_slice_mb must be a whole number"):
+        ExecutionConfig(cpu_attention_slice_mb=-1)
+    with pytest.raises(ConfigError, match="model.varlen_attention must be one of auto, repad"):
+        Kernels(varlen_attention="fastest")

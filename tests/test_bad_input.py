@@ -21,11 +21,11 @@ from conftest import FIXTURE_DATA, ROOT
 from hydra.errors import MissingConfigException
 from torch import nn
 
-from bertlab.config import ConfigError, EncoderConfig, FreezeConfig
 from bertlab.data.readers import DataError
-from bertlab.encoder import BertEncoder
-from bertlab.freeze import apply_freeze
-from bertlab.hf_weights import CheckpointError
+from bertlab.models.bert import BertModel
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig
+from bertlab.training.freeze import apply_freeze
 
 TINY = ("model=bert_tiny", "trainer.max_epochs=1")
 
@@ -175,9 +175,9 @@ def test_squad_empty_context(train_run, tmp_path):
 
 
 def test_squad_skip_counts_bad_questions(tmp_path, caplog):
-    from bertlab.config import DataConfig
     from bertlab.data.features import qa_split
-    from bertlab.tokenization import train_wordpiece
+    from bertlab.data.tokenizer import train_wordpiece
+    from bertlab.runtime.config import DataConfig
 
     root = _squad_with(tmp_path, lambda p: p["qas"][0].pop("id"))
     tokenizer = train_wordpiece(["a small vocabulary for a test"] * 4, vocab_size=200)
@@ -189,9 +189,9 @@ def test_squad_skip_counts_bad_questions(tmp_path, caplog):
 
 
 def test_question_longer_than_the_window_is_cut_and_reported(tmp_path, caplog):
-    from bertlab.config import DataConfig
     from bertlab.data.features import qa_split
-    from bertlab.tokenization import train_wordpiece
+    from bertlab.data.tokenizer import train_wordpiece
+    from bertlab.runtime.config import DataConfig
 
     long_question = " ".join(["which"] * 300) + " region?"
     root = _squad_with(tmp_path, lambda p: p["qas"][0].update(question=long_question))
@@ -254,7 +254,7 @@ def test_freeze_encoder_with_nothing_left_to_train():
         def forward(self, x):
             return x
 
-    encoder = BertEncoder(EncoderConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    encoder = BertModel(EncoderConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                                         intermediate_size=16, max_position_embeddings=16))
     with pytest.raises(ConfigError, match=r"freeze=encoder leaves nothing to train: no encoder tensor trains and "
                                           r"the head \(NoParameters\) has no trainable parameters"):

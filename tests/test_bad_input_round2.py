@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_bad_input import TINY, _squad_with, cli, data_dir
 
-from bertlab.config import ConfigError, DataConfig
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_table
-from bertlab.tokenization import TokenizerError, train_wordpiece
+from bertlab.data.tokenizer import TokenizerError, train_wordpiece
+from bertlab.runtime.config import ConfigError, DataConfig
 
 
 @pytest.fixture(autouse=True)
@@ -237,3 +237,20 @@ def test_dangling_symlink(train_run, tmp_path):
         train_run(*TINY, "task=sst2", data_dir=root)
 
 
+
+
+def test_a_cell_longer_than_the_csv_default_is_read_and_the_limit_is_raised_once(tmp_path, monkeypatch):
+    import csv
+
+    from bertlab.data import readers
+
+    calls = []
+    real = csv.field_size_limit
+    monkeypatch.setattr(csv, "field_size_limit", lambda *a: calls.append(a) or real(*a))
+    readers._allow_long_cells.cache_clear()
+    path = tmp_path / "long.tsv"
+    path.write_text("sentence\tlabel\n" + "word " * 40_000 + "\t1\nshort\t0\n", encoding="utf-8")
+    for _ in range(3):
+        examples = read_table(path, "sentence", None, "label", BadExamplePolicy("error"))
+        assert len(examples[0].text) > 128 * 1024 and examples[1].text == "short"
+    assert len(calls) == 1  # process-wide state: set once, not around every read

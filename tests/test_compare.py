@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bertlab.compare import CompareError, compare_runs, default_group_keys, find_runs, read_curve
+from bertlab.analysis.runs import CompareError, default_group_keys, find_runs
+from bertlab.compare import compare_runs, read_curve
 
 # (freeze, seed) -> (val/accuracy, val/loss)
 VALUES = {

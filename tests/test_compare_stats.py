@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bertlab import stats
-from bertlab.compare import CompareError, compare_runs, main
+from bertlab.analysis import stats
+from bertlab.analysis.runs import CompareError
+from bertlab.compare import compare_runs, main
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

@@ -67,7 +67,7 @@ def test_fine_tuning_presets_follow_the_published_recipes(tmp_path: Path, task: 
 
 
 def test_generic_tasks_read_the_columns_the_readme_names(tmp_path):
-    from bertlab.config import DataConfig
+    from bertlab.runtime.config import DataConfig
 
     for task in ("text_classification", "text_regression"):
         cfg = compose([f"task={task}"], tmp_path / task)

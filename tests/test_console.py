@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_DATA, ROOT
 
-from bertlab.config import ConfigError
-from bertlab.console import AutoLogInterval, console_mode, format_value, short_metric_name
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.console import AutoLogInterval, console_mode, format_value, short_metric_name
 
 RUN = ("model=bert_tiny", "task=sst2", "data.batch_size=4", "trainer.max_epochs=2")  # 40 examples → 20 steps
 
@@ -94,7 +94,7 @@ def test_auto_log_interval_gives_short_runs_a_curve():
 def test_ranks_other_than_zero_print_warnings_only(monkeypatch):
     import logging
 
-    from bertlab.console import configure_console
+    from bertlab.runtime.console import configure_console
 
     handler = logging.StreamHandler()
     root = logging.getLogger()

@@ -18,12 +18,13 @@ import pytest
 import torch
 from conftest import FIXTURE_DATA, ROOT, compose, run_train
 
-from bertlab.config import ConfigError, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import EvalBatchSampler, TrainBatchSampler
-from bertlab.distributed import build_strategy, check_precision, job_argv, resolve_pad_multiple
-from bertlab.encoder import BertEncoder
-from bertlab.heads import TaskModel
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import TaskModel
+from bertlab.runtime.config import ConfigError, EncoderConfig, HeadConfig, TaskSpec
+from bertlab.runtime.launch import job_argv
 from bertlab.tasks.families import build_family
+from bertlab.training.distributed import build_strategy, check_precision, resolve_pad_multiple
 
 TINY = ("model=bert_tiny", "trainer.max_epochs=1", "data.batch_size=8", "logger=csv")
 
@@ -66,7 +67,7 @@ def test_logits_and_losses_are_float32_under_bf16_autocast(family):
     task = TaskSpec(name="t", family=family, labels=["O", "B-X", "I-X"] if family == "token" else None)
     labels = task.labels or (["0", "1"] if family == "sequence" else None)
     fam = build_family(task, len(labels or []), labels, data_cfg=None)
-    bert = BertEncoder(config, add_pooling_layer=family == "sequence")
+    bert = BertModel(config, add_pooling_layer=family == "sequence")
     model = TaskModel(bert, fam.build_head(config, HeadConfig(), bert.embeddings.word_embeddings), None)
     ids = torch.randint(5, 50, (3, 12))
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
@@ -171,7 +172,7 @@ def _init_one_process_group(store_file: Path) -> None:
 
 def test_a_finished_job_destroys_its_process_group(tmp_path, monkeypatch):
     """A gloo group left to interpreter shutdown can abort a finished rank (exit -6 under torchrun)."""
-    from bertlab.distributed import HydraDDPJob
+    from bertlab.runtime.launch import HydraDDPJob
 
     monkeypatch.setenv("LOCAL_RANK", "0")  # a rank some launcher started
     _init_one_process_group(tmp_path / "store")
@@ -322,7 +323,7 @@ def test_ddp_sigkill_mid_epoch_then_resume_matches_the_uninterrupted_run(tmp_pat
     """Each rank restores its own RNG state: dropout masks after a DDP resume are the uninterrupted run's."""
     from test_resume import assert_same_training
 
-    from bertlab.reliability import KILL_AT_STEP_ENV
+    from bertlab.training.debug_hooks import KILL_AT_STEP_ENV
 
     # sst2 fixture: 40 examples, 2 ranks × batch 4 → 5 steps per epoch; last.ckpt every 2 steps; killed at 8.
     args = ["task=sst2", "trainer.max_epochs=2", "data.batch_size=4", "save_every_n_steps=2", "seed=3",

@@ -15,8 +15,14 @@ import pytest
 import torch
 from conftest import FIXTURE_DATA, run_train
 
-from bertlab.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, export_checkpoint, load_checkpoint_model, main
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
+from bertlab.export import main
+from bertlab.inference.export import (
+    HEAD_CONFIG_NAME,
+    HEAD_WEIGHTS_NAME,
+    export_checkpoint,
+    load_checkpoint_model,
+)
 
 transformers = pytest.importorskip("transformers")
 
@@ -173,7 +179,7 @@ def test_custom_head_with_lora_exports_encoder_and_bertlab_head(tmp_path, caplog
     from safetensors.torch import load_file
 
     run_dir = tmp_path / "custom"
-    with caplog.at_level("INFO", logger="bertlab.export"):
+    with caplog.at_level("INFO", logger="bertlab.inference.export"):
         run_train([*QUICK, "task=sst2", "freeze=lora", "head.pooling=cls", "head.hidden_layers=1"], run_dir)
     assert any("no stock transformers class" in r.getMessage() for r in caplog.records)
     export_dir = run_dir / "export"
@@ -207,7 +213,7 @@ def test_custom_head_with_lora_exports_encoder_and_bertlab_head(tmp_path, caplog
 
 
 def test_export_without_tokenizer_names_the_folder(exported, tmp_path):
-    from bertlab.hf_weights import CheckpointError
+    from bertlab.models.hf_weights import CheckpointError
 
     run_dir, _ = exported("sequence")
     with pytest.raises(CheckpointError, match="--tokenizer"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 COMMON = ("model=bert_tiny", "freeze=encoder", "trainer.max_epochs=2", "seed=3", "trainer.deterministic=true")
 
@@ -38,11 +38,11 @@ def test_cache_needs_frozen_encoder(train_run):
 @pytest.fixture
 def encoder_calls_in_training_steps(monkeypatch):
     """Counts encoder forward passes made inside BertTaskModule.training_step."""
-    from bertlab.encoder import BertEncoder
-    from bertlab.module import BertTaskModule
+    from bertlab.models.bert import BertModel
+    from bertlab.training.module import BertTaskModule
 
     state = {"in_step": False, "calls": 0}
-    step, forward = BertTaskModule.training_step, BertEncoder.forward
+    step, forward = BertTaskModule.training_step, BertModel.forward
 
     def training_step(self, *args, **kwargs):
         state["in_step"] = True
@@ -56,7 +56,7 @@ def encoder_calls_in_training_steps(monkeypatch):
         return forward(self, *args, **kwargs)
 
     monkeypatch.setattr(BertTaskModule, "training_step", training_step)
-    monkeypatch.setattr(BertEncoder, "forward", counting_forward)
+    monkeypatch.setattr(BertModel, "forward", counting_forward)
     return state
 
 

@@ -10,18 +10,18 @@ import pytest
 import torch
 from torch import nn
 
-from bertlab.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
-from bertlab.encoder import BertEncoder
-from bertlab.freeze import (
+from bertlab.models.bert import BertModel
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
+from bertlab.training.audit import (
     COUNT_KEYS,
-    FreezeModeGuard,
     FrozenTensorChanged,
     ScopeAudit,
     UpdateScopeAuditCallback,
     UpdateScopeWarning,
-    apply_freeze,
-    optimizer_param_groups,
 )
+from bertlab.training.callbacks import FreezeModeGuard
+from bertlab.training.freeze import apply_freeze
+from bertlab.training.optim import optimizer_param_groups
 
 # Lightning 2.6's own pytree helper trips a torch 2.13 deprecation; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
@@ -29,11 +29,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec
 NUM_LAYERS = 2
 
 
-def tiny_encoder(pooler: bool = True) -> BertEncoder:
+def tiny_encoder(pooler: bool = True) -> BertModel:
     torch.manual_seed(0)
     config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=NUM_LAYERS, num_attention_heads=2,
                            intermediate_size=32, max_position_embeddings=32)
-    return BertEncoder(config, add_pooling_layer=pooler)
+    return BertModel(config, add_pooling_layer=pooler)
 
 
 class PoolerHead(nn.Module):
@@ -557,16 +557,16 @@ def test_lightning_fit_fails_when_a_frozen_tensor_changes(tmp_path) -> None:
 @pytest.mark.parametrize("policy", ["encoder", "none"])
 def test_the_task_module_keeps_no_encoder_graph_when_the_encoder_is_frozen(policy) -> None:
     """BertTaskModule itself: a frozen encoder runs without autograd (no activations kept); the head trains."""
-    from bertlab.config import DataConfig, HeadConfig, OptimConfig, TaskSpec
-    from bertlab.heads import TaskModel
-    from bertlab.module import BertTaskModule
+    from bertlab.models.heads import TaskModel
+    from bertlab.runtime.config import DataConfig, HeadConfig, OptimConfig, TaskSpec
     from bertlab.tasks.families import build_family
+    from bertlab.training.module import BertTaskModule
 
     task = TaskSpec(name="t", family="sequence", monitor="val/accuracy", mode="max")
     family = build_family(task, 2, ["0", "1"], DataConfig())
     config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=32, max_position_embeddings=32)
-    bert = BertEncoder(config)
+    bert = BertModel(config)
     model = TaskModel(bert, family.build_head(config, HeadConfig(), bert.embeddings.word_embeddings), "sequence")
     module = BertTaskModule(model, family, apply_freeze(model.bert, model.head, freeze_cfg(policy)), OptimConfig())
     module.train()

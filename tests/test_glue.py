@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURE_DATA
 
-from bertlab.config import ConfigError, DataConfig
 from bertlab.data.readers import BadExamplePolicy, DataError, read_table
+from bertlab.runtime.config import ConfigError, DataConfig
 
 TINY = ("model=bert_tiny", "trainer.max_epochs=1", "data.batch_size=8", "data.eval_batch_size=5")
 

@@ -9,21 +9,21 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from bertlab.config import EncoderConfig, HeadConfig  # noqa: E402
-from bertlab.encoder import BertEncoder  # noqa: E402
-from bertlab.heads import (  # noqa: E402
+from bertlab.models.bert import BertModel  # noqa: E402
+from bertlab.models.heads import (  # noqa: E402
     PreTrainingHead,
     SequenceClassificationHead,
     SpanHead,
     TaskModel,
     TokenClassificationHead,
 )
-from bertlab.hf_weights import (  # noqa: E402
+from bertlab.models.hf_weights import (  # noqa: E402
     CheckpointError,
     convert_hf_state_dict,
     export_state_dict,
     load_into,
 )
+from bertlab.runtime.config import EncoderConfig, HeadConfig  # noqa: E402
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
             max_position_embeddings=64, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -49,19 +49,19 @@ def build_ours(kind: str, num_labels: int = 3) -> TaskModel:
     cfg = EncoderConfig(**TINY)
     head_cfg = HeadConfig()
     if kind == "sequence":
-        bert = BertEncoder(cfg, add_pooling_layer=True)
+        bert = BertModel(cfg, add_pooling_layer=True)
         head = SequenceClassificationHead(cfg, head_cfg, num_labels)
     elif kind == "token":
-        bert = BertEncoder(cfg, add_pooling_layer=False)
+        bert = BertModel(cfg, add_pooling_layer=False)
         head = TokenClassificationHead(cfg, head_cfg, num_labels)
     elif kind == "span":
-        bert = BertEncoder(cfg, add_pooling_layer=False)
+        bert = BertModel(cfg, add_pooling_layer=False)
         head = SpanHead(cfg, head_cfg)
     elif kind == "mlm":
-        bert = BertEncoder(cfg, add_pooling_layer=False)
+        bert = BertModel(cfg, add_pooling_layer=False)
         head = PreTrainingHead(cfg, bert.embeddings.word_embeddings, nsp=False)
     else:
-        bert = BertEncoder(cfg, add_pooling_layer=True)
+        bert = BertModel(cfg, add_pooling_layer=True)
         head = PreTrainingHead(cfg, bert.embeddings.word_embeddings, nsp=True)
     return TaskModel(bert, head, kind).eval()
 
@@ -138,7 +138,7 @@ def test_round_trip_is_identity(kind):
 def test_encoder_parity_with_bert_model_and_padding():
     torch.manual_seed(0)
     hf = transformers.BertModel(hf_config()).eval()
-    ours = BertEncoder(EncoderConfig(**TINY)).eval()
+    ours = BertModel(EncoderConfig(**TINY)).eval()
     state, report = convert_hf_state_dict(hf.state_dict(), None, has_pooler=True)
     load_into(ours, {k[len("bert."):]: v for k, v in state.items()}, report)
     b = batch()
@@ -152,10 +152,10 @@ def test_encoder_parity_with_bert_model_and_padding():
 
 def test_save_pretrained_loads_in_transformers(tmp_path):
     torch.manual_seed(0)
-    ours = BertEncoder(EncoderConfig(**TINY)).eval()
+    ours = BertModel(EncoderConfig(**TINY)).eval()
     ours.save_pretrained(tmp_path)
     hf = transformers.BertModel.from_pretrained(str(tmp_path)).eval()
-    again = BertEncoder.from_pretrained(tmp_path).eval()
+    again = BertModel.from_pretrained(tmp_path).eval()
     b = batch()
     with torch.no_grad():
         ref = hf(**b).last_hidden_state
@@ -205,20 +205,20 @@ def test_unknown_key_and_shape_mismatch_are_errors():
 
 def test_bad_checkpoint_folders(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
-        BertEncoder.from_pretrained(tmp_path / "nope")
+        BertModel.from_pretrained(tmp_path / "nope")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "hidden_size": 8}))
     with pytest.raises(CheckpointError, match="model_type is 'gpt2'"):
-        BertEncoder.from_pretrained(tmp_path)
-    BertEncoder(EncoderConfig(**TINY)).save_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
+    BertModel(EncoderConfig(**TINY)).save_pretrained(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"\x00garbage")
     with pytest.raises(CheckpointError, match="model.safetensors is not a readable safetensors file"):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="no weights in"):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="not valid JSON"):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
 
 
 def test_pytorch_model_bin_is_loaded_weights_only(tmp_path):
@@ -226,7 +226,7 @@ def test_pytorch_model_bin_is_loaded_weights_only(tmp_path):
     hf = transformers.BertModel(hf_config()).eval()
     hf.config.to_json_file(str(tmp_path / "config.json"))
     torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
-    ours = BertEncoder.from_pretrained(tmp_path).eval()
+    ours = BertModel.from_pretrained(tmp_path).eval()
     b = batch()
     with torch.no_grad():
         torch.testing.assert_close(ours(**b).pooler_output, hf(**b).pooler_output, atol=1e-5, rtol=1e-5)

@@ -15,10 +15,10 @@ import torch
 from conftest import compose, run_train
 from omegaconf import OmegaConf
 
-from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer
-from bertlab.config import HeadConfig, TaskSpec
+from bertlab.data.tokenizer import load_tokenizer
+from bertlab.runtime.config import HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
-from bertlab.tokenization import load_tokenizer
+from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer
 
 QUICK = ("trainer.max_epochs=1", "trainer.limit_train_batches=2")
 
@@ -101,7 +101,7 @@ def test_init_from_hf_export_folder(pretrained, tmp_path):
 def test_fine_tuning_run_from_a_pretraining_run(pretrained, train_run, tmp_path, caplog, source):
     mlm_dir = pretrained(False)
     init_from = mlm_dir if source == "run_dir" else mlm_dir / "export"
-    with caplog.at_level(logging.INFO, logger="bertlab.builders"):
+    with caplog.at_level(logging.INFO, logger="bertlab.training.build"):
         metrics = train_run("model=bert_tiny", "task=sst2", f"model.init_from={init_from}", *QUICK, name="ft")
     assert metrics["val"]["num_examples"] == 16
     reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("weights:")]

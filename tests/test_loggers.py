@@ -152,7 +152,7 @@ class _TinyModule:
 def test_samples_per_second_goes_to_the_progress_bar(tmp_path):
     import lightning as L
 
-    from bertlab.callbacks import SamplesPerSecond
+    from bertlab.training.callbacks import SamplesPerSecond
 
     trainer = L.Trainer(max_steps=6, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,

@@ -6,25 +6,24 @@ import pytest
 import torch
 from torch import nn
 
-from bertlab.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
-from bertlab.encoder import BertEncoder
-from bertlab.freeze import apply_freeze, optimizer_param_groups
-from bertlab.lora import (
+from bertlab.models.bert import BertModel
+from bertlab.models.lora import (
     LoRALinear,
     inject_lora,
-    load_lora_state_dict,
     lora_modules,
-    lora_state_dict,
     merge_lora,
 )
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, LoraConfig
+from bertlab.training.freeze import apply_freeze
+from bertlab.training.optim import optimizer_param_groups
 
 CONFIG = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                        intermediate_size=32, max_position_embeddings=32)
 
 
-def tiny_encoder(seed: int = 0) -> BertEncoder:
+def tiny_encoder(seed: int = 0) -> BertModel:
     torch.manual_seed(seed)
-    return BertEncoder(CONFIG)
+    return BertModel(CONFIG)
 
 
 def inputs() -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,25 +152,3 @@ def test_merged_model_equals_unmerged() -> None:
     torch.testing.assert_close(encode(model.bert), expected, atol=1e-6, rtol=0)
 
 
-def test_lora_state_dict_holds_only_what_trained_and_restores_the_model() -> None:
-    model = lora_model()
-    train(model)
-    state = lora_state_dict(model)
-    assert set(state) == {n for n, p in model.named_parameters() if p.requires_grad}
-    assert all(k.endswith((".lora_A", ".lora_B")) or k.startswith("head.") for k in state)
-    assert sum(t.numel() for t in state.values()) < sum(p.numel() for p in model.parameters()) / 5
-
-    restored = lora_model()  # same base weights (seed), fresh adapters and head
-    load_lora_state_dict(restored, state)
-    ids, mask = inputs()
-    model.eval()
-    restored.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(restored(ids, mask), model(ids, mask), atol=0, rtol=0)
-
-    with pytest.raises(KeyError, match="unknown keys"):
-        load_lora_state_dict(restored, {**state, "bert.nope.lora_A": torch.zeros(1)})
-    partial = dict(state)
-    partial.pop("head.bias")
-    with pytest.raises(KeyError, match=r"missing trainable \['head.bias'\]"):
-        load_lora_state_dict(restored, partial)

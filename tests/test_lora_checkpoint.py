@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.config import EncoderConfig
-from bertlab.encoder import BertEncoder
-from bertlab.tokenization import train_wordpiece
+from bertlab.data.tokenizer import train_wordpiece
+from bertlab.models.bert import BertModel
+from bertlab.runtime.config import EncoderConfig
 
 
 def _base_folder(path):
     tok = train_wordpiece(["the film was good and the plot was great", "an awful movie with poor actors"] * 30,
                           vocab_size=200, min_frequency=1)
     torch.manual_seed(0)
-    BertEncoder(EncoderConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    BertModel(EncoderConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                               intermediate_size=64, max_position_embeddings=128)).save_pretrained(path)
     tok.save(path)
     return path
@@ -53,16 +53,16 @@ def test_lora_exports_from_a_bertlab_run_dir_and_ckpt_base(train_run, tmp_path):
 def test_a_lora_checkpoint_refuses_a_base_that_changed(train_run, tmp_path):
     import pytest
 
-    from bertlab.export import load_checkpoint_model
-    from bertlab.hf_weights import CheckpointError
+    from bertlab.inference.export import load_checkpoint_model
+    from bertlab.models.hf_weights import CheckpointError
 
     base = _base_folder(tmp_path / "base")
     m = train_run("model=bert_tiny", f"model.pretrained={base}", "task=sst2", "freeze=lora", "trainer.max_epochs=1",
                   "data.batch_size=8")
     load_checkpoint_model(m["best_checkpoint"])  # the base as it was: loads
-    from bertlab.hf_weights import read_encoder_config
+    from bertlab.models.hf_weights import read_encoder_config
 
     torch.manual_seed(1)  # the same architecture, other weights, at the same path
-    BertEncoder(read_encoder_config(base)).save_pretrained(base)
+    BertModel(read_encoder_config(base)).save_pretrained(base)
     with pytest.raises(CheckpointError, match=r"base weights .* differ from the ones it was trained on"):
         load_checkpoint_model(m["best_checkpoint"])

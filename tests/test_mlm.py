@@ -14,14 +14,13 @@ from bertlab.data.mlm import (
     NOT_NEXT,
     NspExample,
     build_nsp_examples,
-    build_special_tokens_mask,
     mask_tokens,
     max_num_tokens_for,
-    mlm_loss,
     pack_pair,
     truncate_seq_pair,
 )
 from bertlab.data.rawtext import read_documents
+from bertlab.tasks.mlm import mlm_loss
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rawtext"
 
@@ -38,7 +37,7 @@ def synthetic_batch(batch: int = 256, length: int = 1024, seed: int = 0) -> tupl
     ids = torch.where(positions < lengths[:, None], ids, torch.full_like(ids, PAD))
     ids[:, 0] = CLS
     ids[torch.arange(batch), lengths - 1] = SEP
-    return ids, build_special_tokens_mask(ids, [PAD, CLS, SEP, MASK])
+    return ids, torch.isin(ids, torch.tensor([PAD, CLS, SEP, MASK]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,7 +149,7 @@ def synthetic_words(batch: int = 128, length: int = 512, seed: int = 0):
             [CLS] + [rng.randrange(1000, VOCAB) for _ in words] + [SEP] + [PAD] * (length - real - 2)
         )
     ids = torch.tensor(id_rows)
-    return ids, build_special_tokens_mask(ids, [PAD, CLS, SEP, MASK]), torch.tensor(word_rows)
+    return ids, torch.isin(ids, torch.tensor([PAD, CLS, SEP, MASK])), torch.tensor(word_rows)
 
 
 def test_whole_word_masking_selects_all_pieces_of_a_word_together():
@@ -176,7 +175,7 @@ def test_whole_word_masking_selects_all_pieces_of_a_word_together():
 def test_whole_word_masking_treats_repeated_ids_that_are_not_consecutive_as_two_words():
     word_ids = torch.tensor([[-1, 0, 0, 1, 0, -1]])  # the second "0" run is a new word
     ids = torch.tensor([[CLS, 2000, 2001, 2002, 2003, SEP]])
-    special = build_special_tokens_mask(ids, [CLS, SEP])
+    special = torch.isin(ids, torch.tensor([CLS, SEP]))
     seen = set()
     for seed in range(200):
         _, labels = mask_tokens(

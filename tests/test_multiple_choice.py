@@ -10,13 +10,13 @@ import pytest
 import torch
 from conftest import FIXTURE_DATA, run_train
 
-from bertlab.config import DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.data.batching import Collator
 from bertlab.data.choices import read_choices
 from bertlab.data.readers import BadExamplePolicy, DataError
-from bertlab.encoder import BertEncoder
-from bertlab.heads import MultipleChoiceHead, TaskModel
-from bertlab.hf_weights import convert_hf_state_dict, export_state_dict, load_into
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import MultipleChoiceHead, TaskModel
+from bertlab.models.hf_weights import convert_hf_state_dict, export_state_dict, load_into
+from bertlab.runtime.config import DataConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
 
 transformers = pytest.importorskip("transformers")
@@ -46,7 +46,7 @@ def _pair():
             if "bias" in name or "LayerNorm" in name:
                 p.add_(torch.randn_like(p) * 0.1)
     config = EncoderConfig(**SMALL)
-    ours = TaskModel(BertEncoder(config, add_pooling_layer=True), MultipleChoiceHead(config, HeadConfig()),
+    ours = TaskModel(BertModel(config, add_pooling_layer=True), MultipleChoiceHead(config, HeadConfig()),
                      "multiple_choice")
     state, report = convert_hf_state_dict(hf.state_dict(), "multiple_choice", has_pooler=True)
     load_into(ours, state, report)
@@ -149,7 +149,7 @@ def test_swag_end_to_end_and_export_to_auto_model_for_multiple_choice(tmp_path):
     enc = tok([c for c in contexts for _ in range(4)], [e for row in endings for e in row], padding=True,
               return_tensors="pt")
     batch = {k: v.view(2, 4, -1) for k, v in enc.items()}
-    from bertlab.export import load_checkpoint_model
+    from bertlab.inference.export import load_checkpoint_model
 
     model = load_checkpoint_model(m["best_checkpoint"]).model
     with torch.no_grad():

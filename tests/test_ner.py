@@ -1,4 +1,4 @@
-"""NER: tag schemes, sub-word alignment, word-level decoding, seqeval-exact entity scores (bertlab.tasks.ner)."""
+"""NER: tag schemes, sub-word alignment, word-level decoding, seqeval-exact entity scores (bertlab.tasks.token)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from bertlab.tasks.ner import (
+from bertlab.data.tags import (
     IGNORE_INDEX,
     align_labels,
     b_to_i_map,
-    decode_word_predictions,
-    entity_scores,
-    entity_scores_per_type,
-    extract_entities,
     iob1_to_iob2,
     validate_iob2,
+)
+from bertlab.tasks.token import (
+    decode_word_predictions,
+    entity_scores,
+    extract_entities,
 )
 
 X = IGNORE_INDEX
@@ -171,10 +172,6 @@ def test_entity_scores_by_hand():
     # undefined -> 0.0
     assert entity_scores([["O"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     assert entity_scores([["B-PER"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-    per_type = entity_scores_per_type(gold, pred)
-    assert per_type["PER"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1})
-    assert per_type["LOC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
-    assert per_type["MISC"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1})
     with pytest.raises(ValueError, match="sequence 0"):
         entity_scores([["O", "O"]], [["O"]])
     with pytest.raises(ValueError, match="gold sequences"):
@@ -212,12 +209,4 @@ def test_parity_with_seqeval_on_random_sequences(tags):
                 "recall": seqeval_metrics.recall_score(gold, pred),
                 "f1": seqeval_metrics.f1_score(gold, pred),
             }
-            report = seqeval_metrics.classification_report(gold, pred, output_dict=True)
         assert ours == pytest.approx(expected, abs=1e-12)
-        per_type = entity_scores_per_type(gold, pred)
-        expected_types = {k: v for k, v in report.items() if not k.endswith(" avg")}
-        assert set(per_type) == set(expected_types)
-        for type_, scores in per_type.items():
-            want = expected_types[type_]
-            assert scores == pytest.approx({"precision": want["precision"], "recall": want["recall"],
-                                            "f1": want["f1-score"], "support": want["support"]}, abs=1e-12)

@@ -9,8 +9,8 @@ import pytest
 from conftest import ROOT
 from test_bad_input import cli
 
-from bertlab.config import ConfigError, DataConfig
-from bertlab.overrides import build_typed, check_command_line, unknown_key_message
+from bertlab.runtime.config import ConfigError, DataConfig
+from bertlab.runtime.overrides import build_typed, check_command_line, unknown_key_message
 
 CONF = ROOT / "conf"
 
@@ -68,6 +68,18 @@ def test_unknown_key_message_without_a_close_match():
     assert "Did you mean" not in message and "--package data" in message
 
 
+@pytest.mark.parametrize("argv", [["task=sst2", "data.hub_dataset=glue/sst2"], ["data.hub_dataset=null"]])
+def test_the_retired_hub_dataset_key_is_an_unknown_key(argv, capsys):
+    """data.hub_dataset was set in every task file and read by nothing: it is gone, and a stale override of it
+    gets the normal unknown-key error instead of being silently accepted."""
+    with pytest.raises(SystemExit) as stop:
+        check_command_line(argv, CONF)
+    assert stop.value.code == 1
+    assert "unknown configuration key data.hub_dataset" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"unknown configuration key data\.hub_dataset"):
+        build_typed(DataConfig, {"hub_dataset": "glue/sst2"}, "data")
+
+
 @pytest.mark.slow
 def test_the_command_line_says_it_too(tmp_path):
     out = cli(tmp_path, "model=bert_tiny", "+data.max_train_sample=10")
@@ -77,7 +89,7 @@ def test_the_command_line_says_it_too(tmp_path):
 
 def test_an_unreachable_hub_fails_in_seconds_naming_hf_hub_offline(monkeypatch):
     from bertlab.data.hub import HubUnavailable, _load
-    from bertlab.hf_weights import CheckpointError, resolve_checkpoint_dir
+    from bertlab.models.hf_weights import CheckpointError, resolve_checkpoint_dir
 
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)

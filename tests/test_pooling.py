@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.config import EncoderConfig, HeadConfig
-from bertlab.encoder import BertEncoder
-from bertlab.heads import SequenceClassificationHead, TaskModel, masked_mean
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import SequenceClassificationHead, TaskModel, masked_mean
+from bertlab.runtime.config import EncoderConfig, HeadConfig
 
 
 def test_masked_mean_ignores_padded_positions():
@@ -22,7 +22,7 @@ def test_mean_pooled_features_do_not_depend_on_padding():
     torch.manual_seed(0)
     config = EncoderConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=32)
-    model = TaskModel(BertEncoder(config), SequenceClassificationHead(config, HeadConfig(pooling="mean"), 2),
+    model = TaskModel(BertModel(config), SequenceClassificationHead(config, HeadConfig(pooling="mean"), 2),
                       "sequence").eval()
     alone = {"input_ids": torch.tensor([[2, 7, 9, 3]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
     padded = {"input_ids": torch.tensor([[2, 7, 9, 3, 0, 0], [2, 5, 6, 8, 11, 3]]),
@@ -51,7 +51,7 @@ def _st_folder(root, pooling: dict | None, modules: object = None):
 
 
 def test_sentence_transformers_pooling_reads_the_declared_mode(tmp_path):
-    from bertlab.hf_weights import sentence_transformers_pooling
+    from bertlab.models.hf_weights import sentence_transformers_pooling
 
     assert sentence_transformers_pooling(_st_folder(tmp_path / "mean", {"pooling_mode_mean_tokens": True})) == "mean"
     assert sentence_transformers_pooling(_st_folder(tmp_path / "cls", {"pooling_mode_cls_token": True})) == "cls"
@@ -68,7 +68,7 @@ def test_sentence_transformers_pooling_reads_the_declared_mode(tmp_path):
 
 
 def test_auto_pooling_follows_the_checkpoint_and_falls_back_to_the_pooler(tmp_path):
-    from bertlab.builders import resolve_head_config
+    from bertlab.training.build import resolve_head_config
 
     auto = HeadConfig(pooling="auto")
     mean_dir = _st_folder(tmp_path / "mean", {"pooling_mode_mean_tokens": True})

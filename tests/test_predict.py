@@ -18,13 +18,14 @@ import torch
 from conftest import FIXTURE_DATA, compose, run_train
 
 from bertlab import Predictor
-from bertlab.config import ConfigError
 from bertlab.data.readers import DataError
-from bertlab.export import load_checkpoint_model
-from bertlab.hf_weights import CheckpointError
-from bertlab.predict import main, word_tags_to_entities
-from bertlab.tasks.ner import iob1_to_iob2, validate_iob2
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tags import iob1_to_iob2, validate_iob2
+from bertlab.data.tokenizer import load_tokenizer
+from bertlab.inference.export import load_checkpoint_model
+from bertlab.inference.predictor import word_tags_to_entities
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.predict import main
+from bertlab.runtime.config import ConfigError
 from bertlab.train import run
 
 QUICK = ("model=bert_tiny", "trainer.max_epochs=1", "trainer.limit_train_batches=2")
@@ -243,7 +244,7 @@ def test_ner_plain_text_gives_one_valid_tag_per_word(trained):
 
 def test_ner_text_longer_than_the_model_reads_keeps_one_tag_per_word(trained, caplog):
     words = " ".join(_conll_sentences()[0] * 40).split()  # far past data.max_seq_length tokens
-    with caplog.at_level("WARNING", logger="bertlab.predict"):
+    with caplog.at_level("WARNING", logger="bertlab.inference.predictor"):
         record = Predictor.from_run(trained("conll2003"))(" ".join(words))
     assert len(record["tags"]) == len(words) and set(record["tags"][-20:]) == {"O"}
     validate_iob2(record["tags"], where="long text")

@@ -19,14 +19,14 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
-from bertlab.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data import pretrain
 from bertlab.data.batching import FeatureDataset, TrainBatchSampler
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.mlm import IS_NEXT, NOT_NEXT
 from bertlab.data.rawtext import iter_corpus, read_corpus, split_sentences
 from bertlab.data.readers import DataError
-from bertlab.tokenization import train_wordpiece
+from bertlab.data.tokenizer import train_wordpiece
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 pytest.importorskip("datasets")
 
@@ -240,7 +240,7 @@ def test_progress_bar_reports_the_corpus_megabytes_and_a_rate(tmp_path, tokenize
 
 
 def test_progress_bar_follows_the_console_mode():
-    from bertlab.console import configure_console
+    from bertlab.runtime.console import configure_console
 
     handler = logging.StreamHandler(io.StringIO())
     root = logging.getLogger()

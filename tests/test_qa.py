@@ -13,19 +13,20 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from bertlab.tasks.qa import (
+from bertlab.data.qa import (
     QADataError,
     QAExample,
     QAFeatures,
+    prepare_qa_features,
+    validate_example,
+    window_bounds,
+)
+from bertlab.tasks.qa import (
     best_spans,
     normalize_answer,
     postprocess_qa_predictions,
-    prepare_qa_features,
-    squad_examples,
     squad_references,
     squad_scores,
-    validate_example,
-    window_bounds,
 )
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -489,11 +490,30 @@ def test_prepare_refuses_bad_settings_and_bad_data(tok):
         prepare([ex], padded)
 
 
-def test_squad_examples_flattens_the_json():
-    data = {"data": [{"title": "t", "paragraphs": [{"context": "the cat", "qas": [
-        {"id": "1", "question": "who?", "answers": [{"text": "cat", "answer_start": 4}]},
-        {"id": "2", "question": "what?", "answers": [], "is_impossible": True},
-    ]}]}]}
-    exs = squad_examples(data)
-    assert [(e.id, e.context, e.is_impossible) for e in exs] == [("1", "the cat", False), ("2", "the cat", True)]
+def test_squad_references_are_the_gold_texts_per_id():
+    exs = [QAExample("1", "who?", "the cat", [{"text": "cat", "answer_start": 4}]),
+           QAExample("2", "what?", "the cat", [], is_impossible=True)]
     assert squad_references(exs) == {"1": ["cat"], "2": []}
+
+
+def test_the_qa_family_returns_its_predictions_and_keeps_nothing_on_itself(tok):
+    """QAFamily.evaluate gives the scores and the answer text per id; the module writes them from there (no
+    attribute left on the family for the module to look up)."""
+    from bertlab.data.features import Split
+    from bertlab.data.qa import QAEvalData
+    from bertlab.runtime.config import DataConfig, TaskSpec
+    from bertlab.tasks.qa import QAFamily
+
+    examples = random_examples(2, 20)
+    feats = prepare(examples, tok, train=False, max_seq_length=32, doc_stride=8, max_query_length=12)
+    gold = prepare(examples, tok, max_seq_length=32, doc_stride=8, max_query_length=12)
+    starts, ends = gold_logits(gold)
+    outputs = [np.stack([s, e], axis=1) for s, e in zip(starts, ends)]
+    split = Split("val", [], len(examples), eval_data=QAEvalData(examples, feats))
+    family = QAFamily(TaskSpec(name="squad", family="qa", monitor="val/f1", mode="max"), 0, None, DataConfig())
+    before = dict(vars(family))
+    evaluation = family.evaluate(np.arange(len(feats)), outputs, split, 0.5, {})
+    assert vars(family) == before
+    assert evaluation.predictions == {ex.id: ex.answers[0]["text"] for ex in examples}
+    assert evaluation.scores["exact_match"] == 100.0 and evaluation.scores["num_examples"] == len(examples)
+    assert family.score(np.arange(len(feats)), outputs, split, 0.5, {}) == evaluation.scores

@@ -9,12 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.builders import build_model, build_tokenizer
-from bertlab.config import ConfigError, EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.data.mlm import IGNORE_INDEX
-from bertlab.encoder import BertEncoder
-from bertlab.freeze import apply_freeze
-from bertlab.heads import (
+from bertlab.data.tokenizer import train_wordpiece
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import (
     CausalLMHead,
     PreTrainingHead,
     SequenceClassificationHead,
@@ -22,10 +20,12 @@ from bertlab.heads import (
     TaskModel,
     TokenClassificationHead,
 )
-from bertlab.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
+from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
+from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.tasks.clm import causal_lm_loss, generate, next_token_targets, target_positions
 from bertlab.tasks.families import build_family
-from bertlab.tokenization import train_wordpiece
+from bertlab.training.build import build_model, build_tokenizer
+from bertlab.training.freeze import apply_freeze
 
 PAD = 0
 SMALL = ("model.embedding_dim=32", "model.hidden_size=32", "data.batch_size=8", "trainer.max_epochs=1")
@@ -247,7 +247,7 @@ def test_clm_refuses_bidirectional_encoders():
     bi = encoder(bidirectional=True)
     with pytest.raises(ConfigError, match="model.bidirectional"):
         family.build_head(bi.config, HeadConfig(), bi.embeddings.word_embeddings)
-    bert = BertEncoder(EncoderConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    bert = BertModel(EncoderConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=32))
     with pytest.raises(ConfigError, match="model.bidirectional"):
         family.build_head(bert.config, HeadConfig(), bert.embeddings.word_embeddings)
@@ -278,7 +278,7 @@ def test_greedy_generation():
 def test_embeddings_and_tokenizer_from_a_bert_checkpoint(tmp_path):
     tokenizer = train_wordpiece(["the cat sat on the mat", "a dog ran to the park"] * 20, vocab_size=80)
     torch.manual_seed(0)
-    bert = BertEncoder(EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=20, num_hidden_layers=1,
+    bert = BertModel(EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=20, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=32))
     bert.save_pretrained(tmp_path)
     tokenizer.save(tmp_path)
@@ -337,3 +337,17 @@ def test_clm_trains_reports_perplexity_and_samples_then_fine_tunes_from_it(train
 def test_clm_with_a_bidirectional_encoder_is_a_config_error(train_run):
     with pytest.raises(ConfigError, match="model.bidirectional"):
         train_run("model=bilstm", "task=clm", *SMALL)
+
+
+def test_a_recurrent_encoder_has_no_position_table_and_says_so():
+    """Its config carries what heads read, not a made-up position table: the length check before training
+    is skipped for it, and still applies to BERT."""
+    from bertlab.runtime.checks import preflight
+    from bertlab.runtime.config import DataConfig
+
+    encoder = RecurrentEncoder(RecurrentConfig(vocab_size=50, embedding_dim=8, hidden_size=4, num_layers=1))
+    assert not hasattr(encoder.config, "max_position_embeddings")
+    task = TaskSpec(name="sst2", family="sequence", monitor="val/accuracy", mode="max")
+    preflight(task, DataConfig(max_seq_length=100_000), None)
+    with pytest.raises(ConfigError, match="larger than the model's position table"):
+        preflight(task, DataConfig(max_seq_length=1024), 512)

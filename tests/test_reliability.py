@@ -14,10 +14,11 @@ from conftest import FIXTURE_DATA, ROOT, run_train
 from test_bad_input import cli, data_dir
 from test_resume import _load, nan_loss_at
 
-from bertlab.config import ConfigError
-from bertlab.hf_weights import CheckpointError
-from bertlab.module import BertTaskModule, NonFiniteLossError
-from bertlab.tokenization import load_tokenizer
+from bertlab.data.tokenizer import load_tokenizer
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.errors import NonFiniteLossError
+from bertlab.training.module import BertTaskModule
 
 RUN = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.batch_size=8", "save_every_n_steps=2")
 TIMINGS = ("wall_s", "samples_per_s", "tokens_per_s")

@@ -2,7 +2,7 @@
 ends exactly where the same run uninterrupted ends — weights, optimizer, schedule, data order, dropout RNG,
 metrics and the logger's metrics.csv — and records ``train.resumed_from_step``.
 
-``BERTLAB_TEST_KILL_AT_STEP=k`` is a test hook (bertlab.reliability.KillAtStep): the run SIGKILLs itself
+``BERTLAB_TEST_KILL_AT_STEP=k`` is a test hook (bertlab.training.debug_hooks.KillAtStep): the run SIGKILLs itself
 after optimizer step k, as a pre-empted job dies (no cleanup, no final save).
 """
 
@@ -27,16 +27,12 @@ from test_bad_input import cli
 from torch.utils.data import DataLoader
 
 from bertlab.data.batching import Collator, FeatureDataset, TrainBatchSampler
-from bertlab.hf_weights import CheckpointError
-from bertlab.module import NonFiniteLossError
-from bertlab.reliability import (
-    KILL_AT_STEP_ENV,
-    SIGNAL_AT_STEP_ENV,
-    AtomicCheckpointIO,
-    GracefulStop,
-    JobStopped,
-    remove_stale_temporaries,
-)
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.errors import JobStopped, NonFiniteLossError
+from bertlab.runtime.files import remove_stale_temporaries
+from bertlab.training.checkpoints import AtomicCheckpointIO
+from bertlab.training.debug_hooks import KILL_AT_STEP_ENV, SIGNAL_AT_STEP_ENV
+from bertlab.training.stopping import GracefulStop
 
 # sst2 fixture: 40 examples, batch 8 → 5 steps per epoch; step checkpoints at 2, 4, 6, 8; epoch ends at 5, 10.
 RUN = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "trainer.deterministic=true", "data.batch_size=8",
@@ -192,8 +188,12 @@ def test_batch_sampler_resumes_the_rest_of_its_epoch():
     assert [list(b) for b in sampler] != epoch2  # each epoch its own order
 
     done = 4
-    sampler.progress = lambda: done
     sampler.set_epoch(2)
+    assert sampler.state_dict()["batches_done"] == 0  # a new epoch: nothing used yet
+    next(iter(sampler))  # yielding (a loader prefetching) is not using: the count moves only with batch_used()
+    for _ in range(done):
+        sampler.batch_used()
+    sampler.set_epoch(2)  # Lightning sets the same epoch again: the count stays
     state = sampler.state_dict()
     assert state == {"seed": 3, "epoch": 2, "batches_done": 4}
     resumed = TrainBatchSampler(lengths, batch_size=4, seed=3)

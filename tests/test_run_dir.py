@@ -9,11 +9,11 @@ import shutil
 import pytest
 import torch
 
-from bertlab.builders import _init_source, init_dir_for_tokenizer
-from bertlab.config import ConfigError
 from bertlab.data.readers import DataError
-from bertlab.hf_weights import CheckpointError
-from bertlab.run_dir import FINGERPRINT_KEY, MARKER, claim_run_dir
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.run_dir import FINGERPRINT_KEY, MARKER, claim_run_dir
+from bertlab.training.build import _init_source, init_dir_for_tokenizer
 
 TINY = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=1")
 
@@ -63,7 +63,7 @@ def test_run_dir_with_outputs_but_no_record_is_refused_unless_resumed(tmp_path):
 def test_a_finished_multirun_job_may_run_again(tmp_path, monkeypatch):
     from conftest import compose
 
-    import bertlab.run_dir as rd
+    import bertlab.runtime.run_dir as rd
 
     run = tmp_path / "0"
     claim_run_dir(run, compose(list(TINY), run))

@@ -18,9 +18,9 @@ import pytest
 from conftest import compose
 
 from bertlab.data.datamodule import TaskDataModule
-from bertlab.data.features import Split
-from bertlab.safe_cache import CacheCorrupt, load_tree, save_tree
-from bertlab.tasks.qa import QAExample, QAFeatures
+from bertlab.data.features import Split, TokenEvalData
+from bertlab.data.qa import QAEvalData, QAExample, QAFeatures
+from bertlab.data.safe_cache import CacheCorrupt, load_tree, save_tree
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "bertlab"
 
@@ -52,27 +52,29 @@ def test_round_trip_keeps_every_kind_of_value(tmp_path):
                     token_type_ids=[np.zeros(5, np.int8), np.ones(3, np.int8)],
                     offsets=[np.zeros((5, 2), np.int32), np.ones((3, 2), np.int32)], example_index=[0, 0],
                     context_start=[2, 2], context_end=[4, 2], window_start=[0, 1], start_positions=None)
+    examples = [QAExample("q1", "why?", "because", [{"text": "b", "answer_start": 0}])]
     split = Split("val", [{"input_ids": [1, 2, 3], "token_type_ids": [0, 0, 0], "labels": 1.5, "index": 0},
                           {"input_ids": [4], "token_type_ids": [1], "labels": float("nan"), "index": 1}],
-                  2, skipped=1, truncated=0,
-                  meta={"texts": ["a", "b"], "examples": [QAExample("q1", "why?", "because", [{"text": "b",
-                                                                                             "answer_start": 0}])],
-                        "qa_features": qa, "tuple": (1, "x"), "ints": {3: [[], [1, 2]]}, "none": None,
-                        "big": [2**70], "bools": [True, False], "features": [np.ones(4, np.float32)] * 3})
+                  2, skipped=1, truncated=0, extra_windows=1, eval_data=QAEvalData(examples, qa))
+    extra = {"texts": ["a", "b"], "tuple": (1, "x"), "ints": {3: [[], [1, 2]]}, "none": None, "big": [2**70],
+             "bools": [True, False], "features": [np.ones(4, np.float32)] * 3,
+             "tags": TokenEvalData(gold_tags=[["B-PER", "O"]], word_ids=[[-1, 0, 1, -1]])}
     path = tmp_path / "c.safetensors"
-    save_tree(path, split)
-    back = load_tree(path)
+    save_tree(path, {"split": split, "extra": extra})
+    tree = load_tree(path)
+    back, meta = tree["split"], tree["extra"]
     assert isinstance(back, Split) and back.name == "val" and back.skipped == 1
     assert back.features[0] == split.features[0]
     assert back.features[1]["input_ids"] == [4] and np.isnan(back.features[1]["labels"])
-    assert back.meta["examples"] == split.meta["examples"]
-    assert back.meta["tuple"] == (1, "x") and back.meta["ints"] == {3: [[], [1, 2]]}
-    assert back.meta["big"] == [2**70] and back.meta["bools"] == [True, False] and back.meta["none"] is None
-    got = back.meta["qa_features"]
+    assert back.eval_data.examples == examples and back.extra_windows == 1
+    assert meta["tags"] == extra["tags"] and meta["texts"] == ["a", "b"]
+    assert meta["tuple"] == (1, "x") and meta["ints"] == {3: [[], [1, 2]]}
+    assert meta["big"] == [2**70] and meta["bools"] == [True, False] and meta["none"] is None
+    got = back.eval_data.features
     assert isinstance(got, QAFeatures) and got.start_positions is None and got.window_start == [0, 1]
     for a, b in zip(got.offsets, qa.offsets):
         assert a.dtype == b.dtype and np.array_equal(a, b)
-    assert all(np.array_equal(x, np.ones(4, np.float32)) for x in back.meta["features"])
+    assert all(np.array_equal(x, np.ones(4, np.float32)) for x in meta["features"])
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "pickle", "empty"])
@@ -95,15 +97,15 @@ def test_damaged_file_is_detected(tmp_path, damage):
 
 
 def _datamodule(tmp_path: Path, task: str, extra=()) -> TaskDataModule:
-    from bertlab.config import DataConfig, TaskSpec
-    from bertlab.tokenization import load_tokenizer
+    from bertlab.data.tokenizer import load_tokenizer
+    from bertlab.runtime.config import DataConfig, TaskSpec
     from bertlab.train import _plain
 
     cfg = compose([f"task={task}", "model=bert_tiny", *extra], tmp_path / "run")
     data = DataConfig(**_plain(cfg.data))
     tok_dir = tmp_path / "tok"
     if not tok_dir.exists():
-        from bertlab.tokenization import train_wordpiece
+        from bertlab.data.tokenizer import train_wordpiece
 
         train_wordpiece(["the cat sat on the mat", "a dog"] * 20, vocab_size=200).save(tok_dir)
     return TaskDataModule(TaskSpec(**_plain(cfg.task)), data, load_tokenizer(tok_dir), seed=1)
@@ -137,7 +139,7 @@ def test_cached_split_equals_the_built_one_and_damage_is_rebuilt(tmp_path, task,
 def _same(a, b) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(np.asarray(a), np.asarray(b))
-    if isinstance(a, Split | QAFeatures | QAExample):
+    if isinstance(a, Split | QAFeatures | QAExample | QAEvalData | TokenEvalData):
         return type(a) is type(b) and _same(a.__dict__, b.__dict__)
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)

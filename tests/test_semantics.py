@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.config import EncoderConfig, HeadConfig
-from bertlab.encoder import BertEncoder
-from bertlab.heads import SequenceClassificationHead, TaskModel
-from bertlab.tokenization import train_wordpiece
+from bertlab.data.tokenizer import train_wordpiece
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import SequenceClassificationHead, TaskModel
+from bertlab.runtime.config import EncoderConfig, HeadConfig
 
 CFG = EncoderConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                     max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def encoder() -> BertEncoder:
+def encoder() -> BertModel:
     torch.manual_seed(0)
-    return BertEncoder(CFG).eval()
+    return BertModel(CFG).eval()
 
 
 def test_pair_packing_and_segments():
@@ -78,7 +78,7 @@ def test_pooler_and_raw_cls_are_different_computations():
 
 
 def test_encoder_without_pooler_returns_none_and_builds_no_parameters():
-    m = BertEncoder(CFG, add_pooling_layer=False)
+    m = BertModel(CFG, add_pooling_layer=False)
     assert m(torch.tensor([[2, 3]])).pooler_output is None
     assert not any(n.startswith("pooler") for n, _ in m.named_parameters())
     assert isinstance(TaskModel(m, torch.nn.Identity(), None), torch.nn.Module)

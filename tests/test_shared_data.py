@@ -8,7 +8,7 @@ from conftest import SHARED_DATA
 
 from bertlab.data.rawtext import read_corpus
 from bertlab.data.readers import BadExamplePolicy, read_conll, read_squad, read_table
-from bertlab.tasks.ner import iob1_to_iob2, validate_iob2
+from bertlab.data.tags import iob1_to_iob2, validate_iob2
 
 pytestmark = pytest.mark.shared
 

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 from test_qa import CLS, SEP, answer, make_tokenizer
 
+from bertlab.data.qa import QAExample, prepare_qa_features
 from bertlab.tasks.qa import (
-    QAExample,
     null_scores,
     postprocess_qa_predictions_v2,
-    prepare_qa_features,
     squad_v2_scores,
 )
 

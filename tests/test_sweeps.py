@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import FIXTURE_DATA, ROOT
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 from bertlab.sweeps.space import parse_search_space
 from hydra_plugins.bertlab_optuna.optuna_sweeper import build_pruner, normalize_direction, trial_values
 

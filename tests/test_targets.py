@@ -12,8 +12,8 @@ import pytest
 from conftest import compose
 from test_bad_input import cli
 
-from bertlab.config import ConfigError
-from bertlab.targets import ALLOW_ENV, check_run_config, check_targets, refusal
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.targets import ALLOW_ENV, check_run_config, check_targets, refusal
 
 
 class _Payload:
@@ -62,7 +62,7 @@ def test_the_shipped_configs_pass():
 @pytest.mark.parametrize("target", ["os.system", "subprocess.run", "builtins.eval", "torch.load",
                                     "lightning.fabric.utilities.cloud_io._load",
                                     "lightning.pytorch.LightningModule.load_from_checkpoint",
-                                    "bertlab.reliability.os.system", "optuna.load_study"])
+                                    "bertlab.training.debug_hooks.os.system", "optuna.load_study"])
 def test_functions_and_foreign_names_are_refused(target):
     assert refusal(target) is not None
     with pytest.raises(ConfigError, match="refused"):
@@ -93,7 +93,7 @@ def test_the_sweepers_sampler_and_pruner_nodes_are_checked_too():
     import optuna
     import pytest as _pytest
 
-    from bertlab.config import ConfigError
+    from bertlab.runtime.config import ConfigError
     from hydra_plugins.bertlab_optuna.optuna_sweeper import build_pruner
 
     with _pytest.raises(ConfigError, match=r"hydra\.sweeper\.pruner\._target_=torch\.load: refused"):

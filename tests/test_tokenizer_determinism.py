@@ -8,13 +8,13 @@ import sys
 
 from conftest import ROOT
 
-from bertlab.tokenization import SPECIAL_TOKENS, train_wordpiece
+from bertlab.data.tokenizer import SPECIAL_TOKENS, train_wordpiece
 
 SAMPLE = ROOT / "src" / "bertlab" / "samples" / "sst2" / "train.tsv"
 
 PROGRAM = f"""
 import hashlib, json
-from bertlab.tokenization import train_wordpiece
+from bertlab.data.tokenizer import train_wordpiece
 texts = [l.split("\\t")[0] for l in open({str(SAMPLE)!r}, encoding="utf-8").read().splitlines()[1:]]
 tok = train_wordpiece(texts, vocab_size=8000)
 print(hashlib.sha256(tok.tokenizer.to_str().encode()).hexdigest())
@@ -45,3 +45,15 @@ def test_only_bert_specials_are_special_and_continuing_pieces_tokenize_as_usual(
     # "##t" is a vocabulary piece, not an added token: in text it splits like any other string.
     assert "##t" in tok.tokenizer.get_vocab()
     assert "##t" not in tok.tokenizer.encode("##t", add_special_tokens=False).tokens
+
+
+def test_a_truncated_view_leaves_the_shared_tokenizer_untouched():
+    """Splits are tokenized with a truncating copy (one per max length), never by switching truncation on and
+    off on the tokenizer every split, predictor and collator share."""
+    tok = train_wordpiece(_texts(), vocab_size=300)
+    long = " ".join(_texts()[:5])
+    short = tok.truncated(8)
+    assert tok.truncated(8) is short and tok.truncated(9) is not short
+    assert len(short.encode_batch([long])[0].ids) == 8 and short.encode_batch([long])[0].overflowing
+    assert tok.tokenizer.truncation is None and len(tok.encode_batch([long])[0].ids) > 8
+    assert (short.pad_id, short.cls_id, short.vocab_size) == (tok.pad_id, tok.cls_id, tok.vocab_size)

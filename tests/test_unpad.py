@@ -16,11 +16,12 @@ transformers = pytest.importorskip("transformers")
 
 from test_hf_parity import HF_CLASSES, TINY, build_ours, hf_model  # noqa: E402
 
-from bertlab import encoder as encoder_module  # noqa: E402
-from bertlab.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.data.mlm import IGNORE_INDEX  # noqa: E402
-from bertlab.encoder import BertEncoder, bucket_bounds, pack, varlen_kernel  # noqa: E402
-from bertlab.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
+from bertlab.models import bert as encoder_module  # noqa: E402
+from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
+from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
+from bertlab.models.packing import bucket_bounds  # noqa: E402
+from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -148,7 +149,7 @@ def test_the_unpadded_path_runs_on_real_tokens_only():
 
 
 def test_padded_positions_come_back_as_zeros_and_hidden_states_match():
-    enc = BertEncoder(EncoderConfig(**TINY)).train()
+    enc = BertModel(EncoderConfig(**TINY)).train()
     b = padded_batch("sequence", True)
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     enc.unpad = "true"
@@ -165,7 +166,7 @@ def test_padded_positions_come_back_as_zeros_and_hidden_states_match():
 
 
 def test_auto_decides_per_batch_and_device(monkeypatch):
-    enc = BertEncoder(EncoderConfig(**TINY))
+    enc = BertModel(EncoderConfig(**TINY))
     ids = torch.ones(2, 5, dtype=torch.long)
     full = torch.ones(2, 5, dtype=torch.long)
     right = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
@@ -198,7 +199,7 @@ def test_auto_decides_per_batch_and_device(monkeypatch):
 
 
 def test_unpad_true_without_padding_equals_padded():
-    enc = BertEncoder(EncoderConfig(**TINY)).eval()
+    enc = BertModel(EncoderConfig(**TINY)).eval()
     ids = padded_batch("sequence", False)["input_ids"]
     enc.unpad = "true"
     out_u = enc(ids)
@@ -264,15 +265,14 @@ def per_sequence_attention(q, k, v, cu, dropout_p=0.0):
 
 @pytest.mark.parametrize("kernel,bucket_cost", [("repad", float("inf")), ("repad", 0.0), ("repad", 4.0e6),
                                                 ("nested", 4.0e6)])
-def test_varlen_kernels_equal_per_sequence_attention(monkeypatch, kernel, bucket_cost):
+def test_varlen_kernels_equal_per_sequence_attention(kernel, bucket_cost):
     """repad with one bucket (inf), a bucket per length (0) and the default; nested."""
-    monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", kernel)
-    monkeypatch.setattr(encoder_module, "REPAD_BUCKET_COST", bucket_cost)
     g = torch.Generator().manual_seed(0)
     mask = torch.tensor([[1] * 6 + [0] * 2, [1] * 3 + [0] * 5, [1] * 8, [1] * 3 + [0] * 5, [1] + [0] * 7])
     p = pack(mask)
     q, k, v = (torch.randn(p.num_tokens, 2, 4, generator=g, requires_grad=True) for _ in range(3))
-    out = encoder_module.varlen_attention(q, k, v, p, 0.0)
+    kernels = encoder_module.Kernels(varlen_attention=kernel, repad_bucket_cost=bucket_cost)
+    out = encoder_module.varlen_attention(q, k, v, p, 0.0, kernels)
     ref = per_sequence_attention(q, k, v, p.cu_seqlens)
     torch.testing.assert_close(out, ref, **TOL)
     grads = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
@@ -281,15 +281,14 @@ def test_varlen_kernels_equal_per_sequence_attention(monkeypatch, kernel, bucket
         torch.testing.assert_close(a, r, **TOL)
 
 
-def test_kernel_choice_by_device_and_dtype(monkeypatch):
+def test_kernel_choice_by_device_and_dtype():
     assert varlen_kernel("cpu", torch.float32, flash_attn_available=True) == "repad"
     assert varlen_kernel("cuda", torch.float32, flash_attn_available=False) == "nested"
     assert varlen_kernel("cuda", torch.float32, flash_attn_available=True) == "nested"  # flash-attn is half only
     assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=False) == "nested"
     assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=True) == "flash_attn"
     assert varlen_kernel("cuda", torch.float16, flash_attn_available=True) == "flash_attn"
-    monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", "repad")
-    assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=True) == "repad"
+    assert varlen_kernel("cuda", torch.bfloat16, flash_attn_available=True, setting="repad") == "repad"
 
 
 def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
@@ -301,8 +300,7 @@ def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
         return per_sequence_attention(q, k, v, cu_q)
 
     monkeypatch.setattr(encoder_module, "_flash_attn_varlen", lambda: fake_flash_attn_varlen_func)
-    monkeypatch.setattr(encoder_module, "VARLEN_ATTENTION", "flash_attn")
-    enc = BertEncoder(EncoderConfig(**TINY)).eval()
+    enc = BertModel(EncoderConfig(**TINY), kernels=encoder_module.Kernels(varlen_attention="flash_attn")).eval()
     b = padded_batch("sequence", True)
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     enc.unpad = "true"
@@ -329,7 +327,7 @@ def test_flash_attn_is_optional():
 def test_dropout_on_the_packed_tokens_keeps_its_rate():
     torch.manual_seed(0)
     cfg = EncoderConfig(**{**TINY, "hidden_size": 64, "hidden_dropout_prob": 0.25})
-    enc = BertEncoder(cfg).train()
+    enc = BertModel(cfg).train()
     enc.unpad = "true"
     seen = []
     enc.embeddings.dropout.register_forward_hook(lambda mod, args, out: seen.append(out))
@@ -344,8 +342,8 @@ def test_dropout_on_the_packed_tokens_keeps_its_rate():
 
 def test_checkpoints_and_export_do_not_depend_on_the_path(tmp_path):
     torch.manual_seed(0)
-    enc = BertEncoder(EncoderConfig(**TINY), unpad="true").eval()
-    other = BertEncoder(EncoderConfig(**TINY), unpad="false").eval()
+    enc = BertModel(EncoderConfig(**TINY), unpad="true").eval()
+    other = BertModel(EncoderConfig(**TINY), unpad="false").eval()
     assert list(enc.state_dict()) == list(other.state_dict())
     other.load_state_dict(enc.state_dict())
     enc.save_pretrained(tmp_path)
@@ -370,7 +368,7 @@ def test_execution_config_validates_unpad_and_compile():
     with pytest.raises(ConfigError, match="model.compile"):
         ExecutionConfig(compile="yes")
     with pytest.raises(ConfigError, match="model.unpad"):
-        BertEncoder(EncoderConfig(**TINY), unpad="maybe")
+        BertModel(EncoderConfig(**TINY), unpad="maybe")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -385,23 +383,40 @@ def test_every_bert_model_file_declares_the_switches():
         if cfg.get("encoder", "bert") != "bert":
             continue  # the recurrent encoders keep the padded path
         assert cfg.get("unpad") == "auto" and cfg.get("compile") is False, path.name
+        assert (cfg.get("cpu_fast_dropout"), cfg.get("cpu_attention_slice_mb"), cfg.get("varlen_attention")) == \
+            (True, 32, "auto"), path.name
 
 
 @pytest.mark.parametrize("unpad", ["auto", "false"])
 def test_model_unpad_reaches_the_encoder_in_training(train_run, monkeypatch, unpad):
     decisions = []
-    original = BertEncoder.uses_unpadded_path
+    original = BertModel.uses_unpadded_path
 
     def spy(self, input_ids, attention_mask):
         decisions.append((self.unpad, original(self, input_ids, attention_mask)))
         return decisions[-1][1]
 
-    monkeypatch.setattr(BertEncoder, "uses_unpadded_path", spy)
+    monkeypatch.setattr(BertModel, "uses_unpadded_path", spy)
     metrics = train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=2", f"model.unpad={unpad}",
                         "data.max_eval_samples=8", "data.group_by_length=false")
     assert metrics["train"]["steps"] == 2
     assert decisions and {mode for mode, _ in decisions} == {unpad}
     assert any(used for _, used in decisions) == (unpad == "auto")  # the fixture batches hold padding
+
+
+def test_model_kernel_keys_reach_the_encoder_in_training(train_run, monkeypatch):
+    built = []
+    original = BertModel.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        built.append(self.kernels)
+
+    monkeypatch.setattr(BertModel, "__init__", spy)
+    train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8",
+              "model.cpu_fast_dropout=false", "model.cpu_attention_slice_mb=4", "model.varlen_attention=repad")
+    assert built and built[0] == encoder_module.Kernels(cpu_fast_dropout=False, cpu_attention_slice_bytes=4 * 2**20,
+                                                         varlen_attention="repad")
 
 
 def test_bad_unpad_value_is_a_config_error(train_run):
@@ -414,7 +429,7 @@ def test_bad_unpad_value_is_a_config_error(train_run):
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compiled_encoder_gives_the_same_outputs_and_gradients():
     torch.manual_seed(0)
-    eager = BertEncoder(EncoderConfig(**TINY), unpad="true").train()
+    eager = BertModel(EncoderConfig(**TINY), unpad="true").train()
     compiled = copy.deepcopy(eager)
     compiled.compile(dynamic=True)
     assert list(compiled.state_dict()) == list(eager.state_dict())  # names unchanged: checkpoints interchangeable
@@ -439,9 +454,9 @@ def test_compiled_encoder_gives_the_same_outputs_and_gradients():
 
 def test_model_compile_compiles_the_encoder_in_place(train_run, monkeypatch):
     calls = []
-    monkeypatch.setattr(BertEncoder, "compile", lambda self, **kw: calls.append((type(self).__name__, kw)))
+    monkeypatch.setattr(BertModel, "compile", lambda self, **kw: calls.append((type(self).__name__, kw)))
     train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8", "model.compile=true")
-    assert calls == [("BertEncoder", {"dynamic": True})]
+    assert calls == [("BertModel", {"dynamic": True})]
     train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8", name="eager")
     assert len(calls) == 1  # off by default
 
@@ -456,9 +471,7 @@ def test_gpu_check_unpad_script_dry_run(tmp_path):
     spec = importlib.util.spec_from_file_location("unpad_check", ROOT / "experiments" / "gpu_check" / "unpad_check.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    saved = encoder_module.VARLEN_ATTENTION
     result = module.main(["--dry", "--out", str(tmp_path / "unpad.md")])
-    assert encoder_module.VARLEN_ATTENTION == saved
     assert set(result["precisions"]) == {"32-true", "bf16-mixed"}
     for entry in result["precisions"].values():
         assert entry["outputs"]["unpadded_vs_padded_hidden"] < 1e-5
@@ -472,7 +485,7 @@ def test_unpadded_path_on_the_real_minilm_checkpoint():
     from test_minilm import PAIRS, TEXTS
 
     directory = str(pkg.get_model_path())
-    ours = BertEncoder.from_pretrained(directory).eval()
+    ours = BertModel.from_pretrained(directory).eval()
     hf = transformers.BertModel.from_pretrained(directory).eval()
     enc = transformers.AutoTokenizer.from_pretrained(directory)(TEXTS, PAIRS, padding=True, return_tensors="pt")
     valid = enc["attention_mask"].bool()

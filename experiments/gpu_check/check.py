@@ -10,7 +10,7 @@
 
 - environment: the GPU, torch and CUDA versions, bf16 support, and which SDPA backends run a bf16 attention
   (flash, memory-efficient, cuDNN, math), with and without a key mask;
-- exactness: bertlab's ``BertEncoder`` against ``transformers.BertModel`` (sdpa) on the same weights (the
+- exactness: bertlab's ``BertModel`` against ``transformers.BertModel`` (sdpa) on the same weights (the
   float16 MiniLM copy read into float32, and a random BERT-base), on padded batches: float32 with TF32 off
   (max |difference| ≤ 1e-4 on real positions) and bf16/fp16 autocast (no further from transformers under the
   same autocast than twice transformers' own distance from its float32 output); the unpadded path against the
@@ -131,14 +131,14 @@ def smoke(args: argparse.Namespace) -> int:
         module = __import__(name)  # a missing one stops the check here, which is the point of this stage
         versions[name] = getattr(module, "__version__", "?")
     import bertlab.train  # noqa: F401  (the whole training stack imports)
-    from bertlab.config import EncoderConfig
-    from bertlab.encoder import BertEncoder
+    from bertlab.models.bert import BertModel
+    from bertlab.runtime.config import EncoderConfig
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("smoke: no CUDA device is visible to torch")
     torch.manual_seed(0)
-    model = BertEncoder(_encoder_config(EncoderConfig, TINY)).to(device)
+    model = BertModel(_encoder_config(EncoderConfig, TINY)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(5, 1000, (4, 16), device=device)
     mask = torch.ones_like(ids)
@@ -169,9 +169,9 @@ def compose(args: argparse.Namespace) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
-    from bertlab import overrides as bertlab_overrides
-    from bertlab.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
-    from bertlab.distributed import check_precision
+    from bertlab.runtime import overrides as bertlab_overrides
+    from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
+    from bertlab.training.distributed import check_precision
 
     check_command_line = getattr(bertlab_overrides, "check_command_line", lambda argv, config_dir: None)
     build_typed = getattr(bertlab_overrides, "build_typed", lambda cls, values, section: cls(**values))
@@ -357,7 +357,7 @@ def exactness(name: str, ours, ref, device, batch: int, seq: int, vocab: int) ->
 
 def sst2_lengths(tsv: Path, tokenizer_dir: Path, count: int, max_len: int = 128) -> list[int]:
     """Token counts ([CLS] … [SEP]) of the first ``count`` SST-2 training sentences, in the file's random order."""
-    from bertlab.tokenization import load_tokenizer
+    from bertlab.data.tokenizer import load_tokenizer
 
     lines = tsv.read_text(encoding="utf-8").splitlines()[1:count + 1]
     tok = load_tokenizer(tokenizer_dir)
@@ -391,8 +391,8 @@ def speed(args: argparse.Namespace, device, shape, deadline: float, lengths: lis
     import torch
     from transformers import BertConfig, BertModel
 
-    from bertlab.config import EncoderConfig
-    from bertlab.encoder import BertEncoder
+    from bertlab.models import bert as bertlab_bert
+    from bertlab.runtime.config import EncoderConfig
 
     layers, hidden, heads, inter = shape
     vocab = 30522
@@ -403,7 +403,7 @@ def speed(args: argparse.Namespace, device, shape, deadline: float, lengths: lis
     torch.backends.cudnn.allow_tf32 = True
 
     torch.manual_seed(0)
-    ours = BertEncoder(_encoder_config(EncoderConfig, shape, vocab)).to(device)
+    ours = bertlab_bert.BertModel(_encoder_config(EncoderConfig, shape, vocab)).to(device)
     hf_cfg = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                         intermediate_size=inter, max_position_embeddings=512, attn_implementation="sdpa")
     ref = BertModel(hf_cfg).to(device)
@@ -512,8 +512,8 @@ def speed(args: argparse.Namespace, device, shape, deadline: float, lengths: lis
 def bench(args: argparse.Namespace) -> int:
     import torch
 
-    from bertlab.config import EncoderConfig
-    from bertlab.encoder import BertEncoder
+    from bertlab.models.bert import BertModel
+    from bertlab.runtime.config import EncoderConfig
 
     start = time.monotonic()
     deadline = start + args.budget
@@ -527,7 +527,7 @@ def bench(args: argparse.Namespace) -> int:
 
     exact: dict[str, Any] = {}
     try:
-        mini = BertEncoder.from_pretrained(args.pretrained)
+        mini = BertModel.from_pretrained(args.pretrained)
         vocab = mini.config.vocab_size
         ours, ref = _pair(mini, device)
         exact["minilm_fp16_weights"] = exactness("minilm", ours, ref, device, *((4, 32) if args.dry_run else (16, 128)),
@@ -538,7 +538,7 @@ def bench(args: argparse.Namespace) -> int:
         else:
             shape = BERT_BASE
         torch.manual_seed(0)
-        base = BertEncoder(_encoder_config(EncoderConfig, shape))
+        base = BertModel(_encoder_config(EncoderConfig, shape))
         ours, ref = _pair(base, device)
         exact["bert_base_random" if not args.dry_run else "tiny_random"] = exactness(
             "bert_base", ours, ref, device, *((4, 32) if args.dry_run else (16, 128)), 30522)

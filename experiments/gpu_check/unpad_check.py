@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import tempfile
@@ -33,8 +34,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from encoder_speed import checkpoint_dir  # noqa: E402
 from unpadded import random_order_batches, sst2_sentences, token_lengths  # noqa: E402
 
-from bertlab import encoder as encoder_module  # noqa: E402
-from bertlab.encoder import BertEncoder  # noqa: E402
+from bertlab.models import bert as encoder_module  # noqa: E402
+from bertlab.models.bert import BertModel  # noqa: E402
 
 PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
@@ -49,7 +50,7 @@ def sdpa_backend(name: str | None):
 
 
 def sides(device: str) -> dict[str, tuple[str, str, str | None]]:
-    """name → (unpad, VARLEN_ATTENTION, forced SDPA backend)."""
+    """name → (unpad, varlen attention kernel (model.varlen_attention), forced SDPA backend)."""
     out = {"padded": ("false", "auto", None), "unpadded repad": ("true", "repad", None)}
     if device == "cuda":
         out.update({"padded, efficient SDPA": ("false", "auto", "efficient"),
@@ -65,12 +66,21 @@ def autocast(device: str, dtype: torch.dtype | None):
     return torch.autocast(device, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
-def set_side(model: BertEncoder, side: tuple[str, str, str | None]) -> None:
+def set_varlen(model: BertModel, setting: str) -> None:
+    """The unpadded path's attention kernel (``model.varlen_attention``) of every layer of ``model``."""
+    kernels = dataclasses.replace(model.kernels, varlen_attention=setting)
+    model.kernels = kernels
+    for module in model.modules():
+        if isinstance(module, encoder_module.BertSelfAttention):
+            module.kernels = kernels
+
+
+def set_side(model: BertModel, side: tuple[str, str, str | None]) -> None:
     model.unpad = side[0]
-    encoder_module.VARLEN_ATTENTION = side[1]
+    set_varlen(model, side[1])
 
 
-def compare_outputs(model: BertEncoder, batch, device: str, dtype) -> dict[str, float]:
+def compare_outputs(model: BertModel, batch, device: str, dtype) -> dict[str, float]:
     ids, mask = batch
     real = mask.bool()
     model.eval()
@@ -79,7 +89,7 @@ def compare_outputs(model: BertEncoder, batch, device: str, dtype) -> dict[str, 
         for name, unpad, dt in (("fp32_padded", "false", None), ("padded", "false", dtype),
                                 ("unpadded", "true", dtype)):
             model.unpad = unpad
-            encoder_module.VARLEN_ATTENTION = "auto"
+            set_varlen(model, "auto")
             with autocast(device, dt):
                 o = model(ids, attention_mask=mask)
             outs[name] = (o.last_hidden_state.float()[real], o.pooler_output.float())
@@ -94,7 +104,7 @@ def compare_outputs(model: BertEncoder, batch, device: str, dtype) -> dict[str, 
             "unpadded_vs_fp32_hidden": diff("unpadded", "fp32_padded", 0)}
 
 
-def time_side(model: BertEncoder, batches, device: str, dtype, side, steps: int) -> float | str:
+def time_side(model: BertModel, batches, device: str, dtype, side, steps: int) -> float | str:
     """Real tokens/s of train steps over ``batches`` (after one warm-up pass), or why the side could not run."""
     set_side(model, side)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -136,7 +146,7 @@ def run(dry: bool, data_dir: Path | None, steps: int) -> dict[str, Any]:
         raise SystemExit("no CUDA device: run with --dry to check the script on CPU")
     with tempfile.TemporaryDirectory() as tmp:
         directory = checkpoint_dir(dry, Path(tmp))
-        model = BertEncoder.from_pretrained(directory).to(device).train()
+        model = BertModel.from_pretrained(directory).to(device).train()
     has_data = data_dir is not None and (data_dir / "sst2" / "train.tsv").is_file()
     sentences = sst2_sentences(data_dir if has_data else None, 3200)
     lengths = token_lengths(sentences, tiny=dry, model_dir=directory)
@@ -148,7 +158,7 @@ def run(dry: bool, data_dir: Path | None, steps: int) -> dict[str, Any]:
                               "real_fraction": round(sum(int(m.sum()) for _, m in batches)
                                                      / sum(m.numel() for _, m in batches), 3),
                               "precisions": {}}
-    saved = encoder_module.VARLEN_ATTENTION
+    saved = model.kernels.varlen_attention
     try:
         for precision, dtype in precisions.items():
             entry = {"outputs": compare_outputs(model, batches[0], device, dtype), "real_tokens_per_s": {}}
@@ -157,7 +167,7 @@ def run(dry: bool, data_dir: Path | None, steps: int) -> dict[str, Any]:
                 print(f"{precision} {name}: {entry['real_tokens_per_s'][name]}", file=sys.stderr)
             result["precisions"][precision] = entry
     finally:
-        encoder_module.VARLEN_ATTENTION = saved
+        set_varlen(model, saved)
     return result
 
 

@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from bertlab.config import EncoderConfig
-from bertlab.encoder import BertEncoder
+from bertlab.models.bert import BertModel
+from bertlab.runtime.config import EncoderConfig
 
 
 def step_time(model, head, opt, ids, mask, dtype, device) -> float:
@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     config = EncoderConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
-    model = BertEncoder(config, add_pooling_layer=False).to(args.device)
+    model = BertModel(config, add_pooling_layer=False).to(args.device)
     head = torch.nn.Linear(384, 2).to(args.device)
     opt = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=1e-5)
     print(f"threads={torch.get_num_threads()} device={args.device} batch={args.batch} steps={args.steps}\n")

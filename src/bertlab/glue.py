@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlab.compare import CompareError, Run, default_group_keys, find_runs
+from bertlab.analysis.runs import CompareError, Run, default_group_keys, find_runs
 
 log = logging.getLogger(__name__)
 
@@ -296,9 +296,9 @@ def data_status(task: str, overrides: list[str], config_dir: Path) -> str | None
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from bertlab.config import ConfigError, DataConfig, TaskSpec
-    from bertlab.data.datamodule import TaskDataModule
+    from bertlab.data.files import DataFiles
     from bertlab.data.readers import DataError
+    from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
     # Only what decides where the data is; sweeps (seed=1,2,3) and the rest belong to the multirun itself.
     parser = OverridesParser.create()
@@ -310,9 +310,9 @@ def data_status(task: str, overrides: list[str], config_dir: Path) -> str | None
     GlobalHydra.instance().clear()
     try:
         data = DataConfig(**OmegaConf.to_container(cfg.data, resolve=True))
-        dm = TaskDataModule(TaskSpec(**OmegaConf.to_container(cfg.task, resolve=True)), data, tokenizer=None)
+        files = DataFiles(TaskSpec(**OmegaConf.to_container(cfg.task, resolve=True)), data)
         for split in ("train", "val", *(data.val_extra_files or {})):
-            dm.split_file(split)
+            files.split_file(split)
     except (DataError, ConfigError) as err:
         return str(err).splitlines()[0]
     return None

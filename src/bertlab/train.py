@@ -23,101 +23,56 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab.builders import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
-from bertlab.checkpoints import CheckpointInfo, LastCheckpoint, ValidateFinalStep
-from bertlab.config import ConfigError, DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
-from bertlab.console import AutoLogInterval, ProgressBar, configure_console, console_mode, format_value
 from bertlab.data.datamodule import TaskDataModule
-from bertlab.distributed import (
+from bertlab.data.files import DataFiles
+from bertlab.inference.export import export_checkpoint
+from bertlab.inference.inputs import predict_checkpoint, run_predict
+from bertlab.models.bert import num_parameters
+from bertlab.runtime.checks import preflight
+from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
+from bertlab.runtime.console import (
+    AutoLogInterval,
+    ProgressBar,
+    configure_console,
+    console_mode,
+    format_value,
+)
+from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.launch import HydraDDPJob
+from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
+from bertlab.runtime.overrides import apply_policy_defaults, build_typed
+from bertlab.runtime.run_dir import TokenizerFingerprint
+from bertlab.runtime.targets import check_run_config
+from bertlab.tasks.families import build_family
+from bertlab.training.audit import UpdateScopeAuditCallback
+from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
+from bertlab.training.callbacks import FreezeModeGuard, Throughput
+from bertlab.training.checkpoints import (
+    AtomicCheckpointIO,
+    CheckpointInfo,
+    LastCheckpoint,
+    ValidateFinalStep,
+    check_resume_checkpoint,
+    last_checkpoint,
+)
+from bertlab.training.debug_hooks import debug_hooks_from_env
+from bertlab.training.distributed import (
     BatchSizeReport,
-    HydraDDPJob,
     SameTokenizerOnEveryRank,
     build_strategy,
     check_precision,
     resolve_pad_multiple,
 )
-from bertlab.encoder import num_parameters
-from bertlab.export import export_checkpoint
-from bertlab.freeze import FreezeModeGuard, UpdateScopeAuditCallback, apply_freeze
-from bertlab.hf_weights import CheckpointError
-from bertlab.loggers import build_loggers, finish_wandb
-from bertlab.module import BertTaskModule, evaluate_extra_split
-from bertlab.overrides import apply_policy_defaults, build_typed
-from bertlab.predict import predict_checkpoint, run_predict
-from bertlab.reliability import (
-    AtomicCheckpointIO,
-    ResumeStateCallback,
-    check_resume_checkpoint,
-    continue_csv_logs,
-    debug_hooks_from_env,
-    end_of_run,
-    preflight,
-    start_of_run,
-)
-from bertlab.run_dir import TokenizerFingerprint
-from bertlab.targets import check_run_config
-from bertlab.tasks.families import build_family
+from bertlab.training.freeze import apply_freeze
+from bertlab.training.module import BertTaskModule, evaluate_extra_split
+from bertlab.training.resume import ResumeStateCallback
+from bertlab.training.stopping import end_of_run, start_of_run
 
 log = logging.getLogger(__name__)
 
 
 def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
-class Throughput(Callback):
-    """Training throughput over the whole loop (data loading, host syncs, optimizer), validation excluded.
-
-    Wall time runs from the start of the first training batch to the end of the last one, minus the
-    validations that ran in between (a validation after the last batch is not inside that span).
-    """
-
-    def __init__(self) -> None:
-        self.t0: float | None = None
-        self.t_end: float | None = None
-        self.validations: list[tuple[float, float]] = []
-        self._val_t0: float | None = None
-        self.samples = 0
-        self.tokens = 0
-        self.epochs: dict[int, list[float]] = {}  # epoch → [first batch start, last batch end]
-        self.feature_extraction_s: float | None = None  # the frozen-feature cache's encoder pass, before training
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        now = time.perf_counter()
-        if self.t0 is None:
-            self.t0 = now
-        self.epochs.setdefault(trainer.current_epoch, [now, now])
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.samples += len(batch["index"])
-        self.tokens += int(batch.get("num_tokens", 0))
-        self.t_end = time.perf_counter()
-        self.epochs[trainer.current_epoch][1] = self.t_end
-
-    def _without_validation(self, start: float, end: float) -> float:
-        inside = sum(b - a for a, b in self.validations if a >= start and b <= end)
-        return max(end - start - inside, 1e-9)
-
-    def on_validation_start(self, trainer, pl_module):
-        self._val_t0 = time.perf_counter()
-
-    def on_validation_end(self, trainer, pl_module):
-        if self._val_t0 is not None:
-            self.validations.append((self._val_t0, time.perf_counter()))
-        self._val_t0 = None
-
-    def summary(self, world_size: int) -> dict[str, float]:
-        if self.t0 is None or self.t_end is None:
-            return {"wall_s": 0.0, "samples_per_s": 0.0, "tokens_per_s": 0.0}
-        wall = self._without_validation(self.t0, self.t_end)
-        # Counted on this rank; every rank processes the same number of batches, so scale by world size.
-        return {"wall_s": round(wall, 3), "samples_per_s": round(self.samples * world_size / wall, 3),
-                "tokens_per_s": round(self.tokens * world_size / wall, 3)}
-
-    def timing(self) -> dict[str, Any]:
-        """Each epoch's training wall time (validation excluded) and the feature cache's pass, if any."""
-        return {"epoch_wall_s": [round(self._without_validation(a, b), 3) for _, (a, b) in sorted(self.epochs.items())],
-                "feature_extraction_s": self.feature_extraction_s}
 
 
 def _instantiate_group(group: DictConfig | None) -> list[Any]:
@@ -131,7 +86,7 @@ def _instantiate_group(group: DictConfig | None) -> list[Any]:
 def _filter_known_warnings() -> None:
     # Lightning 2.6's own pytree helper calls an API torch 2.13 deprecated; nothing bertlab can change.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
-    # Frozen modules run in eval mode on purpose (dropout off for fixed features; see bertlab.freeze).
+    # Frozen modules run in eval mode on purpose (dropout off for fixed features; see bertlab.training.freeze).
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
     # The data module saves and restores the training order itself (TaskDataModule.state_dict), which
     # Lightning's check for a stateful DataLoader cannot see.
@@ -144,10 +99,16 @@ def _filter_known_warnings() -> None:
 
 
 def run(cfg: DictConfig) -> float | None:
-    """Train and/or evaluate one configuration; returns the monitored validation value."""
+    """Train and/or evaluate one configuration; returns the monitored validation value.
+
+    The warning filters it sets last for this run only. ``TOKENIZERS_PARALLELISM=false`` unless the caller chose:
+    the tokenizers' thread pool and forked DataLoader workers do not mix (the library warns and stops using it).
+    """
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     failed = True
     try:
-        with HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job in this job's run folder
+        with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here
+            _filter_known_warnings()
             value = _run(cfg, job)
         failed = False
         return value
@@ -160,8 +121,7 @@ def run(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
-    _filter_known_warnings()
-    check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.targets)
+    check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.trainer.get("deterministic"):
         torch.use_deterministic_algorithms(True, warn_only=True)
@@ -188,23 +148,20 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
 
-    # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model).
-    datamodule: TaskDataModule | None = None
-
-    def training_texts() -> list[str]:
-        return datamodule.training_texts(max_bytes=model_cfg.get("vocab_train_bytes"))
-
-    datamodule = TaskDataModule(task, data_cfg, tokenizer=None, seed=cfg.seed)  # type: ignore[arg-type]
+    # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
+    # the configuration and the training files, built before the data module that uses it.
+    files = DataFiles(task, data_cfg)
     # A checkpoint to resume or evaluate brings its run's tokenizer: a scratch WordPiece vocabulary trained
     # again (in another process, with another cache) can differ, as the trainer breaks ties at random.
     tokenizer_from = model_cfg.get("init_from") or _checkpoint_file(cfg.get("ckpt_path"), run_dir)
-    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from), training_texts,
+    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from),
+                                lambda: files.training_texts(max_bytes=model_cfg.get("vocab_train_bytes")),
                                 data_cfg.cache_dir)
-    datamodule.tokenizer = tokenizer
+    datamodule = TaskDataModule(task, data_cfg, tokenizer, seed=cfg.seed)
 
     family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
     model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
-    preflight(task, data_cfg, model.bert.config.max_position_embeddings)
+    preflight(task, data_cfg, getattr(model.bert.config, "max_position_embeddings", None))  # recurrent: none
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
     _read_splits(datamodule, cfg, data_cfg)
@@ -340,8 +297,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
 def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, head_cfg) -> None:
     """freeze=encoder + head.cache_features: run the frozen encoder once per split, train the head on the result."""
-    from bertlab.feature_cache import attach_features, check_cacheable, weights_fingerprint
-    from bertlab.tokenization import content_hash
+    from bertlab.data.tokenizer import content_hash
+    from bertlab.training.feature_cache import attach_features, check_cacheable, weights_fingerprint
 
     check_cacheable(family.task.family, freeze_plan.encoder_frozen)
     datamodule.setup("fit")
@@ -365,7 +322,7 @@ def _checkpoint_file(ckpt_path: str | None, run_dir: Path) -> str | None:
     """``ckpt_path`` as an existing .ckpt file (``last`` → this run's last.ckpt), else None."""
     if not ckpt_path:
         return None
-    path = run_dir / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(str(ckpt_path))
+    path = last_checkpoint(run_dir) if ckpt_path == "last" else Path(str(ckpt_path))
     return str(path) if path.is_file() and path.suffix == ".ckpt" else None
 
 
@@ -373,7 +330,7 @@ def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:
     if ckpt_path is None:
         return None
     if ckpt_path == "last":
-        last = run_dir / "checkpoints" / "last.ckpt"
+        last = last_checkpoint(run_dir)
         if not last.is_file():
             raise CheckpointError(
                 f"ckpt_path=last: {last} does not exist; pass hydra.run.dir=<the run dir to resume> (its "
@@ -502,5 +459,3 @@ def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) 
         lines.append(f"NOTE: {result['note']}")
     print("\n".join(lines))
 
-
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

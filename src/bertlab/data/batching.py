@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,19 +70,24 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
         self.epoch = 0
-        # Mid-epoch resume: batches of the current epoch the training loop has consumed. Read from the
-        # trainer (set by the data module), because loader workers prefetch batches before steps use them.
-        self.progress: Callable[[], int] | None = None
+        # Mid-epoch resume: batches of the current epoch that training steps have used (batch_used), not the
+        # batches yielded: loader workers and the fit loop fetch batches ahead of the steps that use them.
+        self.used = 0
         self._resume_at: tuple[int, int] | None = None
         self.sampler = _EpochOrder(self)
 
     def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.used = 0
         self.epoch = epoch
+
+    def batch_used(self) -> None:
+        """A training step took the next batch of this epoch (the data module calls this for each one)."""
+        self.used += 1
 
     def state_dict(self) -> dict[str, int]:
         """Where the epoch stands (saved in checkpoints by the data module)."""
-        done = self.progress() if self.progress is not None else 0
-        return {"seed": self.seed, "epoch": self.epoch, "batches_done": int(done)}
+        return {"seed": self.seed, "epoch": self.epoch, "batches_done": self.used}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue after the ``batches_done`` batches of epoch ``epoch`` (same seed → same order)."""
@@ -94,6 +99,7 @@ class TrainBatchSampler(Sampler[list[int]]):
             epoch, done = epoch + 1, 0
         # Set now, not only by Lightning's set_epoch: a loader with workers starts drawing batches earlier.
         self.epoch = epoch
+        self.used = done
         self._resume_at = (epoch, done)
 
     def _batches(self) -> list[np.ndarray]:
@@ -186,7 +192,6 @@ class Collator:
         self.pad_id = pad_id
         self.multiple = pad_to_multiple_of
         self.mlm = mlm  # {"vocab_size", "mask_id", "special_ids", "probability", "seed", "continuation"}
-        self.calls = 0
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if len(features[0]["input_ids"]) and not np.isscalar(features[0]["input_ids"][0]):
@@ -217,7 +222,7 @@ class Collator:
             values = [f["labels"] for f in features]
             dtype = torch.float32 if isinstance(values[0], float) else torch.long
             batch["labels"] = torch.tensor(values, dtype=dtype)
-        if "features" in features[0]:  # cached frozen-encoder features (bertlab.feature_cache)
+        if "features" in features[0]:  # cached frozen-encoder features (bertlab.training.feature_cache)
             batch["features"] = self._stack_features([f["features"] for f in features], longest)
         for key in ("start_positions", "end_positions", "next_sentence_label"):
             if key in features[0]:

@@ -21,10 +21,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.config import DataConfig
 from bertlab.data.features import Split
 from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, read_text_lines
-from bertlab.tokenization import BertTokenizer
+from bertlab.data.tokenizer import BertTokenizer
+from bertlab.runtime.config import DataConfig
 
 
 @dataclass
@@ -125,9 +125,8 @@ def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokeniz
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    with tokenizer.truncating(data.max_seq_length):
-        encodings = tokenizer.encode_batch([e.context for e in examples for _ in e.choices],
-                                           [c for e in examples for c in e.choices])
+    encodings = tokenizer.truncated(data.max_seq_length).encode_batch(
+        [e.context for e in examples for _ in e.choices], [c for e in examples for c in e.choices])
     features, truncated, k = [], 0, 0
     for i, ex in enumerate(examples):
         rows = encodings[k:k + len(ex.choices)]
@@ -138,5 +137,4 @@ def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokeniz
         if labelled:
             feature["labels"] = ex.label
         features.append(feature)
-    return Split(name, features, len(examples), policy.skipped, truncated,
-                 meta={"num_choices": [len(e.choices) for e in examples]})
+    return Split(name, features, len(examples), policy.skipped, truncated)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.config import ConfigError, DataConfig, TaskSpec
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
 from bertlab.data.features import (
     LabelMap,
@@ -32,15 +29,16 @@ from bertlab.data.features import (
     sequence_split,
     token_split,
 )
-from bertlab.data.readers import DataError, check_readable
-from bertlab.distributed import cache_lock
-from bertlab.safe_cache import cached
-from bertlab.tokenization import BertTokenizer, content_hash
+from bertlab.data.files import DataFiles
+from bertlab.data.readers import DataError
+from bertlab.data.safe_cache import cached
+from bertlab.data.tokenizer import BertTokenizer, content_hash
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.files import cache_lock
 
 log = logging.getLogger(__name__)
 
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
-_CACHE_VERSION = "2"  # 2: safetensors files (bertlab.safe_cache) instead of the old format that could run code
+_CACHE_VERSION = "3"  # 2: safetensors files (data.safe_cache); 3: typed Split.eval_data instead of a meta dict
 
 
 def _lengths(split: Split):
@@ -63,96 +61,17 @@ class TaskDataModule(L.LightningDataModule):
         self.splits: dict[str, Split] = {}
         self._train_sampler: TrainBatchSampler | None = None
         self._sampler_state: dict[str, int] | None = None  # from a checkpoint, for the next training sampler
-
-    # ------------------------------------------------------------------------------------------------
-    # Files
-
-    def _root(self) -> Path:
-        # The bundled samples use the same layout as a data folder (sst2/train.tsv, squad_v1.1/dev.json, ...).
-        return SAMPLES_DIR if self.cfg.source == "sample" else Path(self.cfg.data_dir)
+        self.files = DataFiles(task, data)
 
     def resolve(self, name: str | None) -> Path | None:
-        """A configured file as an absolute path.
-
-        ``source=files``: the file under ``paths.data_dir``, else (for preset tasks) the hub when ``datasets``
-        is installed and online. ``source=hub``: the hub first. A file found nowhere is an error naming the
-        path it looked for and the ways to get the data.
-        """
-        if name is None:
-            return None
-        path = Path(os.path.expanduser(str(name)))
-        relative = not path.is_absolute()
-        if relative:
-            path = self._root() / path
-        if path.is_file() and self.cfg.source != "hub":
-            return path
-        if path.is_dir() or path.is_symlink():  # a folder or a broken link: say so, not "not found"
-            check_readable(path)
-        hub_reason = "data.source=sample does not use the hub"
-        if self.cfg.source != "sample" and relative:
-            from bertlab.data.hub import HubUnavailable, fetch_preset
-
-            try:
-                return fetch_preset(self.task.name, str(name), Path(self.cfg.cache_dir or ".cache/bertlab") / "hub")
-            except HubUnavailable as err:
-                hub_reason = str(err)
-        raise DataError(
-            f"data file not found: {path}\n"
-            f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})\n"
-            f"  The Hugging Face hub could not provide it either: {hub_reason}\n"
-            "  Get the data in one of these ways:\n"
-            "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of README \"Data\",\n"
-            "   - be online with the `datasets` library installed: preset tasks are then fetched from the hub,\n"
-            "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."
-        )
+        """A configured file as an absolute path (:meth:`DataFiles.resolve`)."""
+        return self.files.resolve(name)
 
     def split_file(self, split: str) -> Path | list[Path] | None:
-        value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,
-                 "predict": self.cfg.predict_file, **(self.cfg.val_extra_files or {})}[split]
-        if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
-            return [self.resolve(v) for v in value]
-        return self.resolve(value)
+        return self.files.split_file(split)
 
     def training_texts(self, max_bytes: int | None = None) -> list[str]:
-        """Text of the training split only: what a scratch tokenizer may be fit on (no val/test leakage).
-
-        Raw-text corpora (mlm, clm) larger than ``max_bytes`` (``model.vocab_train_bytes``) give a
-        deterministic sample instead of all their sentences: every k-th document, k = ceil(corpus bytes /
-        max_bytes), read as a stream, until ``max_bytes`` bytes of text are collected. A corpus within the
-        cap gives all its sentences in order, as before.
-        """
-        from bertlab.data.rawtext import iter_corpus
-        from bertlab.data.readers import BadExamplePolicy, read_conll, read_squad, read_table
-
-        path = self.split_file("train")
-        policy = BadExamplePolicy("skip")
-        if self.task.family in ("mlm", "clm"):
-            paths = path if isinstance(path, list) else [path]
-            fmt = "wikitext" if self.cfg.text_format == "wikitext" else "auto"
-            total = sum(p.stat().st_size for p in paths)
-            stride = 1 if not max_bytes or total <= max_bytes else math.ceil(total / max_bytes)
-            texts: list[str] = []
-            taken = 0
-            for i, doc in enumerate(iter_corpus(paths, fmt=fmt)):
-                if i % stride:
-                    continue
-                if max_bytes and stride > 1 and taken >= max_bytes:
-                    break
-                texts.extend(doc)
-                taken += sum(len(s.encode("utf-8")) + 1 for s in doc)
-            return texts
-        if self.task.family == "token":
-            return [" ".join(s.words) for s in read_conll(path, self.cfg.tag_column, policy)]
-        if self.task.family == "qa":
-            examples = read_squad(path, train=True, policy=policy)
-            return [e.question for e in examples] + sorted({e.context for e in examples})
-        if self.task.family == "multiple_choice":
-            from bertlab.data.choices import read_choices
-
-            examples = read_choices(path, self.cfg, labelled=False, policy=policy)
-            return [e.context for e in examples] + [c for e in examples for c in e.choices]
-        rows = read_table(path, self.cfg.text_column, self.cfg.text_pair_column, None, policy)
-        return [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair]
+        return self.files.training_texts(max_bytes)
 
     # ------------------------------------------------------------------------------------------------
     # Labels
@@ -243,8 +162,7 @@ class TaskDataModule(L.LightningDataModule):
         limit = self.cfg.max_train_samples if split == "train" else self.cfg.max_eval_samples
         examples = ArrowExamples(folder, nsp=self.task.nsp, limit=limit)
         log.debug("%s: prepared corpus %s (%s)", split, folder, examples.meta["engine"])
-        return Split(split, examples, len(examples),  # type: ignore[arg-type]
-                     meta={"documents": examples.meta["documents"], "prepared": str(folder)})
+        return Split(split, examples, len(examples))  # type: ignore[arg-type]
 
     def _build(self, split: str) -> Split:
         path = self.split_file(split)
@@ -307,9 +225,10 @@ class TaskDataModule(L.LightningDataModule):
             if split not in self.splits and self.split_file(split) is not None:
                 self.splits[split] = self._build(split)
                 s = self.splits[split]
-                log.info("%s: %d examples → %d features%s%s", split, s.num_examples, len(s.features),
+                log.info("%s: %d examples → %d features%s%s%s", split, s.num_examples, len(s.features),
                          f", {s.skipped} skipped" if s.skipped else "",
-                         f", {s.truncated} truncated/extra windows" if s.truncated else "")
+                         f", {s.truncated} truncated" if s.truncated else "",
+                         f", {s.extra_windows} extra windows" if s.extra_windows else "")
                 if s.skipped:
                     log.warning("%s: skipped %d bad examples (data.on_bad_example=skip; the first are named "
                                 "above); metrics.json counts them in data.skipped_examples", split, s.skipped)
@@ -337,18 +256,19 @@ class TaskDataModule(L.LightningDataModule):
         split = self.splits["train"]
         sampler = TrainBatchSampler(_lengths(split), self.cfg.batch_size, self.seed,
                                     group_by_length=self.cfg.group_by_length)
-        sampler.progress = self._train_batches_done
         if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped
             sampler.load_state_dict(self._sampler_state)
             self._sampler_state = None
         self._train_sampler = sampler
         return self._loader(split, sampler, train=True)
 
-    def _train_batches_done(self) -> int:
-        # Lightning's own count of the batches consumed in this epoch: on resume it continues batch_idx from
-        # it, and the sampler skips exactly that many (see TrainBatchSampler.load_state_dict).
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        # Each training batch a step takes: the sampler counts them for an exact mid-epoch resume
+        # (TrainBatchSampler.state_dict); Lightning continues batch_idx from the same count.
         trainer = self.trainer
-        return trainer.fit_loop.epoch_loop.batch_progress.current.ready if trainer is not None else 0
+        if trainer is not None and trainer.training and self._train_sampler is not None:
+            self._train_sampler.batch_used()
+        return batch
 
     def eval_dataloader(self, name: str) -> DataLoader:
         """The loader of any evaluation split by name (``val``, ``test`` or a ``data.val_extra_files`` name)."""

@@ -10,27 +10,46 @@ from __future__ import annotations
 import logging
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bertlab.config import ConfigError, DataConfig, TaskSpec
+from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
-from bertlab.tokenization import BertTokenizer
+from bertlab.data.tokenizer import BertTokenizer
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
+class TokenEvalData:
+    """What scoring a token-classification split needs beyond its features: the gold IOB2 tags of every
+    sentence (one per word) and each feature's word id per token (-1 for special tokens)."""
+
+    gold_tags: list[list[str]]
+    word_ids: list[list[int]]
+
+
+@dataclass
 class Split:
+    """One split's features (what batches are made of) and what its family needs to score it.
+
+    ``truncated``: inputs cut at ``data.max_seq_length``; ``extra_windows``: QA windows beyond one per
+    example (a long context is read in several). ``eval_data``: :class:`TokenEvalData` for token
+    classification, :class:`bertlab.data.qa.QAEvalData` for QA, None for the families that score from the
+    features alone.
+    """
+
     name: str
     features: list[dict[str, Any]]
     num_examples: int
     skipped: int = 0
     truncated: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)  # family-specific evaluation data
+    extra_windows: int = 0
+    eval_data: TokenEvalData | QAEvalData | None = None
 
 
 class LabelMap:
@@ -71,9 +90,8 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    with tokenizer.truncating(data.max_seq_length):
-        encodings = tokenizer.encode_batch([e.text for e in examples],
-                                           [e.text_pair for e in examples] if data.text_pair_column else None)
+    encodings = tokenizer.truncated(data.max_seq_length).encode_batch(
+        [e.text for e in examples], [e.text_pair for e in examples] if data.text_pair_column else None)
     features, truncated = [], 0
     for i, (ex, enc) in enumerate(zip(examples, encodings)):
         truncated += bool(enc.overflowing)
@@ -87,8 +105,7 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
             else:
                 feature["labels"] = labels.id(ex.label, ex.where)
         features.append(feature)
-    return Split(name, features, len(examples), policy.skipped, truncated,
-                 meta={"texts": [e.text for e in examples]})
+    return Split(name, features, len(examples), policy.skipped, truncated)
 
 
 def _finite_regression_labels(examples, policy: BadExamplePolicy):
@@ -126,7 +143,7 @@ def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
 
 def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labels: LabelMap,
                 task: TaskSpec, max_examples: int | None = None) -> Split:
-    from bertlab.tasks.ner import align_labels, iob1_to_iob2, validate_iob2
+    from bertlab.data.tags import align_labels, b_to_i_map, iob1_to_iob2, validate_iob2
 
     policy = BadExamplePolicy(data.on_bad_example)
     sentences = read_conll(path, data.tag_column, policy)
@@ -146,10 +163,8 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
             policy.bad(str(err) + " (is the file IOB1? set data.tag_scheme=iob1)")
             continue
         kept.append((s, tags, ids))
-    b_to_i = {labels.index[t]: labels.index.get("I-" + t[2:], labels.index[t])
-              for t in labels.labels if t.startswith("B-")}
-    with tokenizer.truncating(data.max_seq_length, strategy="longest_first"):
-        encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept])
+    b_to_i = b_to_i_map(labels.labels)
+    encodings = tokenizer.truncated(data.max_seq_length).encode_words_batch([s.words for s, _, _ in kept])
     features, gold, word_ids_all, truncated = [], [], [], 0
     for i, ((_, tags, ids), enc) in enumerate(zip(kept, encodings)):
         word_ids = enc.word_ids
@@ -162,7 +177,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
         log.info("%s: %d sentences truncated at %d tokens; their cut words are predicted O and still scored",
                  path, truncated, data.max_seq_length)
     return Split(name, features, len(kept), policy.skipped, truncated,
-                 meta={"gold_tags": gold, "word_ids": word_ids_all, "words": [s.words for s, _, _ in kept]})
+                 eval_data=TokenEvalData(gold_tags=gold, word_ids=word_ids_all))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -171,7 +186,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
 
 def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, train: bool,
              max_examples: int | None = None) -> Split:
-    from bertlab.tasks.qa import QADataError, prepare_qa_features
+    from bertlab.data.qa import QADataError, prepare_qa_features
 
     policy = BadExamplePolicy(data.on_bad_example)
     examples = read_squad(path, train=train, policy=policy)
@@ -204,8 +219,8 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
             f["end_positions"] = qa.end_positions[i]
         features.append(f)
     windows = len(qa) - len({*qa.example_index})
-    return Split(name, features, len(examples), policy.skipped, windows,
-                 meta={"examples": examples, "qa_features": qa})
+    return Split(name, features, len(examples), policy.skipped, extra_windows=windows,
+                 eval_data=QAEvalData(examples=examples, features=qa))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -239,7 +254,7 @@ def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTok
         if task.nsp:
             f["next_sentence_label"] = ex.next_sentence_label
         features.append(f)
-    return Split(name, features, len(features), meta={"documents": len(documents)})
+    return Split(name, features, len(features))
 
 
 def lengths(features: list[dict[str, Any]]) -> np.ndarray:

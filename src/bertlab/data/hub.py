@@ -50,7 +50,7 @@ GLUE_COLUMNS = {
 
 
 def _load(hub_id: str, config: str | None, split: str):
-    from bertlab.network import OFFLINE_ADVICE, hub_unreachable_reason
+    from bertlab.runtime.network import OFFLINE_ADVICE, hub_unreachable_reason
 
     unreachable = hub_unreachable_reason()
     if unreachable:

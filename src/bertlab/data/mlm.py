@@ -1,4 +1,4 @@
-"""Pre-training data: masked-LM corruption, the masked-LM loss, and next-sentence-prediction pairs.
+"""Pre-training data: masked-LM corruption and next-sentence-prediction pairs (the loss is in tasks/mlm.py).
 
 Everything here is pure: tensors and lists in, new tensors and lists out, all randomness from the
 generator / ``random.Random`` passed in. The DataModule calls :func:`mask_tokens` per batch in its
@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 IGNORE_INDEX = -100
 IS_NEXT = 0
@@ -34,15 +33,6 @@ _RANDOM_FRACTION = 0.1
 # ----------------------------------------------------------------------------------------------------
 # Masked language modelling
 # ----------------------------------------------------------------------------------------------------
-
-
-def build_special_tokens_mask(input_ids: torch.Tensor, special_ids: Sequence[int]) -> torch.Tensor:
-    """True where ``input_ids`` holds one of ``special_ids`` ([CLS], [SEP], [PAD], ...).
-
-    Shapes: ``input_ids`` (B, T) long → (B, T) bool.
-    """
-    ids = torch.as_tensor(list(special_ids), dtype=input_ids.dtype, device=input_ids.device)
-    return torch.isin(input_ids, ids)
 
 
 def _uniform(shape: torch.Size, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
@@ -148,28 +138,6 @@ def mask_tokens(
     masked = torch.where(to_random, random_ids, masked)
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     return masked, labels
-
-
-def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross entropy averaged over the selected positions only: sum of their losses / their count.
-
-    Positions labelled ``IGNORE_INDEX`` contribute nothing to the value and get no gradient. Half-precision
-    logits are upcast to float32 first (fp16/bf16 softmax over a 30k vocabulary loses too much); float32
-    and float64 logits keep their dtype. When no position is selected (a short batch can draw none) the
-    loss is 0.0 with a zero gradient, not the NaN that ``cross_entropy(reduction="mean")`` returns for
-    0 / 0: the denominator is clamped to at least 1.
-
-    Shapes: ``logits`` (..., V), ``labels`` (...) long → scalar.
-    """
-    if logits.shape[:-1] != labels.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} do not match labels {tuple(labels.shape)} + (V,)")
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
-    flat_logits = logits.reshape(-1, logits.shape[-1])  # (N, V)
-    flat_labels = labels.reshape(-1)  # (N,)
-    total = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
-    count = (flat_labels != IGNORE_INDEX).sum().clamp(min=1)
-    return total / count
 
 
 # ----------------------------------------------------------------------------------------------------

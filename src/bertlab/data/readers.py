@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import io
 import json
 import logging
@@ -19,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertlab.runtime.errors import DataError
+
 log = logging.getLogger(__name__)
 
-
-class DataError(ValueError):
-    """Bad input data; the message names the file, the line or example id, and what to change."""
 
 
 @dataclass
@@ -130,6 +130,13 @@ def json_object(line: str, where: str) -> dict[str, Any]:
     return obj
 
 
+@functools.cache
+def _allow_long_cells() -> None:
+    """Let the csv module read cells of any length (its default limit is 128 KiB; a long document is one
+    cell). The limit is process-wide, so it is raised once, on the first table read."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
 def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(line number, {column: cell})]); ``has_header=False`` names the columns "0", "1", ... (CoLA)."""
     suffix = path.suffix.lower()
@@ -146,7 +153,7 @@ def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tu
     # GLUE TSVs are not quoted (SST-2 sentences hold bare quote marks): read them with QUOTE_NONE.
     delimiter = "," if suffix == ".csv" else "\t"
     quoting = csv.QUOTE_MINIMAL if suffix == ".csv" else csv.QUOTE_NONE
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    _allow_long_cells()
     # The csv module reads the text itself (newline=""): a quoted CSV cell keeps its newlines, and only
     # \n, \r\n and \r end a record (never U+2028, U+0085 or a form feed).
     reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
@@ -285,7 +292,7 @@ def read_conll(path: Path, tag_column: int | None, policy: BadExamplePolicy) -> 
 
 def read_squad(path: Path, train: bool, policy: BadExamplePolicy):
     """Questions of a SQuAD v1.1/v2.0 file as ``QAExample`` s, each checked (answer text at answer_start)."""
-    from bertlab.tasks.qa import QADataError, QAExample, validate_example
+    from bertlab.data.qa import QADataError, QAExample, validate_example
 
     try:
         data = json.loads(read_text(path))

@@ -29,6 +29,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback as HydraCallback
 from omegaconf import DictConfig
 
+from bertlab.runtime.files import write_text_atomic
 from bertlab.sweeps import trial as trial_state
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,7 @@ def _own_overrides(overrides: list[str]) -> list[str]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def finished_result(cfg: DictConfig) -> float | None | bool:

@@ -24,7 +24,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import Any
 import optuna
 from filelock import FileLock, Timeout
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
 
 log = logging.getLogger(__name__)
 

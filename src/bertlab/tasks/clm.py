@@ -14,11 +14,17 @@ word-level numbers usually quoted for WikiText-2.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
-from bertlab.data.mlm import IGNORE_INDEX, mlm_loss
-from bertlab.tokenization import BertTokenizer
+from bertlab.data.mlm import IGNORE_INDEX
+from bertlab.data.tokenizer import BertTokenizer
+from bertlab.models.heads import CausalLMHead
+from bertlab.runtime.errors import ConfigError
+from bertlab.tasks.base import Family
+from bertlab.tasks.mlm import mlm_loss
 
 
 def next_token_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -82,3 +88,52 @@ def generate(model: nn.Module, tokenizer: BertTokenizer, prompt: str, n_tokens: 
 
 
 __all__ = ["next_token_targets", "target_positions", "causal_lm_loss", "generate"]
+
+
+class CLMFamily(Family):
+    """Next-token language modelling with teacher forcing (``bertlab.tasks.clm``); needs a left-to-right
+    encoder. Metrics per WordPiece token: loss, perplexity, accuracy; greedy samples from ``task.prompts``."""
+
+    head_kind = None  # no transformers layout for a recurrent LM
+
+    def __init__(self, task, num_labels, labels, data_cfg=None):
+        super().__init__(task, num_labels, labels, data_cfg)
+        if task.nsp:
+            raise ConfigError("task.nsp=true is for task=mlm: a causal LM reads single segments (task.nsp=false)")
+
+    def build_head(self, config, head, word_embeddings):
+        # BERT's config has no `bidirectional`: self-attention reads both ways, so it is bidirectional too.
+        if getattr(config, "bidirectional", True):
+            raise ConfigError(
+                "task=clm predicts each token from the tokens before it, so it needs a left-to-right encoder, "
+                "but this one reads the whole segment in both directions (model.bidirectional=true, or a BERT "
+                "encoder) and would see the token it must predict. Use model=lstm (or model.bidirectional=false)"
+            )
+        return CausalLMHead(config, word_embeddings, tie=getattr(config, "tie_word_embeddings", True))
+
+    def stock_head_kind(self, head):
+        return None
+
+    def head_kwargs(self, batch):
+        return {"positions": target_positions(next_token_targets(batch["input_ids"], batch.get("attention_mask")))}
+
+    def loss(self, logits, batch):
+        return causal_lm_loss(logits, batch["input_ids"], batch.get("attention_mask"))
+
+    def eval_step(self, logits, batch, state):
+        targets = next_token_targets(batch["input_ids"], batch.get("attention_mask"))
+        selected = targets[targets != IGNORE_INDEX]  # (N,): the order of the head's positions
+        n = selected.numel()
+        state.add_loss(mlm_loss(logits, selected) * n, n)
+        state.extra["correct"] = state.extra.get("correct", 0.0) + float((logits.argmax(-1) == selected).sum())
+        state.extra["count"] = state.extra.get("count", 0.0) + n
+        state.index.append(batch["index"].cpu())
+
+    def score(self, index, outputs, split, loss, extra):
+        return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)),
+                "accuracy": extra.get("correct", 0.0) / max(extra.get("count", 0.0), 1.0)}
+
+    def run_summary(self, model, tokenizer):
+        samples = [{"prompt": p, "continuation": generate(model, tokenizer, p, self.task.max_new_tokens)}
+                   for p in self.task.prompts or []]
+        return {"samples": samples} if samples else {}

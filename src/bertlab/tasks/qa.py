@@ -1,329 +1,48 @@
-"""Extractive question answering (SQuAD): windowing, span labels, span decoding and the SQuAD metric.
+"""Extractive question answering (SQuAD): span decoding, the SQuAD metrics, and the QA family.
 
-Pure library code (no Lightning, no torch): the QA data module calls :func:`prepare_qa_features` once,
-the LightningModule collects start/end logits per feature *with the feature's index* and calls
-:func:`postprocess_qa_predictions` on whatever arrived, then :func:`squad_scores`.
+Pure library code apart from the family (no Lightning): the data module prepares windows once
+(:mod:`bertlab.data.qa`), the LightningModule collects start/end logits per feature *with the feature's
+index*, and :func:`postprocess_qa_predictions` decodes whatever arrived, scored by :func:`squad_scores`.
 
-Vocabulary used throughout:
-
-- an **example** is one question with its context (a SQuAD ``qas`` entry);
-- a **feature** is one window of it: ``[CLS] question [SEP] context[ws:we] [SEP]``;
-- **context tokens** are the tokens of the whole context (tokenized once, with character offsets into the
-  *original* context string); ``ws``/``we`` index them (``we`` exclusive);
-- **positions** index a feature's ``input_ids``.
-
-Windowing is the one of Hugging Face ``run_qa.py`` (``truncation="only_second"``, ``stride=doc_stride``,
-``return_overflowing_tokens=True``), rebuilt on ``tokenizers`` so that each distinct context is tokenized
-once and windows are cheap slices (see :func:`window_bounds` for the exact stride rule).
-
-SQuAD v1.1 decoding always returns a span. SQuAD 2.0 (``task=squad_v2``): ``is_impossible`` questions (and
-windows without the answer) are trained towards ``[CLS]``; :func:`postprocess_qa_predictions_v2` answers ""
-when the null score beats the best span by more than a threshold, and :func:`squad_v2_scores` is the official
-v2 metric, including the best threshold on the data.
+SQuAD v1.1 decoding always returns a span. SQuAD 2.0 (``task=squad_v2``): :func:`postprocess_qa_predictions_v2`
+answers "" when the null score beats the best span by more than a threshold, and :func:`squad_v2_scores` is
+the official v2 metric, including the best threshold on the data.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
 import re
 import string
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tokenizers import Tokenizer
+import torch.nn.functional as F
+
+from bertlab.data.qa import QAExample, QAFeatures
+from bertlab.models.heads import SpanHead
+from bertlab.tasks.base import Evaluation, Family
 
 __all__ = [
-    "QADataError",
-    "QAExample",
-    "QAFeatures",
     "QASpan",
     "best_spans",
     "normalize_answer",
     "null_scores",
     "postprocess_qa_predictions",
     "postprocess_qa_predictions_v2",
-    "prepare_qa_features",
-    "squad_examples",
     "squad_references",
     "squad_scores",
     "squad_v2_scores",
-    "validate_example",
-    "window_bounds",
+    "QAFamily",
 ]
-
-
-class QADataError(ValueError):
-    """A QA example cannot be used as given; the message names the example id and what to change."""
-
-
-@dataclass
-class QAExample:
-    """One question over one context.
-
-    ``answers`` holds ``{"text": str, "answer_start": int}`` dicts, ``answer_start`` being a character
-    index into ``context``. Training uses the first answer; evaluation scores against all of them.
-    ``is_impossible`` marks SQuAD 2.0 questions without an answer (trained towards [CLS]).
-    """
-
-    id: str
-    question: str
-    context: str
-    answers: list[dict[str, Any]] = field(default_factory=list)
-    is_impossible: bool = False
-
-
-def squad_examples(squad: Mapping[str, Any]) -> list[QAExample]:
-    """Flatten a parsed SQuAD JSON file (``{"data": [{"paragraphs": [{"context", "qas"}]}]}``)."""
-    examples = []
-    for article in squad["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                examples.append(QAExample(
-                    id=str(qa["id"]),
-                    question=qa["question"],
-                    context=paragraph["context"],
-                    answers=[{"text": a["text"], "answer_start": a["answer_start"]} for a in qa["answers"]],
-                    is_impossible=bool(qa.get("is_impossible", False)),
-                ))
-    return examples
 
 
 def squad_references(examples: Sequence[QAExample]) -> dict[str, list[str]]:
     """Gold answer texts per example id, the ``references`` argument of :func:`squad_scores`."""
     return {ex.id: [a["text"] for a in ex.answers] for ex in examples}
-
-
-def validate_example(ex: QAExample, train: bool) -> None:
-    """Raise :class:`QADataError` when ``ex`` cannot be used; return ``None`` when it can.
-
-    Checked: an empty question or context; in a training set a question with no answer (unless
-    ``is_impossible``); every answer's ``text`` must be non-empty and sit at ``answer_start`` in the
-    context (the char span is what the start/end labels are computed from). The data module decides
-    whether to raise or to skip (``data.on_bad_example``).
-    """
-    where = f"QA example {ex.id!r}"
-    if not ex.context or not ex.context.strip():
-        raise QADataError(f"{where}: the context is empty; give it a passage or remove the example")
-    if not ex.question or not ex.question.strip():
-        raise QADataError(f"{where}: the question is empty; fill it in or remove the example")
-    if train and not ex.is_impossible and not ex.answers:
-        raise QADataError(
-            f"{where}: a training question needs at least one answer; add one, mark it is_impossible "
-            "(SQuAD 2.0 data), or set data.on_bad_example=skip"
-        )
-    for k, answer in enumerate(ex.answers):
-        if "text" not in answer or "answer_start" not in answer:
-            raise QADataError(f"{where}: answer {k} must have 'text' and 'answer_start', got keys {sorted(answer)}")
-        text, start = answer["text"], answer["answer_start"]
-        if not isinstance(text, str) or not text.strip():
-            raise QADataError(f"{where}: answer {k} has an empty text; fill it in or remove the answer")
-        if not isinstance(start, int) or isinstance(start, bool):
-            raise QADataError(f"{where}: answer {k} answer_start must be an integer, got {start!r}")
-        found = ex.context[start:start + len(text)] if start >= 0 else ""
-        if found != text:
-            at = ex.context.find(text)
-            fix = (f"the text occurs at character {at}: set answer_start to {at}" if at >= 0
-                   else "the text does not occur in the context: fix the answer text")
-            raise QADataError(
-                f"{where}: answer {k} text {text!r} is not at answer_start {start} "
-                f"(the context there reads {found!r}); {fix}"
-            )
-
-
-# --------------------------------------------------------------------------------------------------------
-# Windowing
-
-
-def window_bounds(num_tokens: int, max_window: int, doc_stride: int) -> list[tuple[int, int]]:
-    """Context token windows ``[(ws, we), ...]`` exactly as Hugging Face overflowing truncation cuts them.
-
-    ``doc_stride`` is the number of context tokens that consecutive windows **share** (the
-    ``stride`` of HF tokenizers' ``truncation`` with ``return_overflowing_tokens=True``; not the step).
-    Windows start at ``0, step, 2*step, ...`` with ``step = max_window - doc_stride``, each holds
-    ``min(max_window, num_tokens - ws)`` tokens, and the last one is the first that reaches the end of
-    the context (``tokenizers`` ``Encoding::truncate``). So ``n`` tokens give
-    ``1 + ceil(max(0, n - max_window) / step)`` windows, and every token is in at least one window.
-    """
-    if max_window <= doc_stride:
-        raise ValueError(
-            f"the context window holds {max_window} tokens but doc_stride is {doc_stride}: windows would "
-            "not advance. Lower data.doc_stride or data.max_query_length, or raise data.max_seq_length"
-        )
-    step = max_window - doc_stride
-    bounds = []
-    start = 0
-    while True:
-        stop = min(start + max_window, num_tokens)
-        bounds.append((start, stop))
-        if stop >= num_tokens:
-            return bounds
-        start += step
-
-
-@dataclass
-class QAFeatures:
-    """Windows of QA examples, one entry per feature in every list (the data module's dataset).
-
-    Per feature ``i`` (``T_i`` = its length, at most ``max_seq_length``; no padding here, the collator
-    pads dynamically):
-
-    - ``input_ids[i]``: (T_i,) int32, ``[CLS] question [SEP] context[ws:we] [SEP]``;
-    - ``token_type_ids[i]``: (T_i,) int8, 0 for ``[CLS] question [SEP]``, 1 for the window and final ``[SEP]``;
-    - ``offsets[i]``: (T_i, 2) int32, ``(start_char, end_char)`` into the **original** context string for
-      context positions, ``(-1, -1)`` for the question and special tokens;
-    - ``example_index[i]``: index of the example in the list given to :func:`prepare_qa_features`;
-    - ``context_start[i]``, ``context_end[i]``: positions ``[context_start, context_end)`` of the window's
-      context tokens inside ``input_ids[i]`` (``context_start = len(question) + 2``);
-    - ``window_start[i]``: index of the window's first token among the context tokens (``ws``);
-    - ``start_positions[i]``, ``end_positions[i]`` (``train=True`` only, else ``None``): positions of the
-      first answer's first and last token when the answer lies entirely inside the window, else ``(0, 0)``
-      (``[CLS]``), as in BERT and ``run_qa.py``.
-    """
-
-    input_ids: list[np.ndarray] = field(default_factory=list)
-    token_type_ids: list[np.ndarray] = field(default_factory=list)
-    offsets: list[np.ndarray] = field(default_factory=list)
-    example_index: list[int] = field(default_factory=list)
-    context_start: list[int] = field(default_factory=list)
-    context_end: list[int] = field(default_factory=list)
-    window_start: list[int] = field(default_factory=list)
-    start_positions: list[int] | None = None
-    end_positions: list[int] | None = None
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
-
-    def features_of(self) -> dict[int, list[int]]:
-        """Feature indices per example index, in window order."""
-        groups: dict[int, list[int]] = collections.defaultdict(list)
-        for i, ex in enumerate(self.example_index):
-            groups[ex].append(i)
-        return dict(groups)
-
-
-@dataclass
-class _Context:
-    """A context tokenized once: ids (n,) int32, offsets (n, 2) int32, and the two offset columns as lists."""
-
-    ids: np.ndarray
-    offsets: np.ndarray
-    starts: list[int]
-    ends: list[int]
-
-
-def _answer_token_span(ex: QAExample, ctx: _Context) -> tuple[int, int] | None:
-    """Context token indices (first, last) covering the first answer, or ``None`` when it has no token.
-
-    First token = the first whose end char is past the answer's first non-space char; last token = the
-    last that starts before the answer's end (after trailing spaces). For answers that begin and end on
-    token boundaries this is the token span ``run_qa.py`` labels; unlike it, an answer ending on the last
-    token of a window is labelled correctly (``run_qa.py`` walks into the ``[SEP]``/padding offsets there).
-    """
-    text, start_char = ex.answers[0]["text"], ex.answers[0]["answer_start"]
-    first_char = start_char + (len(text) - len(text.lstrip()))
-    end_char = start_char + len(text.rstrip())  # exclusive
-    first = bisect.bisect_right(ctx.ends, first_char)
-    last = bisect.bisect_left(ctx.starts, end_char) - 1
-    if first > last:  # the answer is made of characters the normalizer deletes
-        return None
-    return first, last
-
-
-def prepare_qa_features(
-    examples: Sequence[QAExample],
-    tokenizer: Tokenizer,
-    *,
-    cls_id: int,
-    sep_id: int,
-    train: bool,
-    max_seq_length: int = 384,
-    doc_stride: int = 128,
-    max_query_length: int = 64,
-) -> QAFeatures:
-    """Cut every example into ``[CLS] question [SEP] window [SEP]`` features.
-
-    The question keeps its first ``max_query_length`` tokens (as original BERT); the context is tokenized
-    once per distinct context string (SQuAD has ~5 questions per passage) with
-    ``encode_batch(..., add_special_tokens=False)`` and cut into windows of at most
-    ``max_seq_length - len(question) - 3`` tokens overlapping by ``doc_stride`` tokens
-    (:func:`window_bounds`, identical to HF's ``stride``). The special tokens are placed here, so the
-    tokenizer's post-processor is not used. ``tokenizer`` must have padding and truncation switched off.
-
-    Every example is checked with :func:`validate_example` first (filter beforehand to skip bad ones);
-    a context that yields no token at all is a :class:`QADataError` too. With ``train=True`` each
-    feature gets start/end labels (see :class:`QAFeatures`); an answer whose characters all vanish in
-    normalization gets ``(0, 0)`` in every window.
-    """
-    if tokenizer.padding is not None or tokenizer.truncation is not None:
-        raise ValueError(
-            "the QA tokenizer must not pad or truncate (windows are cut here and batches are padded by the "
-            "collator): call tokenizer.no_padding() and tokenizer.no_truncation() after loading it"
-        )
-    if max_query_length < 1:
-        raise ValueError(f"data.max_query_length must be at least 1, got {max_query_length}")
-    if max_seq_length - max_query_length - 3 <= doc_stride:
-        raise ValueError(
-            f"data.doc_stride {doc_stride} must be smaller than the smallest context window, "
-            f"max_seq_length - max_query_length - 3 = {max_seq_length - max_query_length - 3}: lower "
-            "data.doc_stride or data.max_query_length, or raise data.max_seq_length"
-        )
-    for ex in examples:
-        validate_example(ex, train)
-
-    # Each distinct context once (one passage serves several questions).
-    context_slot: dict[str, int] = {}
-    for ex in examples:
-        context_slot.setdefault(ex.context, len(context_slot))
-    contexts: list[_Context] = []
-    for enc in tokenizer.encode_batch(list(context_slot), add_special_tokens=False):
-        offsets = np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)  # (n, 2)
-        contexts.append(_Context(np.asarray(enc.ids, dtype=np.int32), offsets,
-                                 offsets[:, 0].tolist(), offsets[:, 1].tolist()))
-    questions = tokenizer.encode_batch([ex.question for ex in examples], add_special_tokens=False)
-
-    out = QAFeatures()
-    if train:
-        out.start_positions, out.end_positions = [], []
-    cls_arr, sep_arr = np.array([cls_id], dtype=np.int32), np.array([sep_id], dtype=np.int32)
-    for ex_index, (ex, q_enc) in enumerate(zip(examples, questions)):
-        ctx = contexts[context_slot[ex.context]]
-        n_ctx = len(ctx.ids)
-        if n_ctx == 0:
-            raise QADataError(
-                f"QA example {ex.id!r}: the context yields no token (only characters the normalizer "
-                "deletes); fix the passage or remove the example"
-            )
-        q_ids = np.asarray(q_enc.ids[:max_query_length], dtype=np.int32)
-        head = np.concatenate((cls_arr, q_ids, sep_arr))  # [CLS] q [SEP]
-        c0 = len(head)
-        span = None
-        if train and not ex.is_impossible and ex.answers:
-            span = _answer_token_span(ex, ctx)
-        for ws, we in window_bounds(n_ctx, max_seq_length - c0 - 1, doc_stride):
-            length = c0 + (we - ws) + 1
-            out.input_ids.append(np.concatenate((head, ctx.ids[ws:we], sep_arr)))
-            types = np.ones(length, dtype=np.int8)
-            types[:c0] = 0
-            out.token_type_ids.append(types)
-            offsets = np.full((length, 2), -1, dtype=np.int32)
-            offsets[c0:c0 + we - ws] = ctx.offsets[ws:we]
-            out.offsets.append(offsets)
-            out.example_index.append(ex_index)
-            out.context_start.append(c0)
-            out.context_end.append(c0 + we - ws)
-            out.window_start.append(ws)
-            if train:
-                if span is not None and ws <= span[0] and span[1] < we:
-                    out.start_positions.append(c0 + span[0] - ws)
-                    out.end_positions.append(c0 + span[1] - ws)
-                else:
-                    out.start_positions.append(0)
-                    out.end_positions.append(0)
-    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -659,3 +378,62 @@ def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Seq
         out["best_exact"], out["best_exact_thresh"] = _best_threshold(preds, exact, probs, has_ans)
         out["best_f1"], out["best_f1_thresh"] = _best_threshold(preds, f1, probs, has_ans)
     return out
+
+
+class QAFamily(Family):
+    head_kind = "span"
+
+    def build_head(self, config, head, word_embeddings):
+        return SpanHead(config, head)
+
+    def loss(self, logits, batch):
+        # Mean of start and end cross-entropies, as BertForQuestionAnswering, over the real tokens only: with
+        # dynamic padding the pad positions of a window depend on its batch, so counting them in the softmax
+        # would make the loss (and val/loss) depend on the batch size and the world size.
+        t = logits.shape[1]
+        start = batch["start_positions"].clamp(0, t - 1)
+        end = batch["end_positions"].clamp(0, t - 1)
+        if "attention_mask" in batch:
+            logits = logits.masked_fill(~batch["attention_mask"].bool()[..., None], -1e4)  # float32 logits
+        return (F.cross_entropy(logits[..., 0], start) + F.cross_entropy(logits[..., 1], end)) / 2
+
+    def eval_step(self, logits, batch, state):
+        if "start_positions" in batch:  # labelled evaluation windows carry the first answer's positions
+            state.add_loss(self.loss(logits, batch) * len(logits), len(logits))
+        mask = batch["attention_mask"].bool()
+        logits = logits.masked_fill(~mask[..., None], -1e4).cpu()
+        lengths = mask.sum(1).cpu()
+        state.index.append(batch["index"].cpu())
+        state.outputs.extend(logits[i, : lengths[i]].numpy() for i in range(len(logits)))
+
+    def score(self, index, outputs, split, loss, extra):
+        return self.evaluate(index, outputs, split, loss, extra).scores
+
+    def evaluate(self, index, outputs, split, loss, extra) -> Evaluation:
+        """The SQuAD scores and the predicted answer text per example id."""
+        examples, features = split.eval_data.examples, split.eval_data.features
+        if getattr(self.data_cfg, "version_2_with_negative", False):
+            return self._evaluate_v2(index, outputs, examples, features, loss)
+        predictions = postprocess_qa_predictions(
+            examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+            feature_indices=index.tolist(), n_best_size=self.data_cfg.n_best_size,
+            max_answer_length=self.data_cfg.max_answer_length, use_max_context=True,
+        )
+        references = squad_references(examples)
+        arrived = {k: references[k] for k in predictions}
+        scores = squad_scores(predictions, arrived)
+        return Evaluation({"loss": loss, **scores, "num_examples": len(predictions)}, predictions)
+
+    def _evaluate_v2(self, index, outputs, examples, features, loss) -> Evaluation:
+        """SQuAD 2.0: "" when the null score wins by more than data.null_score_diff_threshold; the official v2
+        metrics, with the best threshold on this split from the null-score differences."""
+        cfg = self.data_cfg
+        predictions, diffs = postprocess_qa_predictions_v2(
+            examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+            feature_indices=index.tolist(), null_score_diff_threshold=cfg.null_score_diff_threshold,
+            n_best_size=cfg.n_best_size, max_answer_length=cfg.max_answer_length, use_max_context=True,
+        )
+        references = squad_references(examples)
+        scores = squad_v2_scores(predictions, {k: references[k] for k in predictions}, na_probs=diffs)
+        scores.pop("total")
+        return Evaluation({"loss": loss, **scores, "num_examples": len(predictions)}, predictions)

@@ -38,11 +38,11 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
-from bertlab.config import ConfigError
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.targets import check_targets, env_allowed
 from bertlab.sweeps import study as study_mod
 from bertlab.sweeps import trial as trial_mod
 from bertlab.sweeps.space import SearchSpace, params_to_overrides, parse_search_space, suggest_missing
-from bertlab.targets import check_targets, env_allowed
 
 log = logging.getLogger(__name__)
 

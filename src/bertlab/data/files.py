@@ -1,0 +1,110 @@
+"""A task's data files: where each split's file is (a data folder, the bundled samples, or the hub), and the
+text of the training split a scratch tokenizer is trained on. Needs no tokenizer, so a run builds its
+tokenizer from the config and these files before it builds the data module."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from bertlab.data.readers import DataError, check_readable
+from bertlab.runtime.config import DataConfig, TaskSpec
+
+SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
+
+
+class DataFiles:
+    """The files of ``task`` as ``data`` (``data.*``) names them."""
+
+    def __init__(self, task: TaskSpec, data: DataConfig):
+        self.task = task
+        self.cfg = data
+
+
+    def _root(self) -> Path:
+        # The bundled samples use the same layout as a data folder (sst2/train.tsv, squad_v1.1/dev.json, ...).
+        return SAMPLES_DIR if self.cfg.source == "sample" else Path(self.cfg.data_dir)
+
+    def resolve(self, name: str | None) -> Path | None:
+        """A configured file as an absolute path.
+
+        ``source=files``: the file under ``paths.data_dir``, else (for preset tasks) the hub when ``datasets``
+        is installed and online. ``source=hub``: the hub first. A file found nowhere is an error naming the
+        path it looked for and the ways to get the data.
+        """
+        if name is None:
+            return None
+        path = Path(os.path.expanduser(str(name)))
+        relative = not path.is_absolute()
+        if relative:
+            path = self._root() / path
+        if path.is_file() and self.cfg.source != "hub":
+            return path
+        if path.is_dir() or path.is_symlink():  # a folder or a broken link: say so, not "not found"
+            check_readable(path)
+        hub_reason = "data.source=sample does not use the hub"
+        if self.cfg.source != "sample" and relative:
+            from bertlab.data.hub import HubUnavailable, fetch_preset
+
+            try:
+                return fetch_preset(self.task.name, str(name), Path(self.cfg.cache_dir or ".cache/bertlab") / "hub")
+            except HubUnavailable as err:
+                hub_reason = str(err)
+        raise DataError(
+            f"data file not found: {path}\n"
+            f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})\n"
+            f"  The Hugging Face hub could not provide it either: {hub_reason}\n"
+            "  Get the data in one of these ways:\n"
+            "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of README \"Data\",\n"
+            "   - be online with the `datasets` library installed: preset tasks are then fetched from the hub,\n"
+            "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."
+        )
+
+    def split_file(self, split: str) -> Path | list[Path] | None:
+        value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,
+                 "predict": self.cfg.predict_file, **(self.cfg.val_extra_files or {})}[split]
+        if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
+            return [self.resolve(v) for v in value]
+        return self.resolve(value)
+
+    def training_texts(self, max_bytes: int | None = None) -> list[str]:
+        """Text of the training split only: what a scratch tokenizer may be fit on (no val/test leakage).
+
+        Raw-text corpora (mlm, clm) larger than ``max_bytes`` (``model.vocab_train_bytes``) give a
+        deterministic sample instead of all their sentences: every k-th document, k = ceil(corpus bytes /
+        max_bytes), read as a stream, until ``max_bytes`` bytes of text are collected. A corpus within the
+        cap gives all its sentences in order, as before.
+        """
+        from bertlab.data.rawtext import iter_corpus
+        from bertlab.data.readers import BadExamplePolicy, read_conll, read_squad, read_table
+
+        path = self.split_file("train")
+        policy = BadExamplePolicy("skip")
+        if self.task.family in ("mlm", "clm"):
+            paths = path if isinstance(path, list) else [path]
+            fmt = "wikitext" if self.cfg.text_format == "wikitext" else "auto"
+            total = sum(p.stat().st_size for p in paths)
+            stride = 1 if not max_bytes or total <= max_bytes else math.ceil(total / max_bytes)
+            texts: list[str] = []
+            taken = 0
+            for i, doc in enumerate(iter_corpus(paths, fmt=fmt)):
+                if i % stride:
+                    continue
+                if max_bytes and stride > 1 and taken >= max_bytes:
+                    break
+                texts.extend(doc)
+                taken += sum(len(s.encode("utf-8")) + 1 for s in doc)
+            return texts
+        if self.task.family == "token":
+            return [" ".join(s.words) for s in read_conll(path, self.cfg.tag_column, policy)]
+        if self.task.family == "qa":
+            examples = read_squad(path, train=True, policy=policy)
+            return [e.question for e in examples] + sorted({e.context for e in examples})
+        if self.task.family == "multiple_choice":
+            from bertlab.data.choices import read_choices
+
+            examples = read_choices(path, self.cfg, labelled=False, policy=policy)
+            return [e.context for e in examples] + [c for e in examples for c in e.choices]
+        rows = read_table(path, self.cfg.text_column, self.cfg.text_pair_column, None, policy)
+        return [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair]

@@ -1,0 +1,222 @@
+"""Export a bertlab checkpoint as a Hugging Face folder (``python -m bertlab.export CKPT OUT``, ``export=true``).
+
+The folder holds ``config.json`` (``architectures``, ``id2label`` / ``label2id`` with the labels exactly as in
+the data files), ``model.safetensors`` and the run's tokenizer files, so that
+``transformers.AutoModelFor<Task>.from_pretrained(OUT)`` and ``AutoTokenizer.from_pretrained(OUT)`` predict
+what bertlab predicts. LoRA adapters are merged into the base weights first (``W + B A · alpha / r``).
+
+Heads with no stock transformers class (raw-[CLS] pooling, MLP probes, features from several layers) are
+written as a ``BertModel`` encoder folder plus the head's own tensors in ``bertlab_head.safetensors`` and its
+settings in ``bertlab_head.json``; the export says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.models.bert import BertModel
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import (
+    CONFIG_NAME,
+    HF_ARCHITECTURES,
+    SAFETENSORS_NAME,
+    CheckpointError,
+    export_state_dict,
+)
+from bertlab.models.lora import (
+    ADAPTER_PARAMETER_NAMES,
+    base_changed_message,
+    base_fingerprint,
+    inject_lora,
+    merge_lora,
+)
+from bertlab.runtime.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
+from bertlab.tasks.families import build_family
+from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
+
+log = logging.getLogger(__name__)
+
+HEAD_WEIGHTS_NAME = "bertlab_head.safetensors"
+HEAD_CONFIG_NAME = "bertlab_head.json"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass
+class CheckpointModel:
+    """A bertlab checkpoint rebuilt as a plain module (eval mode, CPU) with what described it."""
+
+    model: TaskModel
+    hparams: dict[str, Any]
+    task: TaskSpec
+    head: HeadConfig
+    labels: list[str] | None
+    path: Path
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A ``.ckpt`` file, or a run dir (→ the best checkpoint its metrics.json names, else ``last.ckpt``)."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return path
+    found = run_dir_checkpoint(path) if path.is_dir() else None
+    if found is None:
+        raise CheckpointError(f"{path}: not a checkpoint file or a run dir with checkpoints/")
+    return found
+
+
+def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
+    """Rebuild the ``TaskModel`` of a bertlab checkpoint from its hyper-parameters and load it strictly.
+
+    LoRA adapters (``lora_A`` / ``lora_B`` keys) are re-injected first so the tensors load by name; the
+    returned model still carries them (``merge_lora`` folds them in for export).
+    """
+    path = Path(ckpt_path)
+    ckpt = read_checkpoint(path)  # weights_only: a checkpoint from elsewhere cannot run code
+    hp = ckpt.get("hyper_parameters") or {}
+    missing = [k for k in ("encoder_config", "task", "head", "head_kind") if k not in hp]
+    if missing:
+        raise CheckpointError(f"{path}: hyper_parameters lack {missing} (not a bertlab checkpoint?)")
+    if hp["encoder_config"].get("encoder", "bert") != "bert":
+        raise CheckpointError(f"{path}: a {hp['encoder_config']['encoder']} encoder; only BERT encoders have a "
+                              "Hugging Face layout to export to")
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    config = EncoderConfig(**hp["encoder_config"])
+    task = TaskSpec(**hp["task"])
+    head_cfg = HeadConfig(**hp["head"])
+    labels = hp.get("labels")
+    num_labels = 1 if task.regression else len(labels or [])
+    family = build_family(task, num_labels, labels, data_cfg=None)
+    # The pooler exists exactly when the trained model had one (pooler head, or NSP). A slim LoRA checkpoint
+    # leaves the frozen pooler out of its tensors, so the hyper-parameters say it.
+    bert = BertModel(config, add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
+    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
+    model = TaskModel(bert, head, hp["head_kind"], output_hidden_states=head_cfg.reads_all_layers)
+    base = ckpt.get("bertlab_base_weights")
+    if base is not None:  # a LoRA checkpoint: frozen base weights come from the referenced checkpoint
+        _load_base_weights(model, base, path)
+    if any(k.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES for k in state):
+        inject_lora(model.bert, FreezeConfig(**hp["freeze"]).lora)
+    recorded = ckpt.get("bertlab_base_fingerprint")
+    if base is not None and recorded is not None and recorded != base_fingerprint(model, set(state)):
+        raise CheckpointError(f"{path}: {base_changed_message(base)}")
+    try:
+        if base is not None:
+            unknown = set(state) - set(model.state_dict())
+            if unknown:
+                raise RuntimeError(f"unexpected keys {sorted(unknown)[:5]}")
+            model.load_state_dict(state, strict=False)
+        else:
+            model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    model.eval()
+    return CheckpointModel(model, hp, task, head_cfg, labels, path)
+
+
+def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
+    """The frozen encoder tensors of a LoRA checkpoint, from the base it names: a checkpoint package or hub
+    id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first)."""
+    from bertlab.models.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
+    from bertlab.training.build import _init_source, resolve_pretrained
+
+    kind, path = _init_source(base) if Path(str(base)).expanduser().exists() else (None, None)
+    if kind == "ckpt":
+        inner = load_checkpoint_model(path)
+        tensors = {f"bert.{k}": v for k, v in merge_lora(inner.model.bert).items()}
+        report = load_into(model, {k: v for k, v in tensors.items() if k in model.state_dict()},
+                           LoadReport(source=str(path)))
+    else:
+        directory = path if kind == "hf" else resolve_pretrained(base)
+        if directory is None:
+            raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
+        tensors, source = read_state_dict(directory)
+        converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
+                                                  source=source)
+        load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
+    log.info("LoRA base weights: %s", report.summary())
+
+
+def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
+    config = loaded.model.bert.config.to_hf_dict()
+    config["architectures"] = [architecture]
+    if loaded.task.regression:
+        config.update(num_labels=1, problem_type="regression")
+    elif loaded.labels:
+        # Labels exactly as in the data files (SST-2: "0", "1"); JSON object keys are strings, as in HF.
+        config["id2label"] = {str(i): label for i, label in enumerate(loaded.labels)}
+        config["label2id"] = {label: i for i, label in enumerate(loaded.labels)}
+        config["num_labels"] = len(loaded.labels)
+    if loaded.head.dropout is not None and loaded.model.head_kind == "sequence":
+        config["classifier_dropout"] = loaded.head.dropout
+    return config
+
+
+def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, ckpt_path: Path) -> list[str]:
+    if tokenizer_dir is None or not tokenizer_dir.is_dir():
+        raise CheckpointError(
+            f"no tokenizer for {ckpt_path}: expected the run's tokenizer folder at {tokenizer_dir} "
+            "(train.py saves <run_dir>/tokenizer/); pass --tokenizer DIR"
+        )
+    copied = []
+    for name in TOKENIZER_FILES:
+        if (tokenizer_dir / name).is_file():
+            shutil.copyfile(tokenizer_dir / name, out_dir / name)
+            copied.append(name)
+    if not copied:
+        raise CheckpointError(f"{tokenizer_dir} holds none of {list(TOKENIZER_FILES)}")
+    return copied
+
+
+def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None) -> Path:
+    """Write ``ckpt_path`` (a bertlab ``.ckpt`` or run dir) to ``out_dir`` as a Hugging Face folder.
+
+    ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
+    Returns ``out_dir``.
+    """
+    from safetensors.torch import save_file
+
+    ckpt_path = resolve_checkpoint(ckpt_path)
+    out_dir = Path(out_dir)
+    loaded = load_checkpoint_model(ckpt_path)
+    model = loaded.model
+    state = merge_lora(model)  # plain keys, adapters folded in (a no-op without LoRA)
+    head_kind = model.head_kind
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
+    _copy_tokenizer(tok_dir, out_dir, ckpt_path)
+
+    if head_kind is not None:
+        tensors = export_state_dict(state, head_kind)
+        architecture = HF_ARCHITECTURES[head_kind]
+    else:
+        # No stock class computes this head: the encoder alone as a BertModel (no prefix, as HF saves it).
+        tensors = {k[len("bert."):]: v for k, v in export_state_dict(state, None).items()}
+        architecture = HF_ARCHITECTURES[None]
+        head_tensors = {k[len("head."):]: v.detach().contiguous().cpu() for k, v in state.items()
+                        if k.startswith("head.")}
+        save_file(head_tensors, str(out_dir / HEAD_WEIGHTS_NAME), metadata={"format": "pt"})
+        head_info = {
+            "format": "bertlab-head",
+            "head_class": type(model.head).__name__,
+            "task": asdict(loaded.task),
+            "head": asdict(loaded.head),
+            "labels": loaded.labels,
+            "encoder_has_pooler": model.bert.pooler is not None,
+            "note": "no transformers class computes this head: load the encoder as BertModel and apply the "
+                    "head tensors as bertlab's heads.py does (or bertlab.export.load_checkpoint_model)",
+        }
+        (out_dir / HEAD_CONFIG_NAME).write_text(json.dumps(head_info, indent=2) + "\n")
+        log.info("export: head %s (pooling=%s, layers=%s, hidden_layers=%d) has no stock transformers class: "
+                 "wrote the encoder as BertModel and the head to %s + %s", type(model.head).__name__,
+                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, HEAD_WEIGHTS_NAME,
+                 HEAD_CONFIG_NAME)
+    save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
+    (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
+    log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
+    return out_dir

@@ -1,0 +1,512 @@
+"""Prediction on new text: ``Predictor`` (used by ``python -m bertlab.predict`` and ``predict=true``).
+
+``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file or an exported Hugging Face
+folder (``export=true`` / ``python -m bertlab.export``) and brings the run's own tokenizer and label set; it
+needs no training or validation data. Calling it on inputs gives one JSON-ready record per input:
+
+- classification ``{"text", "label", "score", "scores": {label: probability}}`` with the label strings of the
+  data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
+- tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags"}``: one IOB2 tag per
+  whitespace-separated word (the prediction at the word's first sub-word, an ``I-X`` that would start an
+  entity written ``B-X``), entities with character offsets into ``text``;
+- QA ``{"id", "question", "answer", "start", "score"}``: the best span over all windows, ``start`` its first
+  character in the context and ``score`` the probability of its start times that of its end.
+
+Scores are softmax probabilities computed as ``transformers.pipeline()`` computes them. The command line
+reads plain text (one example per line; ``sentence<TAB>pair`` for pair tasks, ``question<TAB>context`` for
+QA), JSONL, or the task's own file format (a GLUE-style table, a CoNLL file with or without its tag column, a
+SQuAD JSON file with or without answers), and writes JSONL: to standard output unless ``--output`` is given;
+progress and logs go to standard error. ``predict=true`` in train.py writes the same records for
+``data.predict_file`` to ``<run_dir>/predictions/predict_predictions.jsonl``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertlab.data.batching import Collator
+from bertlab.data.readers import DataError
+from bertlab.data.tags import iob1_to_iob2
+from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import CheckpointError
+from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
+from bertlab.tasks.token import extract_entities
+
+log = logging.getLogger(__name__)
+
+FAMILIES = ("sequence", "token", "qa")
+PREDICTIONS_FILE = "predict_predictions.jsonl"
+FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
+_WORD = re.compile(r"\S+")
+
+
+@dataclass
+class PredictSettings:
+    """What reading and windowing need, taken from the run's ``data.*`` settings (defaults for HF folders)."""
+
+    max_seq_length: int = 512
+    batch_size: int = 32
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    # SQuAD 2.0: answer "" when the null score beats the best span by more than the threshold.
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> PredictSettings:
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names and v is not None}
+        if data.get("eval_batch_size"):
+            values["batch_size"] = int(data["eval_batch_size"])
+        values["pair"] = data.get("text_pair_column") is not None
+        return cls(**values)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# NER: word tags → valid IOB2 and entities
+
+
+def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[str],
+                          scores: list[float | None]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Valid IOB2 tags and the entities they spell, for one text.
+
+    ``words`` are ``(word, start character in text)``, ``tags`` the predicted tag of each word and ``scores``
+    its probability (None for a word the model did not see: cut by ``max_seq_length``). An ``I-X`` that would
+    start an entity (first word, after ``O`` or after another type) becomes ``B-X``: the model's ``I-X`` says
+    "inside an X", and an X that nothing opened starts here. An entity's ``end`` is exclusive and its score
+    the mean probability of its words' tags.
+    """
+    fixed = iob1_to_iob2(tags)
+    entities = []
+    for type_, first, last in sorted(extract_entities(fixed), key=lambda e: e[1]):
+        start, end = words[first][1], words[last][1] + len(words[last][0])
+        probs = [s for s in scores[first:last + 1] if s is not None]
+        entities.append({"type": type_, "text": text[start:end], "start": start, "end": end,
+                         "score": float(np.mean(probs)) if probs else 0.0})
+    return fixed, entities
+
+
+def _load_recurrent_checkpoint(path: Path):
+    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
+    export covers BERT encoders only, as transformers has no recurrent layout)."""
+    from bertlab.inference.export import CheckpointModel
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
+    from bertlab.tasks.families import build_family
+    from bertlab.training.checkpoints import read_checkpoint
+
+    ckpt = read_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    names = {f.name for f in fields(RecurrentConfig)}
+    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
+    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
+    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
+    # not read again.
+    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
+    config = RecurrentConfig(**values)
+    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
+    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
+    encoder = RecurrentEncoder(config)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The predictor
+
+
+class Predictor:
+    """A trained model with its tokenizer and label set, turning inputs into records (module docstring).
+
+    Inputs per family: classification a string (pair tasks: ``"text<TAB>pair"``), a ``(text, pair)`` tuple or
+    a dict (``"text"`` or the run's text column, ``"text_pair"`` or its pair column); tagging a string (split
+    at whitespace), a list of words, or a dict with ``"tokens"`` / ``"words"`` or ``"text"``; QA a dict with
+    ``"question"``, ``"context"`` and optionally ``"id"``, a ``(question, context)`` tuple or
+    ``"question<TAB>context"``.
+    """
+
+    def __init__(self, model: TaskModel, tokenizer: BertTokenizer, task: TaskSpec, labels: list[str] | None,
+                 settings: PredictSettings, source: str = "") -> None:
+        if task.family not in FAMILIES:
+            raise ConfigError(
+                f"{source}: a {task.family} model (task {task.name}) gives no prediction records; bertlab "
+                "predicts with classification, regression, tagging and QA models"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.task = task
+        self.labels = labels
+        self.settings = settings
+        self.source = source
+        self._collate = Collator(tokenizer.pad_id)
+
+    # ------------------------------------------------------------------------------------------------
+    # Loading
+
+    @classmethod
+    def from_run(cls, path: str | Path, device: str | torch.device | None = None, batch_size: int | None = None,
+                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None) -> Predictor:
+        """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file or an exported HF folder.
+
+        ``data`` replaces the run's own ``data.*`` settings (max_seq_length, columns, QA windows);
+        ``tokenizer`` the run's ``tokenizer/`` folder next to the checkpoint.
+        """
+        path = Path(path).expanduser()
+        is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
+        if path.is_dir() and (path / "config.json").is_file() and not is_run:
+            predictor = cls._from_hf_folder(path, tokenizer)
+        elif (path.is_file() and path.suffix == ".ckpt") or is_run:
+            predictor = cls._from_checkpoint(path, tokenizer)
+        else:
+            raise CheckpointError(
+                f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
+                "folder (with config.json): pass one of those to predict with"
+            )
+        if data is not None:
+            predictor.settings = PredictSettings.from_data(asdict(data))
+        if batch_size is not None:
+            predictor.settings.batch_size = int(batch_size)
+        return predictor.to(device) if device is not None else predictor
+
+    @classmethod
+    def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
+        from bertlab.training.checkpoints import read_checkpoint
+
+        ckpt = resolve_checkpoint(path)
+        hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
+        if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
+            loaded = _load_recurrent_checkpoint(ckpt)
+        else:
+            loaded = load_checkpoint_model(ckpt)
+        if tokenizer is None:
+            tok_dir = ckpt.parent.parent / "tokenizer"
+            if not tok_dir.is_dir():
+                raise CheckpointError(
+                    f"no tokenizer for {ckpt}: expected the run's tokenizer folder at {tok_dir} (train.py saves "
+                    "<run_dir>/tokenizer/); keep the checkpoint inside its run dir, or predict with the run's "
+                    "export (python -m bertlab.export)"
+                )
+            tokenizer = load_tokenizer(tok_dir)
+        data = (loaded.hparams.get("config") or {}).get("data") or {}
+        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, PredictSettings.from_data(data), str(ckpt))
+
+    @classmethod
+    def _from_hf_folder(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file."""
+        from safetensors.torch import load_file
+
+        from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
+        from bertlab.models.bert import BertModel
+        from bertlab.models.hf_weights import (
+            ARCHITECTURE_TO_HEAD,
+            LoadReport,
+            convert_hf_state_dict,
+            load_into,
+            read_encoder_config,
+            read_hf_config,
+            read_state_dict,
+        )
+        from bertlab.tasks.families import build_family
+
+        config: EncoderConfig = read_encoder_config(path)
+        hf = read_hf_config(path)
+        architecture = (hf.get("architectures") or ["BertModel"])[0]
+        custom = path / HEAD_CONFIG_NAME
+        if custom.is_file():
+            info = json.loads(custom.read_text())
+            task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+            head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
+        else:
+            head_kind = ARCHITECTURE_TO_HEAD.get(architecture)
+            family = {"sequence": "sequence", "token": "token", "span": "qa"}.get(head_kind or "")
+            if family is None:
+                raise CheckpointError(
+                    f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
+                    "with BertForSequenceClassification, BertForTokenClassification and BertForQuestionAnswering "
+                    "exports (or BertModel with bertlab's own head file)"
+                )
+            regression = hf.get("problem_type") == "regression"
+            id2label = hf.get("id2label") or {}
+            labels = None if family == "qa" or regression else [str(id2label[str(i)]) for i in range(len(id2label))]
+            task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
+            head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
+            has_pooler = family == "sequence"
+        num_labels = 1 if task.regression else len(labels or [])
+        family_obj = build_family(task, num_labels, labels, None)
+        bert = BertModel(config, add_pooling_layer=has_pooler)
+        head = family_obj.build_head(config, head_cfg, bert.embeddings.word_embeddings)
+        model = TaskModel(bert, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
+        tensors, source = read_state_dict(path)
+        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source)
+        if head_kind is None:
+            state = {k: v for k, v in state.items() if k.startswith("bert.")}
+            head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
+            state.update({"head." + k: v for k, v in head_state.items()})
+            report = LoadReport(source=source, dropped=report.dropped)
+        load_into(model, state, report)
+        if report.newly_initialised:
+            raise CheckpointError(f"{path}: the folder lacks trained tensors {report.newly_initialised[:5]}: it is "
+                                  "not a complete export of a fine-tuned model")
+        if tokenizer is None:
+            tokenizer = load_tokenizer(path)
+        settings = PredictSettings(max_seq_length=min(512, config.max_position_embeddings),
+                                   max_query_length=64, pair=None)
+        if task.family == "qa":
+            settings.max_seq_length = min(384, config.max_position_embeddings)
+        return cls(model, tokenizer, task, labels, settings, str(path))
+
+    # ------------------------------------------------------------------------------------------------
+    # Device
+
+    def to(self, device: str | torch.device) -> Predictor:
+        self.model.to(device)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------------------------------------
+    # Predicting
+
+    def __call__(self, inputs: Any, batch_size: int | None = None, word_scores: bool = False) -> Any:
+        """Records for ``inputs`` (a list; a single string or dict gives a single record).
+
+        ``word_scores=True`` adds, for tagging, each word's tag probability (``"word_scores"``).
+        """
+        if isinstance(inputs, str | dict):
+            return self([inputs], batch_size, word_scores)[0]
+        return list(self.predict_iter(inputs, batch_size, word_scores))
+
+    def predict_iter(self, inputs: Iterable[Any], batch_size: int | None = None,
+                     word_scores: bool = False) -> Iterator[dict[str, Any]]:
+        """Records one by one, computed ``batch_size`` inputs at a time (for inputs too large to hold)."""
+        items = ((f"input {i}", x) for i, x in enumerate(inputs))
+        yield from self.predict_items(items, batch_size, word_scores)
+
+    def predict_items(self, items: Iterable[tuple[str, Any]], batch_size: int | None = None,
+                      word_scores: bool = False) -> Iterator[dict[str, Any]]:
+        """Like :meth:`predict_iter` for ``(where, input)`` pairs; ``where`` (``file:line``) names bad input."""
+        size = int(batch_size or self.settings.batch_size)
+        if size < 1:
+            raise ConfigError(f"batch size must be at least 1, got {size}")
+        it = iter(items)
+        while chunk := list(itertools.islice(it, size)):
+            if self.task.family == "sequence":
+                yield from self._sequence(chunk)
+            elif self.task.family == "token":
+                yield from self._token(chunk, word_scores)
+            else:
+                yield from self._qa(chunk)
+
+    @torch.inference_mode()
+    def _forward(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
+        """Each feature's float32 logits: (C,) for sequences, (T_i, C) cropped to its tokens otherwise."""
+        rows: list[np.ndarray] = []
+        size = self.settings.batch_size
+        device = self.device
+        for start in range(0, len(features), size):
+            batch = self._collate(features[start:start + size])
+            out = self.model({k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")})
+            out = out.float().cpu().numpy()
+            lengths = batch["attention_mask"].sum(1).tolist()
+            rows.extend(out[i] if out.ndim == 2 else out[i, :n] for i, n in enumerate(lengths))
+        return rows
+
+    def _encode(self, inputs: list[Any], pretokenized: bool = False):
+        truncated = self.tokenizer.truncated(self.settings.max_seq_length)
+        return truncated.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
+
+    @staticmethod
+    def _features(encodings) -> list[dict[str, Any]]:
+        return [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
+
+    # Sequence classification and regression
+
+    def _sequence_input(self, x: Any, where: str) -> tuple[str, str | None]:
+        s = self.settings
+        pair = None
+        if isinstance(x, dict):
+            text = x.get(s.text_column, x.get("text"))
+            pair = x.get(s.text_pair_column, x.get("text_pair")) if s.text_pair_column else x.get("text_pair")
+            if text is None:
+                raise DataError(f"{where}: no {s.text_column!r} or 'text' key in {sorted(x)}")
+        elif isinstance(x, tuple | list) and len(x) == 2:
+            text, pair = x
+        elif isinstance(x, str):
+            text = x
+            if s.pair is not False and "\t" in x:
+                text, pair = x.split("\t", 1)
+        else:
+            raise DataError(f"{where}: expected a text, a (text, pair) tuple or a dict, got {type(x).__name__}")
+        text, pair = str(text).strip(), None if pair is None else str(pair).strip()
+        if s.pair and not pair:
+            raise DataError(f"{where}: task {self.task.name} classifies sentence pairs, and this input has one "
+                            "text: give 'sentence<TAB>pair' on a line, a (text, pair) tuple, or a JSON object "
+                            f"with {s.text_column!r} and {s.text_pair_column!r}")
+        if s.pair is False and pair is not None:
+            raise DataError(f"{where}: task {self.task.name} classifies single texts, and this input has a pair")
+        if not text:
+            raise DataError(f"{where}: the text is empty")
+        return text, pair
+
+    def _sequence(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+        pairs = [self._sequence_input(x, where) for where, x in chunk]
+        encodings = self._encode([t if p is None else (t, p) for t, p in pairs])
+        for (text, pair), logits in zip(pairs, self._forward(self._features(encodings))):
+            record: dict[str, Any] = {"text": text}
+            if pair is not None:
+                record["text_pair"] = pair
+            if self.task.regression:
+                record["value"] = float(logits[0])
+            else:
+                probs = _softmax(logits.astype(np.float64))
+                best = int(probs.argmax())
+                record.update(label=self.labels[best], score=float(probs[best]),
+                              scores={label: float(p) for label, p in zip(self.labels, probs)})
+            yield record
+
+    # Tagging
+
+    @staticmethod
+    def _token_input(x: Any, where: str) -> tuple[str, list[tuple[str, int]]]:
+        if isinstance(x, dict):
+            x = x.get("tokens", x.get("words", x.get("text")))
+        if isinstance(x, str):
+            text = x
+            words = [(m.group(), m.start()) for m in _WORD.finditer(x)]
+        elif isinstance(x, list | tuple) and all(isinstance(w, str) for w in x):
+            words, at = [], 0
+            for w in x:
+                words.append((w, at))
+                at += len(w) + 1
+            text = " ".join(x)
+        else:
+            raise DataError(f"{where}: expected a text, a list of words or a dict with 'tokens' or 'text', got "
+                            f"{type(x).__name__}")
+        if not words:
+            raise DataError(f"{where}: no words to tag")
+        return text, words
+
+    def _token(self, chunk: list[tuple[str, Any]], word_scores: bool) -> Iterator[dict[str, Any]]:
+        from bertlab.tasks.token import decode_word_predictions
+
+        inputs = [self._token_input(x, where) for where, x in chunk]
+        encodings = self._encode([[w for w, _ in words] for _, words in inputs], pretokenized=True)
+        o_id = self.labels.index("O") if "O" in self.labels else 0
+        cut = 0
+        for (text, words), enc, logits in zip(inputs, encodings, self._forward(self._features(encodings))):
+            probs = _softmax(logits.astype(np.float64))  # (T, C)
+            ids = decode_word_predictions(logits.argmax(-1), enc.word_ids, len(words), o_id=o_id)
+            first: dict[int, int] = {}
+            for position, w in enumerate(enc.word_ids):
+                if w is not None:
+                    first.setdefault(w, position)
+            cut += bool(enc.overflowing)
+            scores = [float(probs[first[w], ids[w]]) if w in first else None for w in range(len(words))]
+            tags, entities = word_tags_to_entities(text, words, [self.labels[i] for i in ids], scores)
+            record = {"text": text, "entities": entities, "tags": tags}
+            if word_scores:
+                record["word_scores"] = scores
+            yield record
+        if cut:
+            log.warning("%d texts longer than max_seq_length=%d tokens: their last words are tagged O",
+                        cut, self.settings.max_seq_length)
+
+    # Extractive QA
+
+    @staticmethod
+    def _qa_input(x: Any, where: str, default_id: str):
+        from bertlab.data.qa import QADataError, QAExample, validate_example
+
+        if isinstance(x, QAExample):
+            example = x
+        else:
+            if isinstance(x, str):
+                if "\t" not in x:
+                    raise DataError(f"{where}: a QA input line is 'question<TAB>context'; this one has no tab")
+                x = tuple(x.split("\t", 1))
+            if isinstance(x, tuple | list) and len(x) == 2:
+                x = {"question": x[0], "context": x[1]}
+            if not isinstance(x, dict) or not {"question", "context"} <= set(x):
+                raise DataError(f"{where}: a QA input needs 'question' and 'context' (a dict, a (question, "
+                                f"context) tuple or 'question<TAB>context'), got {x!r:.80}")
+            example = QAExample(id=str(x.get("id", default_id)), question=str(x["question"]),
+                                context=str(x["context"]))
+        try:
+            validate_example(example, train=False)
+        except QADataError as err:
+            raise DataError(f"{where}: {err}") from None
+        return example
+
+    def _qa(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+        from bertlab.data.qa import QAExample, prepare_qa_features
+        from bertlab.tasks.qa import best_spans, postprocess_qa_predictions_v2
+
+        s = self.settings
+        # An input without an id gets its line number (files) or its position (Python lists).
+        given = [self._qa_input(x, where, where.rsplit(":", 1)[-1].removeprefix("input ")) for where, x in chunk]
+        # Own ids for decoding: ids given by users need not be unique.
+        examples = [QAExample(id=str(k), question=e.question, context=e.context) for k, e in enumerate(given)]
+        try:
+            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, cls_id=self.tokenizer.cls_id,
+                                     sep_id=self.tokenizer.sep_id, train=False, max_seq_length=s.max_seq_length,
+                                     doc_stride=s.doc_stride, max_query_length=s.max_query_length)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        features = [{"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}
+                    for i in range(len(qa))]
+        rows = self._forward(features)
+        starts, ends = [r[:, 0] for r in rows], [r[:, 1] for r in rows]
+        spans = best_spans(examples, qa, starts, ends, n_best_size=s.n_best_size,
+                           max_answer_length=s.max_answer_length, use_max_context=True)
+        no_answer: dict[str, float] = {}
+        if s.version_2_with_negative:
+            answers, diffs = postprocess_qa_predictions_v2(
+                examples, qa, starts, ends, null_score_diff_threshold=s.null_score_diff_threshold,
+                n_best_size=s.n_best_size, max_answer_length=s.max_answer_length, use_max_context=True)
+            no_answer = {k: diffs[k] for k, text in answers.items() if text == ""}
+        for k, example in enumerate(given):
+            span = spans.get(str(k))
+            record = {"id": example.id, "question": example.question, "answer": "", "start": -1, "score": 0.0}
+            if str(k) in no_answer:  # SQuAD 2.0: the null answer won (score: null minus best span score)
+                record["null_score_diff"] = float(no_answer[str(k)])
+            elif span is not None:
+                f = span.feature_index
+                cs, ce = qa.context_start[f], qa.context_end[f]
+                # As transformers' QA pipeline: softmax over [CLS] and the window's context tokens.
+                keep = np.r_[0, cs:ce]
+                p_start = _softmax(rows[f][keep, 0].astype(np.float64))[span.start_position - cs + 1]
+                p_end = _softmax(rows[f][keep, 1].astype(np.float64))[span.end_position - cs + 1]
+                record.update(answer=span.text, start=span.start_char, score=float(p_start * p_end))
+            yield record
+

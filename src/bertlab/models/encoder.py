@@ -1,0 +1,40 @@
+"""What a head needs from an encoder: the ``Encoder`` protocol and its output, ``EncoderOutput``.
+
+Two encoders implement it: BERT (:class:`bertlab.models.bert.BertModel`) and the recurrent baselines
+(:class:`bertlab.models.recurrent.RecurrentEncoder`). ``TaskModel`` holds either under the name ``bert`` (the
+name of Hugging Face's ``BertFor*`` checkpoint keys), and heads, freeze policies and the update-scope audit
+only use what this protocol names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+
+@dataclass
+class EncoderOutput:
+    last_hidden_state: torch.Tensor  # (B, T, H)
+    pooler_output: torch.Tensor | None  # (B, H), None without a pooler
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # L + 1 tensors (B, T, H): embeddings, then each layer
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """An encoder a ``TaskModel`` can hold: token ids (B, T) in, :class:`EncoderOutput` out."""
+
+    config: Any  # its settings; ``hidden_size`` and ``initializer_range`` are read by the heads
+    embeddings: nn.Module  # ``embeddings.word_embeddings`` is the input table (tied by language-model heads)
+
+    @property
+    def hidden_size(self) -> int: ...
+
+    @property
+    def num_layers(self) -> int: ...
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
+                 ) -> EncoderOutput: ...

@@ -1,0 +1,273 @@
+"""Task heads on the shared encoder, and the model that pairs them.
+
+A head does two things, kept apart so frozen features can be cached: ``features(enc)`` picks what it reads
+from the encoder output (pooler, raw [CLS], per-token states, one or several layers), and ``forward(x)``
+turns those features into logits. Parameter names of the stock layouts are Hugging Face's
+(``classifier``, ``qa_outputs``, ``predictions.*``, ``seq_relationship``) so exports load in
+``transformers.AutoModelFor<Task>``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertlab.models.encoder import Encoder, EncoderOutput
+from bertlab.runtime.config import EncoderConfig, HeadConfig
+
+
+def select_layers(enc: EncoderOutput, layers: str | int) -> torch.Tensor:
+    """The per-token features a head reads: (B, T, H), or (B, T, 4H) for concat_last4.
+
+    ``concat_last4`` / ``sum_last4`` follow the BERT paper's feature-based comparison (§5.3, Table 7); an
+    integer picks one layer (0 = embeddings output, L = last layer, negative counts from the end).
+    """
+    if layers == "last":
+        return enc.last_hidden_state
+    if enc.hidden_states is None:
+        raise ValueError("head.layers needs all hidden states: call the encoder with output_hidden_states=True")
+    if layers == "concat_last4":
+        return torch.cat(enc.hidden_states[-4:], dim=-1)  # (B, T, 4H)
+    if layers == "sum_last4":
+        return torch.stack(enc.hidden_states[-4:], dim=0).sum(0)  # (B, T, H)
+    return enc.hidden_states[int(layers)]
+
+
+def _mlp(in_dim: int, hidden_dim: int, depth: int, dropout: float) -> nn.Sequential:
+    """``depth`` hidden layers (Linear → GELU → Dropout): the MLP probe of the feature-based comparison."""
+    blocks: list[nn.Module] = []
+    for i in range(depth):
+        blocks += [nn.Linear(in_dim if i == 0 else hidden_dim, hidden_dim), nn.GELU(), nn.Dropout(dropout)]
+    return nn.Sequential(*blocks)
+
+
+def _add_classifier(module: nn.Module, config: EncoderConfig, head: HeadConfig, num_labels: int) -> None:
+    """dropout → [MLP probe] → ``classifier`` on ``module``, named as HF's heads (so exports load there)."""
+    dropout = config.hidden_dropout_prob if head.dropout is None else head.dropout
+    in_dim = config.hidden_size * head.feature_multiplier
+    module.dropout = nn.Dropout(dropout)
+    module.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, dropout) if head.hidden_layers else None
+    module.classifier = nn.Linear(config.hidden_size if module.mlp is not None else in_dim, num_labels)
+    _init_linear(module, config.initializer_range)
+
+
+def _classify(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    x = module.dropout(x)
+    if module.mlp is not None:
+        x = module.mlp(x)
+    return module.classifier(x)
+
+
+def masked_mean(x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of (B, T, D) over the real positions of each row (padding excluded) → (B, D)."""
+    if attention_mask is None:
+        return x.mean(1)
+    weights = attention_mask.to(x.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+class SequenceClassificationHead(nn.Module):
+    """[CLS] → (pooler | raw), or the mean over real tokens → dropout → [MLP] → linear. ``num_labels=1`` is regression.
+
+    With ``pooling=pooler`` and a linear head this is exactly ``BertForSequenceClassification``.
+    """
+
+    def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
+        super().__init__()
+        self.pooling, self.layers = head.pooling, head.layers
+        _add_classifier(self, config, head, num_labels)
+
+    @property
+    def reads_attention_mask(self) -> bool:
+        return self.pooling == "mean"
+
+    def features(self, enc: EncoderOutput, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.pooling == "pooler":
+            if enc.pooler_output is None:
+                raise ValueError("head.pooling=pooler but the encoder was built without a pooler")
+            return enc.pooler_output  # (B, H)
+        if self.pooling == "mean":
+            return masked_mean(select_layers(enc, self.layers), attention_mask)  # (B, H·m)
+        return select_layers(enc, self.layers)[:, 0]  # (B, H·m): the raw [CLS] vector
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Logits in float32 as the other heads' (a bf16/fp16 logit keeps ~3 significant digits: ties, coarse loss).
+        return _classify(self, x).float()  # (B, num_labels)
+
+
+class MultipleChoiceHead(SequenceClassificationHead):
+    """``BertForMultipleChoice``: each (context, choice) row is read as a sentence pair (pooler by default), one
+    shared linear layer scores it, and the scores of an example's choices form its logits (softmax over them).
+
+    ``forward(x, num_choices)`` takes the features of B·C rows and returns (B, C) float32 scores.
+    """
+
+    def __init__(self, config: EncoderConfig, head: HeadConfig):
+        super().__init__(config, head, num_labels=1)
+
+    def forward(self, x: torch.Tensor, num_choices: int) -> torch.Tensor:
+        return _classify(self, x).float().view(-1, num_choices)  # (B, C)
+
+
+class TokenClassificationHead(nn.Module):
+    """One linear layer shared by every position (``BertForTokenClassification``), optionally an MLP probe."""
+
+    def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
+        super().__init__()
+        self.layers = head.layers
+        _add_classifier(self, config, head, num_labels)
+
+    def features(self, enc: EncoderOutput) -> torch.Tensor:
+        return select_layers(enc, self.layers)  # (B, T, H·m)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Tag logits in float32: half-precision logits are a known source of NaN/low scores in NER.
+        return _classify(self, x).float()  # (B, T, num_labels)
+
+
+class SpanHead(nn.Module):
+    """Start and end scores per position: two weight vectors shared across positions (``qa_outputs``)."""
+
+    def __init__(self, config: EncoderConfig, head: HeadConfig):
+        super().__init__()
+        self.layers = head.layers
+        in_dim = config.hidden_size * head.feature_multiplier
+        self.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, 0.0) if head.hidden_layers else None
+        self.qa_outputs = nn.Linear(config.hidden_size if self.mlp is not None else in_dim, 2)
+        _init_linear(self, config.initializer_range)
+
+    def features(self, enc: EncoderOutput) -> torch.Tensor:
+        return select_layers(enc, self.layers)  # (B, T, H·m)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mlp is not None:
+            x = self.mlp(x)
+        # Span logits in float32 (half-precision span scores break SQuAD post-processing).
+        return self.qa_outputs(x).float()  # (B, T, 2): [..., 0] start, [..., 1] end
+
+
+class PredictionHeadTransform(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(nn.functional.gelu(self.dense(x)))
+
+
+class LMPrediction(nn.Module):
+    """transform → decoder tied to the word embeddings + an output bias (HF ``BertLMPredictionHead``)."""
+
+    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.transform = PredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.decoder.weight = word_embeddings.weight  # tied: one Parameter, two names in state_dict
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(x)) + self.bias
+
+
+class PreTrainingHead(nn.Module):
+    """MLM (+ NSP on the pooler when ``nsp``): HF ``BertPreTrainingHeads`` / ``BertOnlyMLMHead``.
+
+    ``forward`` scores only the positions given (the ~15 % selected for MLM), which skips the vocabulary
+    projection for the other 85 % of tokens: that projection is the single largest matmul of a small BERT.
+    """
+
+    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding, nsp: bool):
+        super().__init__()
+        self.predictions = LMPrediction(config, word_embeddings)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp else None
+        _init_linear(self.predictions.transform, config.initializer_range)
+        if self.seq_relationship is not None:
+            _init_linear(self.seq_relationship, config.initializer_range)
+
+    def features(self, enc: EncoderOutput) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return enc.last_hidden_state, enc.pooler_output
+
+    def forward(
+        self, x: tuple[torch.Tensor, torch.Tensor | None], positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """positions: (N, 2) [batch, token] indices to score; None scores every position.
+
+        Returns MLM logits (N, V) or (B, T, V), and NSP logits (B, 2) or None, both float32.
+        """
+        hidden, pooled = x
+        if positions is not None:
+            hidden = hidden[positions[:, 0], positions[:, 1]]  # (N, H)
+        mlm = self.predictions(hidden).float()
+        nsp = self.seq_relationship(pooled).float() if self.seq_relationship is not None else None
+        return mlm, nsp
+
+
+class CausalLMHead(nn.Module):
+    """Next-token decoder for a left-to-right encoder: dropout → linear to the vocabulary (+ bias).
+
+    ``tie=True`` shares the decoder weight with the word embeddings (Press & Wolf 2017; Inan et al. 2017), with
+    a linear projection from the encoder width to the embedding width first when they differ; ``tie=False``
+    gives the decoder its own weight. Like ``PreTrainingHead``, ``forward`` scores only the positions given.
+    """
+
+    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding, tie: bool = True):
+        super().__init__()
+        vocab_size, embedding_dim = word_embeddings.weight.shape
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.projection = nn.Linear(config.hidden_size, embedding_dim) \
+            if tie and config.hidden_size != embedding_dim else None
+        self.decoder = nn.Linear(embedding_dim if tie else config.hidden_size, vocab_size)
+        _init_linear(self, config.initializer_range)  # before tying: it must not re-draw the embeddings
+        if tie:
+            self.decoder.weight = word_embeddings.weight  # one Parameter, two names in state_dict
+
+    def features(self, enc: EncoderOutput) -> torch.Tensor:
+        return enc.last_hidden_state  # (B, T, H)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, T, H); positions: (N, 2) [batch, token] indices to score, None = every position.
+
+        Returns float32 logits (N, V) or (B, T, V).
+        """
+        if positions is not None:
+            x = x[positions[:, 0], positions[:, 1]]  # (N, H)
+        x = self.dropout(x)
+        if self.projection is not None:
+            x = self.projection(x)  # (..., E)
+        return self.decoder(x).float()
+
+
+def _init_linear(module: nn.Module, std: float) -> None:
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class TaskModel(nn.Module):
+    """The shared encoder (``bert``: any :class:`~bertlab.models.encoder.Encoder`, BERT or recurrent) and one task
+    head (``head``); names match HF's ``BertFor*`` layouts."""
+
+    def __init__(self, bert: Encoder, head: nn.Module, head_kind: str | None, output_hidden_states: bool = False):
+        super().__init__()
+        self.bert = bert
+        self.head = head
+        self.head_kind = head_kind  # "sequence" | "token" | "span" | "mlm" | "pretraining" | None (custom)
+        self.output_hidden_states = output_hidden_states
+
+    def encode(self, batch: dict[str, torch.Tensor]):
+        ids, mask, types = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+        if ids.dim() == 3:  # multiple choice (B, C, T): the encoder reads the B·C (context, choice) rows
+            ids, mask, types = (None if t is None else t.flatten(0, 1) for t in (ids, mask, types))
+        enc = self.bert(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=self.output_hidden_states)
+        if getattr(self.head, "reads_attention_mask", False):  # mean pooling: padding must not count
+            return self.head.features(enc, mask)
+        return self.head.features(enc)
+
+    def forward(self, batch: dict[str, torch.Tensor], **head_kwargs):
+        return self.head(self.encode(batch), **head_kwargs)

@@ -1,0 +1,394 @@
+"""Hugging Face BERT checkpoints ↔ bertlab, through one explicit key map (the table below is the whole of it).
+
+bertlab's canonical names are ``bert.<HF BertModel key>`` for the encoder and ``head.<leaf>`` for the task
+head, so the map is an identity on the encoder and a short table on the heads:
+
+=====================================================  ==========================================
+HF checkpoint key                                        bertlab
+=====================================================  ==========================================
+``bert.{rest}`` or ``{rest}`` (bare ``BertModel``)       ``bert.{rest}``
+``classifier.*``                                         ``head.classifier.*`` (sequence / token / choice)
+``qa_outputs.*``                                         ``head.qa_outputs.*`` (span)
+``cls.predictions.transform.*``                          ``head.predictions.transform.*`` (MLM)
+``cls.predictions.bias`` / ``...decoder.bias``           ``head.predictions.bias``
+``cls.predictions.decoder.weight``                       dropped: tied to the word embeddings
+``cls.seq_relationship.*``                               ``head.seq_relationship.*`` (pre-training)
+``bert.embeddings.position_ids``                         dropped (a stale buffer, HF issue #25330)
+``*LayerNorm.gamma`` / ``*LayerNorm.beta``               ``*LayerNorm.weight`` / ``*LayerNorm.bias``
+=====================================================  ==========================================
+
+Keys of a head the target model does not have (an NSP head when fine-tuning, a pooler for NER) are dropped
+and reported; keys that match nothing are errors naming the key; shape mismatches on the encoder are
+errors naming the key and both shapes. Loading never uses ``strict=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bertlab.runtime.config import ConfigError, EncoderConfig
+from bertlab.runtime.errors import CheckpointError
+
+log = logging.getLogger(__name__)
+
+SAFETENSORS_NAME = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+TORCH_NAME = "pytorch_model.bin"
+CONFIG_NAME = "config.json"
+
+# The head layouts bertlab can exchange with a stock transformers class.
+HF_ARCHITECTURES = {
+    None: "BertModel",
+    "sequence": "BertForSequenceClassification",
+    "token": "BertForTokenClassification",
+    "span": "BertForQuestionAnswering",
+    "mlm": "BertForMaskedLM",
+    "pretraining": "BertForPreTraining",
+    "multiple_choice": "BertForMultipleChoice",
+}
+ARCHITECTURE_TO_HEAD = {v: k for k, v in HF_ARCHITECTURES.items()}
+
+# Prefixes stripped on purpose: our LightningModule attribute inside .ckpt files and torch.compile's wrapper.
+_STRIP_PREFIXES = ("model.", "_orig_mod.")
+_LEGACY_LN = re.compile(r"(LayerNorm)\.(gamma|beta)$")
+
+
+
+@dataclass
+class LoadReport:
+    source: str
+    loaded: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # on disk, deliberately not used (e.g. NSP head for NER)
+    renamed: list[str] = field(default_factory=list)  # legacy names normalised (gamma/beta, prefixes)
+    newly_initialised: list[str] = field(default_factory=list)  # in the model, not on disk (new heads)
+
+    def summary(self) -> str:
+        parts = [f"loaded {len(self.loaded)} tensors from {self.source}"]
+        if self.dropped:
+            parts.append(f"dropped {len(self.dropped)} ({_abbrev(self.dropped)})")
+        if self.renamed:
+            parts.append(f"renamed {len(self.renamed)} legacy keys")
+        if self.newly_initialised:
+            parts.append(f"newly initialised {len(self.newly_initialised)} ({_abbrev(self.newly_initialised)})")
+        return "; ".join(parts)
+
+
+def _abbrev(names: list[str], n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f", … {len(names) - n} more" if len(names) > n else "")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading files
+
+
+def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
+    """A local folder, or a hub id fetched through huggingface_hub when it is installed and online."""
+    path = Path(os.path.expanduser(str(path_or_hub_id)))
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise CheckpointError(f"{path} is a file; pass the checkpoint folder that holds config.json")
+    looks_local = str(path_or_hub_id).startswith((".", "/", "~")) or str(path_or_hub_id).count("/") > 1
+    if looks_local:
+        raise CheckpointError(f"checkpoint folder {path} does not exist")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as err:
+        raise CheckpointError(
+            f"{path_or_hub_id!r} is not a local folder, and huggingface_hub is not installed to fetch it from the "
+            "hub: pass a local checkpoint folder (config.json + model.safetensors) or `pip install huggingface_hub`"
+        ) from err
+    from bertlab.runtime.network import OFFLINE_ADVICE, hub_unreachable_reason
+
+    unreachable = hub_unreachable_reason()  # offline: the local hub cache only, at once instead of retrying
+    try:
+        return Path(
+            snapshot_download(
+                str(path_or_hub_id),
+                allow_patterns=["*.json", "*.safetensors", "*.txt", TORCH_NAME],
+                local_files_only=unreachable is not None,
+            )
+        )
+    except Exception as err:  # offline, unknown id, gated repo: one message for the user
+        why = f"the hub was not asked ({unreachable}) and it is not in the local hub cache" if unreachable else \
+            f"the Hugging Face hub did not provide it ({type(err).__name__}: {err})"
+        raise CheckpointError(
+            f"could not get {path_or_hub_id!r}: it is not a local folder and {why}. Download it elsewhere and "
+            f"pass the folder path. {OFFLINE_ADVICE if unreachable else ''}".rstrip()
+        ) from err
+
+
+def read_encoder_config(directory: Path) -> EncoderConfig:
+    path = directory / CONFIG_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: a BERT checkpoint folder needs config.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is not valid JSON: {err}") from err
+    try:
+        return EncoderConfig.from_hf_dict(data, source=str(path))
+    except (ConfigError, TypeError) as err:
+        raise CheckpointError(str(err)) from err
+
+
+def sentence_transformers_pooling(directory: Path) -> str | None:
+    """How a sentence-transformers checkpoint was trained to be read: ``"mean"`` or ``"cls"``, from its Pooling
+    module (``modules.json`` → ``<path>/config.json``). None for a plain BERT folder, another pooling (max,
+    weighted mean) or files that do not parse."""
+    modules = directory / "modules.json"
+    if not modules.is_file():
+        return None
+    try:
+        entries = json.loads(modules.read_text(encoding="utf-8"))
+        module = next(e for e in entries if str(e.get("type", "")).endswith(".Pooling"))
+        config = json.loads((directory / module.get("path", "") / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, StopIteration, AttributeError, TypeError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    chosen = [k for k, v in config.items() if k.startswith("pooling_mode_") and v is True]
+    if len(chosen) != 1:
+        return None  # none, or a concatenation of several poolings
+    return {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(chosen[0])
+
+
+def read_hf_config(directory: Path) -> dict:
+    path = directory / CONFIG_NAME
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """Tensors of a checkpoint folder: safetensors first, else ``pytorch_model.bin`` (weights_only)."""
+    single = directory / SAFETENSORS_NAME
+    index = directory / SAFETENSORS_INDEX
+    if single.is_file():
+        return _read_safetensors(single), str(single)
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        state: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            state.update(_read_safetensors(directory / shard))
+        return state, str(index)
+    legacy = directory / TORCH_NAME
+    if legacy.is_file():
+        try:
+            # weights_only: a pickled checkpoint from elsewhere must not be able to run code.
+            state = torch.load(legacy, map_location="cpu", weights_only=True)
+        except Exception as err:
+            raise CheckpointError(f"{legacy} could not be read as a weights-only torch file: {err}") from err
+        if not isinstance(state, Mapping):
+            raise CheckpointError(f"{legacy} does not hold a state dict (found {type(state).__name__})")
+        return dict(state), str(legacy)
+    raise CheckpointError(
+        f"no weights in {directory}: looked for {SAFETENSORS_NAME}, {SAFETENSORS_INDEX} and {TORCH_NAME}"
+    )
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except Exception as err:  # truncated or corrupt file
+        raise CheckpointError(f"{path} is not a readable safetensors file: {err}") from err
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The key map
+
+
+def normalize_hf_keys(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
+    """Strip known prefixes, rename legacy LayerNorm keys, add ``bert.`` to bare BertModel keys.
+
+    Returns (state in HF task-model form, renamed keys, dropped stale buffers).
+    """
+    out: dict[str, torch.Tensor] = {}
+    renamed: list[str] = []
+    dropped: list[str] = []
+    for key, tensor in state.items():
+        new = key
+        for prefix in _STRIP_PREFIXES:
+            if new.startswith(prefix):
+                new = new[len(prefix):]
+        new = _LEGACY_LN.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", new)
+        if new != key:
+            renamed.append(key)  # a legacy LayerNorm name or a wrapper prefix
+        if new.startswith(("embeddings.", "encoder.", "pooler.")):
+            new = "bert." + new  # a bare BertModel checkpoint: the canonical task-model form
+        if new.endswith("embeddings.position_ids") or new.endswith("embeddings.token_type_ids"):
+            dropped.append(key)  # buffers, not weights; stale in older checkpoints
+            continue
+        out[new] = tensor
+    return out, renamed, dropped
+
+
+def hf_key_to_bertlab(key: str, head_kind: str | None) -> str | None:
+    """Map one HF task-model key to bertlab's name; None = deliberately dropped for this head kind."""
+    if key.startswith("bert."):
+        return key
+    if key.startswith("classifier."):
+        return "head." + key if head_kind in ("sequence", "token", "multiple_choice") else None
+    if key.startswith("qa_outputs."):
+        return "head." + key if head_kind == "span" else None
+    if key.startswith("cls.predictions."):
+        if head_kind not in ("mlm", "pretraining") or key == "cls.predictions.decoder.weight":
+            return None  # the decoder weight is tied to the word embeddings, never loaded on its own
+        rest = key[len("cls."):]
+        if rest == "predictions.decoder.bias":
+            rest = "predictions.bias"  # the same Parameter under its second name
+        return "head." + rest
+    if key.startswith("cls.seq_relationship."):
+        return "head." + key[len("cls."):] if head_kind == "pretraining" else None
+    raise CheckpointError(f"unknown checkpoint key {key!r}: not a BERT encoder or BERT head key")
+
+
+def bertlab_key_to_hf(key: str, head_kind: str | None) -> str | None:
+    """Inverse map for export; None = not part of the HF layout (e.g. our pooler in a token model)."""
+    if key.startswith("bert."):
+        return key
+    if not key.startswith("head."):
+        return None
+    leaf = key[len("head."):]
+    if head_kind in ("sequence", "token", "multiple_choice") and leaf.startswith("classifier."):
+        return leaf
+    if head_kind == "span" and leaf.startswith("qa_outputs."):
+        return leaf
+    if head_kind in ("mlm", "pretraining") and leaf.startswith("predictions."):
+        if leaf == "predictions.decoder.weight":
+            return None  # written once, as the word embeddings
+        return "cls." + leaf
+    if head_kind == "pretraining" and leaf.startswith("seq_relationship."):
+        return "cls." + leaf
+    return None
+
+
+def convert_hf_state_dict(
+    state: Mapping[str, torch.Tensor], head_kind: str | None, has_pooler: bool, source: str = "checkpoint"
+) -> tuple[dict[str, torch.Tensor], LoadReport]:
+    """HF tensors → bertlab names for a model with this head kind (None = encoder only)."""
+    normalized, renamed, dropped = normalize_hf_keys(state)
+    report = LoadReport(source=source, renamed=renamed, dropped=list(dropped))
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in normalized.items():
+        ours = hf_key_to_bertlab(key, head_kind)
+        if ours is not None and ours.startswith("bert.pooler.") and not has_pooler:
+            ours = None  # NER/QA/MLM models have no pooler (HF builds them with add_pooling_layer=False)
+        if ours is None:
+            report.dropped.append(key)
+            continue
+        if ours in out and not torch.equal(out[ours], tensor):
+            raise CheckpointError(f"{source}: {key!r} and another key both map to {ours!r} with different values")
+        out[ours] = tensor
+    return out, report
+
+
+def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadReport, prefix: str = "") -> LoadReport:
+    """Copy converted tensors into ``model`` (strict on names and shapes); fills the report's loaded/new lists.
+
+    Encoder keys must exist with the same shapes; head keys whose shape differs (another label count) are left
+    newly initialised and reported, as a checkpoint of another task's head is not an error.
+    """
+    own = model.state_dict()
+    tied = _tied_aliases(model)
+    to_load: dict[str, torch.Tensor] = {}
+    for key, tensor in state.items():
+        name = key[len(prefix):] if prefix and key.startswith(prefix) else key
+        if name not in own:
+            raise CheckpointError(
+                f"{report.source}: key {key!r} has no place in the model "
+                f"({type(model).__name__} has no parameter {name!r}); check the architecture in config.json"
+            )
+        if own[name].shape != tensor.shape:
+            if name.startswith("head."):
+                report.dropped.append(f"{key} (shape {tuple(tensor.shape)} ≠ model {tuple(own[name].shape)})")
+                continue
+            raise CheckpointError(
+                f"{report.source}: shape mismatch for {key!r}: checkpoint {tuple(tensor.shape)} vs model "
+                f"{tuple(own[name].shape)}; the checkpoint's config.json does not describe these weights"
+            )
+        to_load[name] = tensor
+    missing = [k for k in own if k not in to_load and k not in tied]
+    encoder_missing = [k for k in missing if _is_encoder_key(k)]
+    if encoder_missing:
+        raise CheckpointError(
+            f"{report.source}: the checkpoint lacks encoder tensors {_abbrev(encoder_missing)}; "
+            "it is not a complete BERT checkpoint"
+        )
+    with torch.no_grad():
+        for name, tensor in to_load.items():
+            own[name].copy_(tensor.to(own[name].dtype))
+    report.loaded = sorted(to_load)
+    report.newly_initialised = sorted(missing)
+    return report
+
+
+def _is_encoder_key(name: str) -> bool:
+    # A pooler may be absent from a checkpoint (token/QA/MLM models have none): it is then newly
+    # initialised, as in transformers. Every other encoder tensor must be on disk.
+    return not name.startswith("head.") and ".pooler." not in f".{name}"
+
+
+def _tied_aliases(model: nn.Module) -> set[str]:
+    """state_dict names that alias a parameter listed under another name (the tied MLM decoder)."""
+    seen: dict[int, str] = {}
+    aliases: set[str] = set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        ident = id(tensor)
+        if ident in seen:
+            aliases.add(name)
+        else:
+            seen[ident] = name
+    return aliases
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Encoder-level API (BertModel.from_pretrained / save_pretrained)
+
+
+def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
+    from bertlab.models.bert import BertModel
+
+    directory = resolve_checkpoint_dir(path_or_hub_id)
+    config = read_encoder_config(directory)
+    state, source = read_state_dict(directory)
+    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=add_pooling_layer, source=source)
+    encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
+    converted = {k[len("bert."):]: v for k, v in converted.items()}
+    load_into(encoder, converted, report)
+    log.info("BertModel.from_pretrained: %s", report.summary())
+    encoder.load_report = report
+    return encoder
+
+
+def save_encoder(encoder: nn.Module, directory: str | Path) -> None:
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = encoder.config.to_hf_dict()
+    config["architectures"] = ["BertModel"]
+    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
+
+
+def export_state_dict(model_state: Mapping[str, torch.Tensor], head_kind: str | None) -> dict[str, torch.Tensor]:
+    """bertlab TaskModel tensors → HF ``BertFor*`` tensors (the tied decoder weight written once, as HF does)."""
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in model_state.items():
+        hf = bertlab_key_to_hf(key, head_kind)
+        if hf is not None:
+            out[hf] = tensor.detach().contiguous().cpu()
+    if head_kind in ("mlm", "pretraining") and "cls.predictions.bias" in out:
+        out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"].clone()
+    return out

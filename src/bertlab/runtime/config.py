@@ -1,0 +1,333 @@
+"""Typed configuration: the only configuration that reaches modules.
+
+Hydra composes YAML at the edge (``bertlab.train``); these dataclasses are built from it and validate
+themselves, so a bad value fails with a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from bertlab.runtime.errors import ConfigError
+
+# config.json keys that describe an architecture bertlab cannot reproduce exactly.
+_UNSUPPORTED_HF_VALUES = {
+    "position_embedding_type": {"absolute"},
+    "hidden_act": {"gelu"},
+}
+
+
+
+@dataclass
+class EncoderConfig:
+    """BERT architecture (the fields of a Hugging Face ``BertConfig`` that change the computation)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    initializer_range: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}: change one of them (e.g. model.num_attention_heads="
+                f"{_largest_divisor(self.hidden_size, self.num_attention_heads)})"
+            )
+        if self.hidden_act != "gelu":
+            raise ConfigError(
+                f"hidden_act {self.hidden_act!r} is not supported: BERT uses exact 'gelu' (erf form)"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> EncoderConfig:
+        """Build from a Hugging Face ``config.json`` dict; refuse what is not a BERT we can reproduce."""
+        model_type = data.get("model_type")
+        if model_type is not None and model_type != "bert":
+            raise ConfigError(
+                f"{source}: model_type is {model_type!r}, not 'bert'. bertlab loads BERT checkpoints only "
+                "(BertModel / BertFor* layouts)."
+            )
+        for key, allowed in _UNSUPPORTED_HF_VALUES.items():
+            if key in data and data[key] not in allowed:
+                raise ConfigError(f"{source}: {key}={data[key]!r} is not supported (only {sorted(allowed)})")
+        missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+                   if k not in data]
+        if missing:
+            raise ConfigError(f"{source}: not a BERT config, missing keys {missing}")
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known and v is not None}
+        return cls(**kwargs)
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(model_type="bert", position_embedding_type="absolute")
+        return data
+
+
+UNPAD_MODES = ("auto", "true", "false")
+
+
+def unpad_mode(value: Any, key: str = "model.unpad") -> str:
+    """``model.unpad`` as one of auto | true | false (YAML's true/false arrive as booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and value.lower() in UNPAD_MODES:
+        return value.lower()
+    raise ConfigError(f"{key} must be auto, true or false, got {value!r}: auto packs the real tokens where that "
+                      "is faster (docs/performance.md), true always, false keeps the padded path")
+
+
+@dataclass
+class ExecutionConfig:
+    """How a BERT encoder runs (``model.unpad``, ``model.compile`` and the kernel choices): never the function
+    it computes. Chosen once, when the model is built."""
+
+    unpad: str = "auto"  # auto | true | false: the unpadded path (bertlab.models.bert.BertModel.uses_unpadded_path)
+    compile: bool = False  # torch.compile the encoder
+    # Kernels (bertlab.models.bert.Kernels): CPU dropout masks from 16-bit uniforms, the budget of one slice of
+    # CPU attention with dropout (MiB, 0 = one slice), and the unpadded path's attention kernel.
+    cpu_fast_dropout: bool = True
+    cpu_attention_slice_mb: int = 32
+    varlen_attention: str = "auto"  # auto | repad | nested | flash_attn
+
+    def __post_init__(self) -> None:
+        self.unpad = unpad_mode(self.unpad)
+        for key in ("compile", "cpu_fast_dropout"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"model.{key} must be true or false, got {getattr(self, key)!r}")
+        mib = self.cpu_attention_slice_mb
+        if not isinstance(mib, int) or isinstance(mib, bool) or mib < 0:
+            raise ConfigError(f"model.cpu_attention_slice_mb must be a whole number of MiB, 0 or more (0 = "
+                              f"CPU attention in one slice), got {mib!r}")
+
+    @classmethod
+    def from_model_cfg(cls, model_cfg: Any) -> ExecutionConfig:
+        defaults = cls()
+        return cls(**{f.name: model_cfg.get(f.name, getattr(defaults, f.name)) for f in fields(cls)})
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    for d in range(min(n, at_most), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+@dataclass
+class HeadConfig:
+    """Which encoder vectors a head reads and how deep it is."""
+
+    # "pooler" (dense+tanh over [CLS], as BERT) | "cls" (raw [CLS] vector) | "mean" (mean over real tokens,
+    # as sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained to be read) | "auto" (the
+    # checkpoint's declared sentence-transformers pooling, else "pooler"; builders.resolve_head_config)
+    pooling: str = "pooler"
+    layers: str | int = "last"  # "last" | "concat_last4" | "sum_last4" | an encoder layer index
+    hidden_layers: int = 0  # 0 = linear head; >0 = MLP probe
+    dropout: float | None = None  # None = the encoder's hidden_dropout_prob (as HF classifier_dropout)
+    cache_features: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("pooler", "cls", "mean", "auto"):
+            raise ConfigError(f"head.pooling must be 'auto', 'pooler', 'cls' or 'mean', got {self.pooling!r}")
+        if isinstance(self.layers, str) and self.layers.lstrip("-").isdigit():
+            self.layers = int(self.layers)
+        if not isinstance(self.layers, int) and self.layers not in ("last", "concat_last4", "sum_last4"):
+            raise ConfigError(
+                f"head.layers must be last, concat_last4, sum_last4 or a layer index, got {self.layers!r}"
+            )
+        if self.hidden_layers < 0:
+            raise ConfigError(f"head.hidden_layers must be >= 0, got {self.hidden_layers}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"head.dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def reads_all_layers(self) -> bool:
+        return self.layers != "last"
+
+    @property
+    def feature_multiplier(self) -> int:
+        return 4 if self.layers == "concat_last4" else 1
+
+
+@dataclass
+class LoraConfig:
+    r: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
+
+    def __post_init__(self) -> None:
+        if self.r <= 0:
+            raise ConfigError(f"freeze.lora.r must be positive, got {self.r}")
+
+
+FREEZE_POLICIES = ("none", "encoder", "embeddings", "bottom_k", "bitfit", "lora")
+
+
+@dataclass
+class FreezeConfig:
+    policy: str = "none"
+    k: int = 0
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = LoraConfig(**self.lora)
+        if self.policy not in FREEZE_POLICIES:
+            raise ConfigError(f"freeze.policy must be one of {', '.join(FREEZE_POLICIES)}, got {self.policy!r}")
+        if self.policy == "bottom_k" and self.k < 0:
+            raise ConfigError(f"freeze.k must be >= 0, got {self.k}")
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    layer_lr_decay: float = 1.0  # 1.0 = off; <1 scales layer l's lr by decay**(L - l)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    head_lr: float | None = None  # None = lr
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)  # type: ignore[assignment]
+        if self.lr <= 0:
+            raise ConfigError(f"optim.lr must be positive, got {self.lr}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise ConfigError(f"optim.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
+
+
+TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
+
+
+@dataclass
+class TaskSpec:
+    """What a task is: its family (which head, loss, metrics), label set and the metric to monitor."""
+
+    name: str
+    family: str
+    labels: list[str] | None = None  # preset label set; None = derived from the training split
+    regression: bool = False  # sequence family with one real-valued output (STS-B style)
+    monitor: str = "val/loss"
+    mode: str = "min"
+    nsp: bool = False  # mlm: next-sentence prediction pairs
+    whole_word_masking: bool = False  # mlm
+    mlm_probability: float = 0.15  # mlm
+    label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
+    prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
+    max_new_tokens: int = 20  # clm: at most this many pieces per continuation
+
+    def __post_init__(self) -> None:
+        if self.family not in TASK_FAMILIES:
+            raise ConfigError(f"task.family must be one of {', '.join(TASK_FAMILIES)}, got {self.family!r}")
+        if self.mode not in ("min", "max"):
+            raise ConfigError(f"task.mode must be 'min' or 'max', got {self.mode!r}")
+        if self.labels is not None:
+            self.labels = [str(x) for x in self.labels]
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ConfigError(f"task.mlm_probability must be in (0, 1), got {self.mlm_probability}")
+        if self.prompts is not None:
+            self.prompts = [str(p) for p in self.prompts]
+        if self.max_new_tokens < 0:
+            raise ConfigError(f"task.max_new_tokens must be >= 0, got {self.max_new_tokens}")
+
+
+@dataclass
+class DataConfig:
+    """The data module's settings (``data.*``); paths are relative to ``data_dir`` unless absolute."""
+
+    source: str = "files"  # files | hub | sample
+    data_dir: str = "data"
+    train_file: str | list[str] | None = None
+    val_file: str | None = None
+    # More labelled dev sets, each scored once with the best checkpoint into its own metrics.json block
+    # (MNLI: {val_mismatched: mnli/dev_mismatched.tsv})
+    val_extra_files: dict[str, str] | None = None
+    test_file: str | None = None
+    predict_file: str | None = None
+    batch_size: int = 32  # per device
+    eval_batch_size: int = 64  # per device
+    max_seq_length: int = 128
+    num_workers: int = 0
+    on_bad_example: str = "error"
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    group_by_length: bool = True
+    pad_to_multiple_of: int | None = None
+    cache_dir: str | None = None
+    # tables (an integer column is a 0-based position in a file without a header line, as GLUE's CoLA)
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str | None = "label"
+    # multiple choice (bertlab.data.choices): one column per choice, or a JSONL list field
+    choice_columns: list[str] | None = None
+    choice_prefix_column: str | None = None  # put before every choice (SWAG: sent2, the ending's first words)
+    choices_field: str = "choices"
+    # CoNLL
+    tag_column: int = -1
+    tag_scheme: str = "iob2"  # iob1 files are converted to IOB2 at load time
+    # QA
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False  # SQuAD 2.0: questions may have no answer ("" predicted)
+    null_score_diff_threshold: float = 0.0  # answer "" when null score - best span score exceeds this
+    # raw text (mlm / clm)
+    text_format: str = "plain"  # plain | wikitext
+    short_seq_prob: float = 0.1
+    # pre-training at corpus scale (bertlab.data.pretrain, docs/pretraining.md): prepared once into
+    # memory-mapped Arrow shards instead of Python lists. auto: when the training files exceed
+    # stream_threshold_mb (and cache_dir is set).
+    stream: Any = "auto"  # auto | true | false
+    stream_threshold_mb: float = 64.0
+    nsp_block_documents: int = 1000  # NotNext B comes from another document of the same block
+    prep_num_proc: int | None = None  # preparing processes; null = every core this process may use
+
+    def __post_init__(self) -> None:
+        if self.source not in ("files", "hub", "sample"):
+            raise ConfigError(f"data.source must be files, hub or sample, got {self.source!r}")
+        if self.on_bad_example not in ("error", "skip"):
+            raise ConfigError(f"data.on_bad_example must be 'error' or 'skip', got {self.on_bad_example!r}")
+        for name in ("batch_size", "eval_batch_size", "max_seq_length"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"data.{name} must be positive, got {getattr(self, name)}")
+        if self.stream not in ("auto", True, False):
+            raise ConfigError(f"data.stream must be auto, true or false, got {self.stream!r}")
+        if self.tag_scheme not in ("iob1", "iob2"):
+            raise ConfigError(f"data.tag_scheme must be iob1 or iob2, got {self.tag_scheme!r}")
+        for name in self.val_extra_files or {}:
+            if name in ("val", "test", "predict", "train") or not name.replace("_", "").isalnum():
+                raise ConfigError(
+                    f"data.val_extra_files: {name!r} cannot name an extra dev set (it becomes a metrics.json "
+                    "block): use letters, digits and '_', and none of train, val, test, predict"
+                )

@@ -1,0 +1,151 @@
+"""What a run prints on the console: ``quiet``, ``normal`` (the default) or ``verbose``.
+
+- normal: bertlab's own lines (the resolved choices, data, batch arithmetic), a progress bar that fits 80
+  columns, then the summary. Lightning's INFO lines (accelerator availability, checkpoint restores, its
+  model-summary table) go to ``<run_dir>/train.log`` only; wandb is silent on the console (its files and run
+  folder are unchanged).
+- quiet (``quiet=true``): warnings, errors and the final summary; no progress bar.
+- verbose (``verbose=true``): everything Lightning and wandb print, as they print it.
+
+Every line appears once in every mode: Lightning's own console handlers are removed, so its records reach
+the console only through the root logger's handlers (Hydra's console handler and ``train.log``).
+Advertisements in Lightning's output are dropped in every mode.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lightning.fabric.utilities.rank_zero import _get_rank
+from lightning.pytorch.callbacks import Callback, RichProgressBar
+from lightning.pytorch.callbacks.progress.rich_progress import BatchesProcessedColumn, CustomBarColumn
+from rich.progress import TimeElapsedColumn
+
+from bertlab.runtime.config import ConfigError
+
+MODES = ("quiet", "normal", "verbose")
+
+# Lightning's loggers that have console handlers of their own.
+_LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
+
+
+def console_mode(quiet: bool | None, verbose: bool | None) -> str:
+    """The mode chosen by the ``quiet`` and ``verbose`` keys."""
+    if quiet and verbose:
+        raise ConfigError("quiet=true and verbose=true contradict each other: choose one (or neither)")
+    return "quiet" if quiet else "verbose" if verbose else "normal"
+
+
+class _DropAdvertisements(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("💡 Tip") or "litlogger" in message)
+
+
+class _ConsoleFilter(logging.Filter):
+    """On a console handler: in normal mode, Lightning's INFO lines stay in the log file only."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "console", True) is False:  # written to the log file, printed by other means
+            return False
+        if self.mode == "verbose":
+            return True
+        return not (record.name.startswith("lightning") and record.levelno <= logging.INFO)
+
+
+def configure_console(mode: str) -> None:
+    """Route Lightning's records through the root logger once, and filter the console by ``mode``.
+
+    Applies to the root logger's plain ``logging.StreamHandler`` handlers (Hydra's console handler); file
+    handlers keep every record. Idempotent: a multirun configures each job again.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"console mode must be one of {', '.join(MODES)}, got {mode!r}")
+    for name in _LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+        if not any(isinstance(f, _DropAdvertisements) for f in logger.filters):
+            logger.addFilter(_DropAdvertisements())
+    # Records are filtered by the logger they are logged on, not by its parents: the tip comes from here.
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropAdvertisements) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropAdvertisements())
+    for handler in logging.getLogger().handlers:
+        if type(handler) is not logging.StreamHandler:  # files, and test harnesses' capture handlers
+            continue
+        for old in [f for f in handler.filters if isinstance(f, _ConsoleFilter)]:
+            handler.removeFilter(old)
+        handler.addFilter(_ConsoleFilter(mode))
+        # Ranks other than 0 (torchrun, srun, Lightning's DDP launcher) print warnings and errors only: their
+        # INFO lines would repeat rank 0's. Their log files keep everything.
+        quiet = mode == "quiet" or (_get_rank() or 0) != 0
+        handler.setLevel(logging.WARNING if quiet else logging.NOTSET)
+
+
+# Short names for the progress bar: it must fit 80 columns beside the bar.
+_SHORT = {"accuracy": "acc", "matthews_correlation": "mcc", "perplexity": "ppl", "exact_match": "em",
+          "combined_score": "score", "spearmanr": "spearman", "samples_per_s": "ex/s", "tokens_per_s": "tok/s",
+          "mlm_accuracy": "mlm_acc", "nsp_accuracy": "nsp_acc", "loss": "loss"}
+
+
+def short_metric_name(name: str) -> str:
+    """``train/loss`` → ``loss``, ``val/accuracy`` → ``val_acc``, ``train/samples_per_s`` → ``ex/s``."""
+    stage, _, metric = name.rpartition("/")
+    short = _SHORT.get(metric, metric)
+    return short if stage in ("", "train") else f"{stage}_{short}"
+
+
+def format_value(value: Any) -> str:
+    """Four significant digits for floats (``0.48``, not ``0.47999998927116394``); others as they are."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class ProgressBar(RichProgressBar):
+    """Lightning's rich progress bar in 80 columns: the epoch, a short bar, batches and elapsed time, then
+    the training loss, the monitored validation metric and the throughput, with short names and 4
+    significant digits. Every logged metric is still in the loggers and ``metrics.json``."""
+
+    def __init__(self, monitor: str) -> None:
+        super().__init__()
+        self.monitor = monitor
+
+    def configure_columns(self, trainer: Any) -> list:
+        return [
+            "[progress.description]{task.description}",
+            CustomBarColumn(bar_width=14, complete_style=self.theme.progress_bar,
+                            finished_style=self.theme.progress_bar_finished, pulse_style=self.theme.progress_bar_pulse),
+            BatchesProcessedColumn(style=self.theme.batch_progress),
+            TimeElapsedColumn(),
+        ]
+
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+        shown = ("train/loss", self.monitor, "train/samples_per_s", "train/tokens_per_s")
+        metrics = trainer.progress_bar_metrics
+        return {short_metric_name(k): format_value(metrics[k]) for k in shown if k in metrics}
+
+
+class AutoLogInterval(Callback):
+    """``trainer.log_every_n_steps=null``: log every ``max(1, steps // 20)`` optimizer steps, at most every 50,
+    so a short run still has a learning curve (at least 20 points) and a long one is not flooded."""
+
+    def __init__(self, at_most: int = 50, points: int = 20) -> None:
+        self.at_most = at_most
+        self.points = points
+
+    def interval(self, total_steps: float) -> int:
+        if total_steps == float("inf"):
+            return self.at_most
+        return max(1, min(self.at_most, int(total_steps) // self.points))
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        trainer.log_every_n_steps = self.interval(trainer.estimated_stepping_batches)

@@ -1,0 +1,94 @@
+"""The errors a user can fix, and how the command lines print them.
+
+Each error's message is the whole story (what was wrong, where, what to do), so :func:`user_errors` prints it
+as one paragraph (``bertlab: error: <message>``) and exits with status 1 instead of a traceback. The classes are
+defined here, below every other part, so that any part can raise them and every entry point can catch them;
+their older homes (``bertlab.runtime.config.ConfigError``, ``bertlab.data.readers.DataError``, ...) re-export
+them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which key and what to change."""
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, the line or example id, and what to change."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be loaded; the message names the file, the key and what is wrong."""
+
+
+class TokenizerError(ValueError):
+    """A tokenizer folder or file cannot be read or does not fit the model."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; the message says at which step and what to try."""
+
+
+class JobStopped(Exception):
+    """The run was stopped by a signal; the message says what was saved and how to resume."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (DataError, ConfigError, CheckpointError, NonFiniteLossError,
+                                                 TokenizerError)
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Errors whose message is the whole story: the user fixes the data, the config or the checkpoint."""
+    return USER_ERRORS
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Print a user error as one paragraph (``bertlab: error: <message>``) and exit with status 1.
+
+    ``HYDRA_FULL_ERROR=1`` keeps the full traceback (for debugging bertlab itself); any other exception
+    is a bug and keeps its traceback too. In a multirun the error is logged and re-raised, so that Hydra
+    (or a sweeper) records the failed job instead of the whole sweep exiting.
+    """
+    try:
+        yield
+    except JobStopped as err:
+        # Also in a multirun: a stopped sweep must not go on to its next job.
+        log.error("%s", err)
+        sys.stderr.write(f"\nbertlab: stopped: {err}\n")
+        sys.stderr.flush()
+        sys.exit(128 + err.signum)
+    except user_error_types() as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        in_multirun = _in_multirun()
+        # Into <run_dir>/train.log; on the console only in a multirun (a single run prints it below, once).
+        log.error("%s: %s", type(err).__name__, err, extra={"console": in_multirun})
+        if in_multirun:
+            raise
+        sys.stderr.write(f"\nbertlab: error: {err}\n")
+        sys.stderr.flush()
+        sys.exit(1)
+
+
+def _in_multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:  # no Hydra context (library use): behave as a single run
+        return False

@@ -1,0 +1,228 @@
+"""A run directory belongs to one run, and a checkpoint to one tokenizer.
+
+- :func:`claim_run_dir` records the run's configuration in ``<run_dir>/.bertlab-run.json`` and refuses to
+  start a *different* configuration in a run dir that already holds a run: its checkpoints, tokenizer and
+  logs would mix with the new run's. Allowed: the same configuration again (a resume: ``ckpt_path``,
+  ``train``, ``test``, ``predict``, ``export``, the logger and other output-only choices do not count as
+  differences, and a resume may change the training length, ``trainer.max_epochs``/``max_steps``), a re-run of a finished multirun job (its old outputs are removed first), and
+  ``overwrite_run_dir=true`` (the old outputs are removed first).
+- :class:`TokenizerFingerprint` stores a fingerprint of the run's vocabulary in every checkpoint and, when a
+  checkpoint is resumed or evaluated, checks that this run's tokenizer is the one it was trained with;
+  :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from bertlab.runtime.config import ConfigError
+from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.files import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+MARKER = ".bertlab-run.json"
+OVERWRITE_KEY = "overwrite_run_dir"
+FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"
+# Choices that change what a run writes or reports, not what it trains: a resume may change them.
+IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "logger", "callbacks", "paths", "tags",
+               "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra"}
+IGNORED_DATA = {"data_dir", "cache_dir", "num_workers", "test_file", "predict_file", "eval_batch_size"}
+IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_summary"}
+# Kernel choices: how the encoder computes on a device, not what it trains.
+IGNORED_MODEL = {"cpu_fast_dropout", "cpu_attention_slice_mb", "varlen_attention"}
+# Keys bertlab no longer has (data.hub_dataset was never read): a run recorded with them is the same run.
+RETIRED_KEYS = {"data.hub_dataset"}
+RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
+# What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
+OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
+           "tensorboard", "wandb", MARKER)
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return dict(cfg)
+
+
+def training_config(cfg: Any) -> dict[str, Any]:
+    """The part of a run's configuration that decides what it trains (see :data:`IGNORED_TOP`)."""
+    plain = {k: v for k, v in _plain(cfg).items() if k not in IGNORED_TOP}
+    if isinstance(plain.get("data"), dict):
+        plain["data"] = {k: v for k, v in plain["data"].items() if k not in IGNORED_DATA}
+    if isinstance(plain.get("trainer"), dict):
+        plain["trainer"] = {k: v for k, v in plain["trainer"].items() if k not in IGNORED_TRAINER}
+    if isinstance(plain.get("model"), dict):
+        plain["model"] = {k: v for k, v in plain["model"].items() if k not in IGNORED_MODEL}
+    return plain
+
+
+def config_fingerprint(cfg: Any) -> str:
+    return hashlib.sha256(json.dumps(training_config(cfg), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_FIRST = {"task": 0, "model": 1, "freeze": 2, "data": 3, "optim": 4}
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new), key=lambda k: (_FIRST.get(str(k), 9), str(k))):
+        a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
+        name = f"{prefix}{key}"
+        if name in RETIRED_KEYS:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, name + ".")
+        elif a != b:
+            out.append(f"{name}: {a!r} there, {b!r} now")
+    return out
+
+
+def _is_secondary_rank() -> bool:
+    return any(int(os.environ.get(v, "0") or 0) > 0 for v in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
+
+
+def _in_multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:
+        return False
+
+
+def _remove_outputs(run_dir: Path, why: str) -> None:
+    removed = []
+    for name in OUTPUTS:
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+            removed.append(name + "/")
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+            removed.append(name)
+    if removed:
+        log.warning("%s: removed the previous run's %s from %s", why, ", ".join(removed), run_dir)
+
+
+def claim_run_dir(run_dir: Path, cfg: Any) -> None:
+    """Refuse a different configuration in a used run dir (see the module docstring); record this one."""
+    run_dir = Path(run_dir)
+    if _is_secondary_rank():  # the other processes of one distributed run share its folder
+        return
+    marker = run_dir / MARKER
+    new = training_config(cfg)
+    fingerprint = config_fingerprint(cfg)
+    overwrite = bool(cfg.get(OVERWRITE_KEY)) if hasattr(cfg, "get") else False
+    old: dict[str, Any] | None = None
+    if marker.is_file():
+        try:
+            old = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            old = {"fingerprint": "<unreadable>", "config": {}}
+    # Used = it holds another run's outputs; a run that failed before writing any (bad data, a refused
+    # setting) leaves nothing that could mix with this one.
+    used = any((run_dir / n).exists() for n in ("checkpoints", "metrics.json", "tokenizer"))
+    same = old is not None and (old.get("fingerprint") == fingerprint or not _differences(old.get("config", {}), new))
+    if used and not same and old is not None and cfg.get("ckpt_path"):
+        # A resume may extend (or shorten) the training budget: the run continues on the same path.
+        same = all(d.split(":", 1)[0] in RESUME_LENGTH_KEYS for d in _differences(old.get("config", {}), new))
+    if used and not same:
+        if overwrite:
+            _remove_outputs(run_dir, f"{OVERWRITE_KEY}=true")
+        elif old is not None and old.get("status") == "finished" and _in_multirun():
+            _remove_outputs(run_dir, "a finished multirun job run again")
+        elif old is None and cfg.get("ckpt_path"):
+            pass  # a run dir from before run records existed, resumed: nothing to compare with
+        else:
+            diffs = _differences(old.get("config", {}), new) if old is not None else []
+            what = (f"it holds a run with another configuration ({'; '.join(diffs[:4])}"
+                    f"{'; …' if len(diffs) > 4 else ''})" if diffs else
+                    "it already holds a run's outputs (checkpoints, tokenizer or metrics.json) and no record of "
+                    "that run's configuration")
+            raise ConfigError(
+                f"hydra.run.dir={run_dir} is used: {what}. A run dir belongs to one run: its checkpoints, "
+                "tokenizer and logs would mix with this run's. Give this run its own folder (leave hydra.run.dir "
+                f"unset for a fresh timestamped one), resume the run there with its own settings and "
+                f"ckpt_path=last, or pass {OVERWRITE_KEY}=true to delete its outputs and start over"
+            )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"fingerprint": fingerprint, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "host": socket.gethostname(), "pid": os.getpid(), "config": new}
+    write_text_atomic(marker, json.dumps(record, indent=1, default=str) + "\n")
+
+
+def finish_run_dir(run_dir: Path) -> None:
+    """Mark the run recorded in ``run_dir`` as finished (called after a run that ended without error)."""
+    if _is_secondary_rank():
+        return
+    marker = Path(run_dir) / MARKER
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return
+    record["status"] = "finished"
+    write_text_atomic(marker, json.dumps(record, indent=1, default=str) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tokenizer fingerprints in checkpoints
+
+
+def vocabulary_fingerprint(tokenizer: Any) -> str:
+    """A hash of what maps text to embedding rows: the vocabulary (token → id) and lower-casing."""
+    tok = getattr(tokenizer, "tokenizer", tokenizer)
+    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    h = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode())
+    h.update(str(getattr(tokenizer, "do_lower_case", "")).encode())
+    return h.hexdigest()[:16]
+
+
+def check_checkpoint_tokenizer(checkpoint: dict[str, Any], tokenizer: Any, ckpt_path: Any,
+                               tokenizer_dir: Any = None) -> None:
+    recorded = checkpoint.get(FINGERPRINT_KEY)
+    if recorded is None:  # a checkpoint written before fingerprints were recorded
+        return
+    ours = vocabulary_fingerprint(tokenizer)
+    if recorded != ours:
+        raise CheckpointError(
+            f"{ckpt_path} was trained with another tokenizer than the one this run loaded"
+            + (f" from {tokenizer_dir}" if tokenizer_dir else "")
+            + f" (vocabulary fingerprint {recorded} in the checkpoint, {ours} here): every token would map to "
+            "the wrong embedding row. The run folder mixes two runs; use the tokenizer the checkpoint was trained "
+            "with (model.tokenizer=<its run's tokenizer folder>) or a checkpoint and tokenizer from one run"
+        )
+
+
+class TokenizerFingerprint(Callback):
+    """Records the run's vocabulary fingerprint in every checkpoint; checks it when one is loaded."""
+
+    def __init__(self, tokenizer: Any, tokenizer_dir: Any = None):
+        self.tokenizer = tokenizer
+        self.tokenizer_dir = tokenizer_dir
+        self.fingerprint = vocabulary_fingerprint(tokenizer)
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        checkpoint[FINGERPRINT_KEY] = self.fingerprint
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        check_checkpoint_tokenizer(checkpoint, self.tokenizer, trainer.ckpt_path or "the checkpoint",
+                                   self.tokenizer_dir)
+
+

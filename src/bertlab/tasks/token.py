@@ -1,0 +1,153 @@
+"""Token classification (NER): word-level decoding, entity scores, and the token family.
+
+Tags were brought to IOB2 and aligned to sub-words by the data side (:mod:`bertlab.data.tags`). Then:
+
+1. the model predicts a label per token; :func:`decode_word_predictions` reads each word's label at its
+   first sub-word, giving one tag per *word* — also for words that have no sub-word (a word the
+   normalizer deletes, e.g. a lone zero-width space) or whose sub-words were cut by ``max_seq_length``:
+   those are predicted ``O`` so the word sequence keeps its length and their gold entities count as
+   missed (false negatives), never silently dropped;
+2. :func:`entity_scores` scores entities, not tokens, exactly like ``seqeval.metrics`` in its default
+   (conlleval-compatible) mode.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+
+from bertlab.data.tags import IGNORE_INDEX
+from bertlab.models.heads import TokenClassificationHead
+from bertlab.tasks import metrics
+from bertlab.tasks.base import Family
+
+__all__ = ["decode_word_predictions", "entity_scores", "extract_entities", "TokenFamily"]
+
+
+def decode_word_predictions(
+    pred_token_labels: Sequence[int],
+    word_ids: Sequence[int | None],
+    num_words: int,
+    o_id: int = 0,
+) -> list[int]:
+    """Word-level label ids (num_words,) from token-level predictions (T,) of one sentence.
+
+    A word's prediction is the one at its first sub-word. Words with no sub-word in ``word_ids`` (a word
+    the tokenizer turns into nothing, or one cut off by ``max_seq_length``) are predicted ``o_id`` — the id
+    of ``"O"`` in the task's label list (0 by default) — so the sequence lines up with the gold tags and a
+    missed entity is counted. ``pred_token_labels`` may be longer than ``word_ids`` (batch padding).
+    """
+    words = [o_id] * num_words
+    seen = [False] * num_words
+    for position, word in enumerate(word_ids):
+        if word is None or not 0 <= word < num_words or seen[word]:
+            continue
+        seen[word] = True
+        words[word] = int(pred_token_labels[position])
+    return words
+
+
+# --------------------------------------------------------------------------------------------------------
+# Entity-level scores with seqeval's default-mode semantics (seqeval.metrics.sequence_labeling.get_entities)
+
+
+def _chunk_ends(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    if prev_tag in ("E", "S"):
+        return True
+    if prev_tag in ("B", "I") and tag in ("B", "S", "O"):
+        return True
+    return prev_tag not in ("O", ".") and prev_type != type_
+
+
+def _chunk_starts(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    if tag in ("B", "S"):
+        return True
+    if prev_tag in ("E", "S", "O") and tag in ("E", "I"):
+        return True
+    return tag not in ("O", ".") and prev_type != type_
+
+
+def extract_entities(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """Entities ``(type, start, end)`` of one tag sequence, ``end`` **inclusive** (as seqeval).
+
+    seqeval's default mode (conlleval): lenient about scheme errors — an ``I-X`` after ``O`` or after
+    another type starts an entity, a type change ends one; ``E-``/``S-`` prefixes are understood too.
+    """
+    entities = set()
+    prev_tag, prev_type, begin = "O", "", 0
+    for i, chunk in enumerate([*tags, "O"]):
+        tag = chunk[0]
+        type_ = chunk[1:].split("-", maxsplit=1)[-1] or "_"
+        if _chunk_ends(prev_tag, tag, prev_type, type_):
+            entities.add((prev_type, begin, i - 1))
+        if _chunk_starts(prev_tag, tag, prev_type, type_):
+            begin = i
+        prev_tag, prev_type = tag, type_
+    return entities
+
+
+def _prf(tp: int, n_pred: int, n_true: int) -> dict[str, float]:
+    # 0.0 where undefined, as seqeval (zero_division="warn" -> 0, without the warning).
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_true if n_true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def _entity_sets(
+    true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]
+) -> tuple[dict[str, set], dict[str, set]]:
+    if len(true_seqs) != len(pred_seqs):
+        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
+    true: dict[str, set] = defaultdict(set)
+    pred: dict[str, set] = defaultdict(set)
+    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
+        if len(t) != len(p):
+            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags (one per word)")
+        for type_, start, end in extract_entities(t):
+            true[type_].add((n, start, end))
+        for type_, start, end in extract_entities(p):
+            pred[type_].add((n, start, end))
+    return true, pred
+
+
+def entity_scores(true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Micro ``{"precision", "recall", "f1"}`` (fractions 0-1) over exact entity matches (type and span).
+
+    Equals ``seqeval.metrics.{precision,recall,f1}_score`` in default mode; 0.0 where undefined (no
+    predicted or no gold entity).
+    """
+    true, pred = _entity_sets(true_seqs, pred_seqs)
+    tp = sum(len(true[k] & pred[k]) for k in true.keys() & pred.keys())
+    return _prf(tp, sum(map(len, pred.values())), sum(map(len, true.values())))
+
+
+class TokenFamily(Family):
+    head_kind = "token"
+
+    def build_head(self, config, head, word_embeddings):
+        return TokenClassificationHead(config, head, self.num_labels)
+
+    def loss(self, logits, batch):
+        return F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX)
+
+    def eval_step(self, logits, batch, state):
+        labels = batch["labels"]
+        per = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+        state.add_loss(per, (labels != IGNORE_INDEX).sum())
+        preds = logits.argmax(-1).cpu()
+        lengths = batch["attention_mask"].sum(1).cpu()
+        state.index.append(batch["index"].cpu())
+        state.outputs.extend(preds[i, : lengths[i]].numpy() for i in range(len(preds)))
+
+    def score(self, index, outputs, split, loss, extra):
+        gold, word_ids = split.eval_data.gold_tags, split.eval_data.word_ids
+        o_id = self.labels.index("O") if "O" in self.labels else 0
+        true_seqs, pred_seqs = [], []
+        for i, pred in zip(index.tolist(), outputs):
+            words = decode_word_predictions(pred, word_ids[i], len(gold[i]), o_id=o_id)
+            true_seqs.append(gold[i])
+            pred_seqs.append([self.labels[w] for w in words])
+        return {"loss": loss, **metrics.entity_scores(true_seqs, pred_seqs)}

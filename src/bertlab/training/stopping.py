@@ -1,0 +1,156 @@
+"""Stopping on a signal (pre-emption, ``scancel``, Ctrl-C): finish the current step, save ``last.ckpt``, exit
+with 128 + the signal's number and say how to resume; and what every run does first and last
+(:func:`start_of_run`, :func:`end_of_run`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from bertlab.runtime.checks import check_settings
+from bertlab.runtime.errors import JobStopped
+from bertlab.runtime.files import remove_stale_temporaries
+from bertlab.training.checkpoints import last_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGTERM (scancel, a cluster pre-empting the job) and SIGINT (Ctrl-C); under SLURM also SIGUSR1, the
+    signal ``sbatch --signal=USR1@<seconds>`` sends before the time limit."""
+    signals = [signal.SIGTERM, signal.SIGINT]
+    if os.environ.get("SLURM_JOB_ID") and hasattr(signal, "SIGUSR1"):
+        signals.append(signal.SIGUSR1)
+    return signals
+
+
+class GracefulStop(Callback):
+    """On a stop signal: finish the current optimizer step, save ``last.ckpt`` there (atomically, through the
+    trainer's checkpoint IO), and raise :class:`JobStopped` (exit status 128 + the signal's number).
+
+    Outside training (reading data, the final validation and test) the signal stops the run at once; a
+    second signal always does. The handlers replace Lightning's own for these signals while training runs:
+    Lightning's SIGTERM handling ends the process with status 0 and saves nothing, and its SLURM requeue
+    handler (SIGUSR1) writes ``hpc_ckpt_<n>.ckpt`` files that ``ckpt_path=last`` would not find.
+    """
+
+    def __init__(self, run_dir: Path, resume_hint: str):
+        self.run_dir = Path(run_dir)
+        self.resume_hint = resume_hint
+        self.signum: int | None = None
+        self.training = False
+        self._saved: tuple[Path, int] | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in stop_signals():
+            previous = signal.signal(sig, self._handle)
+            self._previous.setdefault(sig, previous)
+
+    def uninstall(self) -> None:
+        for sig, previous in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is not None or not self.training:
+            self.signum = signum
+            raise JobStopped(self._message(name, saved=None), signum)
+        self.signum = signum
+        log.warning("received %s: saving last.ckpt after the current step, then stopping", name)
+
+    def _message(self, name: str, saved: tuple[Path, int] | None) -> str:
+        last = last_checkpoint(self.run_dir)
+        if saved is not None:
+            where = f"saved {saved[0]} at global step {saved[1]}"
+        elif last.is_file():
+            where = f"the last checkpoint is {last}"
+        else:
+            where = "no checkpoint had been written yet, so nothing can be resumed: run the command again"
+        return (f"received {name}: the run stopped before its end; {where}. "
+                + (f"Resume with: {self.resume_hint}" if saved is not None or last.is_file() else ""))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.training = True
+        self.install()  # again: Lightning installed its own SIGTERM handler when fit started
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self.training = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.signum is None or self._saved is not None:
+            return
+        path = last_checkpoint(self.run_dir)
+        trainer.save_checkpoint(path)  # the state a step checkpoint at this step holds: resumes exactly
+        self._saved = (path, trainer.global_step)
+        # Stopped at the next hook, once Lightning has logged this step's metrics (the loggers then write
+        # them out as the run fails), so the resumed run's logs continue without a gap.
+
+    def _stop_if_saved(self, *args: Any, **kwargs: Any) -> None:
+        if self._saved is not None:
+            self.training = False
+            raise JobStopped(self._message(signal.Signals(self.signum).name, self._saved), self.signum)
+
+    on_train_batch_start = _stop_if_saved
+    on_validation_start = _stop_if_saved
+    on_train_epoch_end = _stop_if_saved
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_if_saved()
+        self.training = False
+
+
+_ACTIVE_STOP: list[GracefulStop] = []
+
+
+def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
+    """What every run does first: check the settings that would otherwise fail late with a traceback,
+    remove partial files a killed run left in its checkpoint folder, and install the stop-signal handlers
+    (returned as the callback that saves ``last.ckpt`` on a signal)."""
+    if cfg is not None:
+        from bertlab.runtime.run_dir import claim_run_dir
+
+        check_settings(cfg)
+        claim_run_dir(run_dir, cfg)  # a run dir belongs to one run (bertlab.runtime.run_dir)
+    remove_stale_temporaries(Path(run_dir) / "checkpoints")
+    stop = GracefulStop(run_dir, resume_command(run_dir))
+    stop.install()
+    _ACTIVE_STOP.append(stop)
+    return stop
+
+
+def end_of_run(failed: bool = False) -> None:
+    """Give the stop signals back to whoever handled them before the run (multirun jobs share a process),
+    and record a run that ended without error as finished in its run dir."""
+    from bertlab.runtime.run_dir import finish_run_dir
+
+    while _ACTIVE_STOP:
+        stop = _ACTIVE_STOP.pop()
+        stop.uninstall()
+        if not failed:
+            finish_run_dir(stop.run_dir)
+
+
+def resume_command(run_dir: Path) -> str:
+    """``python train.py <this run's command-line overrides> hydra.run.dir=<run_dir> ckpt_path=last``."""
+    overrides: list[str] = []
+    with contextlib.suppress(Exception):
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = [str(o) for o in HydraConfig.get().overrides.task]
+    keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in ("ckpt_path", "hydra.run.dir")]
+    return " ".join(["python train.py", *keep, f"hydra.run.dir={run_dir}", "ckpt_path=last"])
+
