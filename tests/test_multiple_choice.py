@@ -4,12 +4,14 @@ with any number of choices, parity with transformers and export to AutoModelForM
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import FIXTURE_DATA, run_train
 
+import bertlab
 from bertlab.data.batching import Collator
 from bertlab.data.choices import read_choices
 from bertlab.data.readers import BadExamplePolicy, DataError
@@ -179,3 +181,44 @@ def test_ddp_swag_is_scored_exactly_once(tmp_path):
     m = _check_run_dir(tmp_path / "run")
     assert m["val"]["num_examples"] == 16
     _same_metrics(m["val"], _single_process_eval(m, ["task=swag"], tmp_path / "eval")["val"])
+
+
+def test_predictor_and_cli_predict_multiple_choice_like_the_exported_stock_head(tmp_path, capsys):
+    """bertlab.Predictor on a swag run (any number of choices per input) and on its export, the CLI on SWAG's
+    CSV without labels, and agreement with transformers' AutoModelForMultipleChoice on the export."""
+    from bertlab import Predictor
+    from bertlab.predict import main
+
+    run_train([*TINY, "task=swag", "export=true"], tmp_path / "run")
+    p = Predictor.from_run(tmp_path / "run")
+    inputs = ["A girl sits down at the piano.\tShe plays a few chords.\tShe washes the windows.\tShe bows.",
+              {"sent1": "Someone opens the hood of the car.", "sent2": "He",
+               "choices": ["checks the oil.", "jumps into the pool."]},
+              ("The chef cracks two eggs.", ["He whisks them.", "He sings.", "He naps.", "He runs.", "He waves."])]
+    records = p(inputs, batch_size=3)
+    assert [len(r["choices"]) for r in records] == [3, 2, 5]
+    assert records[1]["choices"] == ["He checks the oil.", "He jumps into the pool."]  # SWAG's sent2 prefix
+    for r in records:
+        assert set(r) == {"context", "choices", "label", "choice", "score", "scores"}
+        assert abs(sum(r["scores"]) - 1) < 1e-6 and r["score"] == max(r["scores"])
+        assert r["choice"] == r["choices"][r["label"]] and r["scores"][r["label"]] == r["score"]
+    one_by_one = [p([x])[0] for x in inputs]  # no padded choices, no padded rows: the same scores
+    for a, b in zip(records, one_by_one):
+        np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-6)
+
+    exported = Predictor.from_run(tmp_path / "run" / "export")
+    hf = transformers.AutoModelForMultipleChoice.from_pretrained(tmp_path / "run" / "export").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "run" / "export")
+    context, choices = "A girl sits down at the piano.", ["She plays a few chords.", "She bows.", "She jogs away."]
+    enc = tok([context] * 3, choices, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        theirs = torch.softmax(hf(**{k: v[None] for k, v in enc.items()}).logits[0], -1).tolist()
+    for predictor in (p, exported):
+        np.testing.assert_allclose(predictor([(context, choices)])[0]["scores"], theirs, atol=1e-5)
+
+    with pytest.raises(DataError, match="at least two choices"):
+        p(["a context with one choice\tonly this"])
+    capsys.readouterr()
+    main([str(tmp_path / "run"), str(Path(bertlab.__file__).parent / "samples" / "swag" / "val.csv")])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 60 and all(len(r["choices"]) == 4 and 0 <= r["label"] < 4 for r in lines)

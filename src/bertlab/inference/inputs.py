@@ -69,7 +69,7 @@ def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
         raise DataError(f"{path}: a JSON document; for task family {family} give JSONL (one object a line)")
     if family == "token" and _looks_like_conll(path, lines):
         return "conll"
-    if family == "sequence" and suffix in (".tsv", ".csv") and filled:
+    if family in ("sequence", "multiple_choice") and suffix in (".tsv", ".csv") and filled:
         header = [h.strip() for h in filled[0].split("," if suffix == ".csv" else "\t")]
         if settings.text_column in header:
             return "table"
@@ -103,6 +103,16 @@ def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt:
         fmt = detect_format(path, family, settings)
     log.info("reading %s as %s", path, fmt)
     policy = BadExamplePolicy("error")
+    if fmt == "table" and family == "multiple_choice":
+        from types import SimpleNamespace
+
+        from bertlab.data.choices import read_choices
+
+        columns = SimpleNamespace(text_column=settings.text_column, choice_columns=settings.choice_columns,
+                                  choice_prefix_column=settings.choice_prefix_column,
+                                  choices_field=settings.choices_field, label_column=None)
+        choices = read_choices(path, columns, labelled=False, policy=policy)
+        return iter([(e.where, (e.context, e.choices)) for e in choices]), len(choices)
     if fmt == "table":
         examples = read_table(path, settings.text_column, settings.text_pair_column if settings.pair else None,
                               None, policy)

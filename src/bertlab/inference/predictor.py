@@ -45,7 +45,7 @@ from bertlab.tasks.token import extract_entities
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("sequence", "token", "qa")
+FAMILIES = ("sequence", "token", "qa", "multiple_choice")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
 FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
 _WORD = re.compile(r"\S+")
@@ -67,6 +67,11 @@ class PredictSettings:
     # SQuAD 2.0: answer "" when the null score beats the best span by more than the threshold.
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
+    # Multiple choice: the choice list of a JSON input, or a table's choice columns, and a text put before
+    # every choice (SWAG's sent2).
+    choices_field: str = "choices"
+    choice_columns: list[str] | None = None
+    choice_prefix_column: str | None = None
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> PredictSettings:
@@ -158,7 +163,7 @@ class Predictor:
         if task.family not in FAMILIES:
             raise ConfigError(
                 f"{source}: a {task.family} model (task {task.name}) gives no prediction records; bertlab "
-                "predicts with classification, regression, tagging and QA models"
+                "predicts with classification, regression, tagging, QA and multiple-choice models"
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -247,20 +252,22 @@ class Predictor:
             head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
         else:
             head_kind = ARCHITECTURE_TO_HEAD.get(architecture)
-            family = {"sequence": "sequence", "token": "token", "span": "qa"}.get(head_kind or "")
+            family = {"sequence": "sequence", "token": "token", "span": "qa",
+                      "multiple_choice": "multiple_choice"}.get(head_kind or "")
             if family is None:
                 raise CheckpointError(
                     f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
-                    "with BertForSequenceClassification, BertForTokenClassification and BertForQuestionAnswering "
-                    "exports (or BertModel with bertlab's own head file)"
+                    "with BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering and "
+                    "BertForMultipleChoice exports (or BertModel with bertlab's own head file)"
                 )
             regression = hf.get("problem_type") == "regression"
             id2label = hf.get("id2label") or {}
-            labels = None if family == "qa" or regression else [str(id2label[str(i)]) for i in range(len(id2label))]
+            labels = None if family in ("qa", "multiple_choice") or regression \
+                else [str(id2label[str(i)]) for i in range(len(id2label))]
             task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
             head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
-            has_pooler = family == "sequence"
-        num_labels = 1 if task.regression else len(labels or [])
+            has_pooler = family in ("sequence", "multiple_choice")
+        num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
         family_obj = build_family(task, num_labels, labels, None)
         bert = BertModel(config, add_pooling_layer=has_pooler)
         head = family_obj.build_head(config, head_cfg, bert.embeddings.word_embeddings)
@@ -325,6 +332,8 @@ class Predictor:
                 yield from self._sequence(chunk)
             elif self.task.family == "token":
                 yield from self._token(chunk, word_scores)
+            elif self.task.family == "multiple_choice":
+                yield from self._choices(chunk)
             else:
                 yield from self._qa(chunk)
 
@@ -394,6 +403,65 @@ class Predictor:
                 record.update(label=self.labels[best], score=float(probs[best]),
                               scores={label: float(p) for label, p in zip(self.labels, probs)})
             yield record
+
+    # Multiple choice
+
+    def _choice_input(self, x: Any, where: str) -> tuple[str, list[str]]:
+        s = self.settings
+        prefix = ""
+        if isinstance(x, dict):
+            context = x.get(s.text_column, x.get("context"))
+            choices = x.get(s.choices_field, x.get("choices"))
+            if choices is None and s.choice_columns and all(c in x for c in s.choice_columns):
+                choices = [x[c] for c in s.choice_columns]
+            if s.choice_prefix_column:
+                prefix = str(x.get(s.choice_prefix_column) or "").strip()
+        elif isinstance(x, tuple | list) and len(x) == 2 and isinstance(x[1], list | tuple):
+            context, choices = x
+        elif isinstance(x, str):
+            context, *choices = x.split("\t")
+        else:
+            raise DataError(f"{where}: expected 'context<TAB>choice<TAB>choice...', a (context, [choices]) tuple "
+                            f"or a dict with 'context' and 'choices', got {type(x).__name__}")
+        if not isinstance(choices, list | tuple) or len(choices) < 2:
+            raise DataError(f"{where}: a multiple-choice input needs at least two choices: give "
+                            "'context<TAB>choice<TAB>choice...' on a line, or a JSON object with 'context' and a "
+                            f"{s.choices_field!r} list")
+        choices = [str(c).strip() for c in choices]
+        if any(not c for c in choices):
+            raise DataError(f"{where}: an empty choice")
+        context = str(context or "").strip()
+        if not context:
+            raise DataError(f"{where}: the context is empty")
+        return context, [f"{prefix} {c}" if prefix else c for c in choices]
+
+    @torch.inference_mode()
+    def _choice_scores(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
+        """Each example's float32 scores over its own choices (padded choices of the batch left out)."""
+        rows: list[np.ndarray] = []
+        size = self.settings.batch_size
+        device = self.device
+        for start in range(0, len(features), size):
+            batch = self._collate(features[start:start + size])
+            inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+            out = self.model(inputs, num_choices=batch["input_ids"].shape[1]).float().cpu().numpy()  # (B, C)
+            rows.extend(out[i, :n] for i, n in enumerate(batch["choice_mask"].sum(1).tolist()))
+        return rows
+
+    def _choices(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+        examples = [self._choice_input(x, where) for where, x in chunk]
+        encodings = self._encode([(context, c) for context, choices in examples for c in choices])
+        features, k = [], 0
+        for i, (_, choices) in enumerate(examples):
+            rows = encodings[k:k + len(choices)]
+            k += len(choices)
+            features.append({"input_ids": [e.ids for e in rows], "token_type_ids": [e.type_ids for e in rows],
+                             "index": i})
+        for (context, choices), scores in zip(examples, self._choice_scores(features)):
+            probs = _softmax(scores.astype(np.float64))
+            best = int(probs.argmax())
+            yield {"context": context, "choices": choices, "label": best, "choice": choices[best],
+                   "score": float(probs[best]), "scores": [float(p) for p in probs]}
 
     # Tagging
 
