@@ -183,31 +183,21 @@ def _piece_lines(path: Path, start: int, end: int) -> Iterator[str]:
 def _shard_documents(pieces: Sequence[Piece], paths: Sequence[Path], fmt: str) -> Iterator[list[str]]:
     """Documents (as their lines, not yet split into sentences) of one shard, exactly as
     :func:`bertlab.data.rawtext.iter_corpus` with ``sentences=False`` reads them from the whole files."""
-    from bertlab.data.rawtext import _heading_level
+    from bertlab.data.rawtext import wikitext_documents
 
     for index, start, end in pieces:
         path = paths[index]
-        current: list[str] = []
         if _is_wikitext(path, fmt):
-            for line in _piece_lines(path, start, end):
-                stripped = line.strip()
-                if not stripped:
-                    continue  # paragraph separators; articles are delimited by titles
-                level = _heading_level(stripped)
-                if level == 1:
-                    if current:
-                        yield current
+            yield from wikitext_documents(_piece_lines(path, start, end), split=lambda line: [line])
+            continue
+        current: list[str] = []
+        for line in _piece_lines(path, start, end):
+            if not line.strip():
+                if current:
+                    yield current
                     current = []
-                elif level == 0:
-                    current.append(stripped)
-        else:
-            for line in _piece_lines(path, start, end):
-                if not line.strip():
-                    if current:
-                        yield current
-                        current = []
-                    continue
-                current.append(line)
+                continue
+            current.append(line)
         if current:
             yield current
 

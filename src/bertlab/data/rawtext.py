@@ -20,7 +20,7 @@ import errno
 import logging
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -186,8 +186,13 @@ def _heading_level(stripped: str) -> int:
 
 
 def _iter_wikitext_documents(path: PathLike, split=split_sentences) -> Iterator[list[str]]:
+    return wikitext_documents((line for _, line in _lines(path)), split)
+
+
+def wikitext_documents(lines: Iterable[str], split=split_sentences) -> Iterator[list[str]]:
+    """WikiText lines → one document per `` = Title = `` article, each its lines passed through ``split``."""
     current: list[str] = []
-    for _, line in _lines(path):
+    for line in lines:
         stripped = line.strip()
         if not stripped:
             continue  # " " lines separate paragraphs; articles are delimited by titles, not by blanks
