@@ -190,17 +190,9 @@ grouped = tokenized.map(group_texts, batched=True, num_proc={num_proc})
 print(json.dumps({{"seconds": time.perf_counter() - t, "examples": len(grouped)}}))
 """
 
-_BERTLAB_READ = """
-import json, time
-t = time.perf_counter()
-from bertlab.runtime.config import DataConfig, TaskSpec
-from bertlab.data.datamodule import TaskDataModule
-from bertlab.data.tokenizer import load_tokenizer
-cfg = DataConfig(train_file={corpus!r}, val_file=None, cache_dir={cache_root!r}, stream=True,
-                 text_format="wikitext", max_seq_length={seq}, batch_size=32, num_workers={workers})
-dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), cfg, load_tokenizer({tok!r}), seed=0)
-dm.setup("fit")
-it = iter(dm.train_dataloader())
+# The timed read of both engines' read scripts: the first batch (start-up included), then {batches} more.
+_READ_LOOP = """
+it = iter(LOADER)
 batch = next(it)
 first = time.perf_counter() - t
 t = time.perf_counter()
@@ -211,6 +203,19 @@ for batch in it:
     if batches == {batches}:
         break
 seconds = time.perf_counter() - t
+"""
+
+_BERTLAB_READ = """
+import json, time
+t = time.perf_counter()
+from bertlab.runtime.config import DataConfig, TaskSpec
+from bertlab.data.datamodule import TaskDataModule
+from bertlab.data.tokenizer import load_tokenizer
+cfg = DataConfig(train_file={corpus!r}, val_file=None, cache_dir={cache_root!r}, stream=True,
+                 text_format="wikitext", max_seq_length={seq}, batch_size=32, num_workers={workers})
+dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), cfg, load_tokenizer({tok!r}), seed=0)
+dm.setup("fit")
+""" + _READ_LOOP.replace("LOADER", "dm.train_dataloader()") + """
 print(json.dumps({{"first_batch_s": first, "batches": batches, "tokens": tokens, "seconds": seconds}}))
 """
 
@@ -237,17 +242,7 @@ dm = TaskDataModule(TaskSpec(name="mlm", family="mlm", nsp=True), DataConfig(max
                     load_tokenizer({tok!r}), seed=0)
 ds = StreamingDataset({out!r}, shuffle=True, seed=0)
 loader = StreamingDataLoader(ds, batch_size=32, num_workers={workers}, collate_fn=dm.collator(True))
-it = iter(loader)
-batch = next(it)
-first = time.perf_counter() - t
-t = time.perf_counter()
-batches = tokens = 0
-for batch in it:
-    batches += 1
-    tokens += batch["num_tokens"]
-    if batches == {batches}:
-        break
-seconds = time.perf_counter() - t
+""" + _READ_LOOP.replace("LOADER", "loader") + """
 print(json.dumps({{"first_batch_s": first, "batches": batches, "tokens": tokens, "seconds": seconds,
                   "examples": len(ds)}}))
 """
