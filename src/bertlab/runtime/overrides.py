@@ -111,6 +111,17 @@ def _check_group_options(argv: list[str], config_dir: Path) -> None:
         parsed = OverridesParser.create().parse_overrides(argv)
     except Exception:  # Hydra reports its own syntax errors
         return
+    if any("searchpath" in f.read_text(errors="replace") for f in [*config_dir.glob("*.yaml"),
+                                                                    *config_dir.glob("hydra/*.yaml")]):
+        return  # a config file adds search paths: Hydra alone knows every option
+    search = [config_dir]
+    for o in parsed:  # hydra.searchpath=[file://DIR, ...] adds config folders whose options count too
+        if o.key_or_group == "hydra.searchpath":
+            value = o.value()
+            for entry in value if isinstance(value, list) else [value]:
+                if not str(entry).startswith("file://"):
+                    return  # pkg:// and other sources: Hydra resolves them, this check steps aside
+                search.append(Path(str(entry)[len("file://"):]))
     for o in parsed:
         group = o.key_or_group
         if o.type.name == "DEL" or o.package or not (config_dir / group).is_dir():
@@ -119,14 +130,15 @@ def _check_group_options(argv: list[str], config_dir: Path) -> None:
             values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
         except Exception:  # a sweep without listed values (interval): nothing to check
             continue
-        options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+        options = sorted({p.stem for d in search for p in (d / group).glob("*.yaml")})
         for value in values:
-            if value in ("null", "None") or value in options:
+            if value in ("null", "None") or any((d / group / f"{value}.yaml").is_file() for d in search):
                 continue
             guess = nearest(value, options)
+            where = " or ".join(str(d) for d in search)
             sys.stderr.write(
                 f"\nbertlab: error: {group}={value} on the command line: there is no {group} option {value!r} "
-                f"(no file {group}/{value}.yaml in {config_dir}).{f' Did you mean {group}={guess}?' if guess else ''}"
+                f"(no file {group}/{value}.yaml in {where}).{f' Did you mean {group}={guess}?' if guess else ''}"
                 f" The {group} options: {', '.join(options)}.\n")
             sys.exit(1)
 
