@@ -20,7 +20,6 @@ from bertlab.data.mlm import IGNORE_INDEX  # noqa: E402
 from bertlab.models import bert as encoder_module  # noqa: E402
 from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
 from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
-from bertlab.models.packing import bucket_bounds  # noqa: E402
 from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
@@ -211,47 +210,12 @@ def test_unpad_true_without_padding_equals_padded():
 def test_pack_keeps_each_tokens_position_and_rank():
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
     p = pack(mask)
-    # Rows packed longest first (row 2, row 0, row 1), each row's tokens in order.
-    assert p.index.tolist() == [8, 9, 10, 11, 0, 1, 2, 4, 5]
-    assert p.positions.tolist() == [0, 1, 2, 3, 0, 1, 2, 0, 1]
-    assert p.lengths.tolist() == [4, 3, 2]
-    assert p.cu_seqlens.tolist() == [0, 4, 7, 9] and (p.max_len, p.min_len) == (4, 2)
-    assert p.compact_index.tolist() == [0, 1, 2, 3, 4, 5, 6, 8, 9]
+    assert p.index.tolist() == [0, 1, 2, 4, 5, 8, 9, 10, 11]
+    assert p.positions.tolist() == [0, 1, 2, 0, 1, 0, 1, 2, 3]
+    assert p.cu_seqlens.tolist() == [0, 3, 5, 9] and p.max_len == 4
+    assert p.compact_index.tolist() == [0, 1, 2, 4, 5, 8, 9, 10, 11]
     x = torch.arange(12.0).view(3, 4)
     assert torch.equal(p.scatter(p.gather(x)), x * mask)
-    # Equal lengths keep the batch order.
-    assert pack(torch.ones(3, 2, dtype=torch.long)).index.tolist() == [0, 1, 2, 3, 4, 5]
-
-
-def test_bucket_bounds_minimise_attention_work_plus_a_cost_per_bucket():
-    lengths = [57, 40, 30, 20, 15, 14, 13, 12, 10, 9, 8, 8, 7, 7, 6, 5]
-    assert bucket_bounds(lengths, 1e9) == [0, 16]  # a bucket costs more than any saving: one
-    assert bucket_bounds(list(range(16, 0, -1)), 0.0, max_buckets=16) == list(range(17))  # free: a row each
-    bounds = bucket_bounds(lengths, 10_000)
-    cost = sum((e - s) * lengths[s] ** 2 + 10_000 for s, e in zip(bounds[:-1], bounds[1:]))
-    import itertools  # brute force over every split into at most 4 consecutive groups
-
-    best = min(sum((e - s) * lengths[s] ** 2 + 10_000 for s, e in zip(b[:-1], b[1:]))
-               for k in range(4) for cuts in itertools.combinations(range(1, 16), k)
-               for b in [[0, *cuts, 16]])
-    assert cost == best and len(bounds) - 1 <= 4
-    assert bucket_bounds([5], 100.0) == [0, 1]
-
-
-def test_buckets_cover_every_packed_token_once_with_their_ranks():
-    mask = (torch.arange(10)[None, :] < torch.tensor([10, 2, 9, 3, 1, 10, 2])[:, None]).long()
-    p = pack(mask)
-    buckets = p.buckets(0.0)  # free buckets: as many as allowed
-    assert len(buckets) == 4 and buckets[0].start == 0 and buckets[-1].end == p.num_tokens
-    assert all(a.end == b.start for a, b in zip(buckets[:-1], buckets[1:]))
-    for b in buckets:
-        lengths = p.lengths[p.cu_seqlens.tolist().index(b.start):][:b.rows]
-        assert b.max_len == int(lengths[0])
-        ranks = torch.cat([torch.arange(n) for n in lengths.tolist()])
-        rows = torch.repeat_interleave(torch.arange(b.rows), lengths)
-        assert b.compact_index.tolist() == (rows * b.max_len + ranks).tolist()
-        assert (b.key_mask is None) == bool((lengths == b.max_len).all())
-    assert p.buckets(0.0) is buckets  # computed once per batch, shared by the layers
 
 
 def per_sequence_attention(q, k, v, cu, dropout_p=0.0):
@@ -263,16 +227,13 @@ def per_sequence_attention(q, k, v, cu, dropout_p=0.0):
     return torch.cat(out)
 
 
-@pytest.mark.parametrize("kernel,bucket_cost", [("repad", float("inf")), ("repad", 0.0), ("repad", 4.0e6),
-                                                ("nested", 4.0e6)])
-def test_varlen_kernels_equal_per_sequence_attention(kernel, bucket_cost):
-    """repad with one bucket (inf), a bucket per length (0) and the default; nested."""
+@pytest.mark.parametrize("kernel", ["repad", "nested"])
+def test_varlen_kernels_equal_per_sequence_attention(kernel):
     g = torch.Generator().manual_seed(0)
-    mask = torch.tensor([[1] * 6 + [0] * 2, [1] * 3 + [0] * 5, [1] * 8, [1] * 3 + [0] * 5, [1] + [0] * 7])
+    mask = torch.tensor([[1] * 6 + [0] * 2, [1] * 3 + [0] * 5, [1] * 8])
     p = pack(mask)
     q, k, v = (torch.randn(p.num_tokens, 2, 4, generator=g, requires_grad=True) for _ in range(3))
-    kernels = encoder_module.Kernels(varlen_attention=kernel, repad_bucket_cost=bucket_cost)
-    out = encoder_module.varlen_attention(q, k, v, p, 0.0, kernels)
+    out = encoder_module.varlen_attention(q, k, v, p, 0.0, encoder_module.Kernels(varlen_attention=kernel))
     ref = per_sequence_attention(q, k, v, p.cu_seqlens)
     torch.testing.assert_close(out, ref, **TOL)
     grads = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
@@ -306,8 +267,7 @@ def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
     enc.unpad = "true"
     out = enc(**kwargs).last_hidden_state
     nh = TINY["num_attention_heads"]
-    # Rows of 11, 7, 4 and 9 real tokens, packed longest first.
-    assert calls == [((31, nh, TINY["hidden_size"] // nh), [0, 11, 20, 27, 31], [0, 11, 20, 27, 31], 11, 11, 0.0,
+    assert calls == [((31, nh, TINY["hidden_size"] // nh), [0, 11, 18, 22, 31], [0, 11, 18, 22, 31], 11, 11, 0.0,
                       torch.int32)] * TINY["num_hidden_layers"]
     enc.unpad = "false"
     ref = enc(**kwargs).last_hidden_state

@@ -49,17 +49,11 @@ class Kernels:
     - ``cpu_attention_slice_bytes``: attention with dropout on CPU over slices of (batch, head) rows whose
       scores stay under this many bytes (``model.cpu_attention_slice_mb`` MiB); 0 = one slice.
     - ``varlen_attention``: the kernel of the unpadded path's attention (:func:`varlen_kernel`).
-    - ``repad_bucket_cost``: the ``repad`` kernel attends rows of similar length together
-      (:meth:`Packing.buckets`); one more bucket pays when it saves more attention work than this many
-      multiply-adds per (row, query, key) triple, divided by the hidden size. In token² units at MiniLM's
-      width 384 it is about 10,000, the estimated fixed cost of a bucket's few extra small ops (about the
-      attention of 32 rows of 18 tokens). ``math.inf``: one bucket, every row at the batch's longest.
     """
 
     cpu_fast_dropout: bool = True
     cpu_attention_slice_bytes: int = DEFAULT_ATTENTION_SLICE_BYTES
     varlen_attention: str = "auto"
-    repad_bucket_cost: float = 4.0e6
 
     def __post_init__(self) -> None:
         if self.varlen_attention not in VARLEN_KERNELS:
@@ -190,10 +184,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 
 
 # Attention over packed tokens (each sequence attends only to itself). Three kernels compute it:
-# - "repad": the packed rows (longest first) in up to four buckets of similar length; per bucket q, k, v
-#   scattered into a compact (rows, L_b, ·) layout, L_b the bucket's longest row (not the padded T), then
-#   :func:`attention` above with a key mask, and the rows gathered back. Attention is the only product that
-#   sees padding, and only up to L_b; it keeps the CPU slices and dropout masks of the padded path.
+# - "repad": q, k, v scattered into a compact (B, L, ·) layout, L the longest row of the batch (not the padded
+#   T), then :func:`attention` above with a key mask, and the rows gathered back. Attention is the only product
+#   that sees padding, and only up to L; it keeps the CPU slices and dropout masks of the padded path.
 # - "nested": jagged nested tensors through SDPA, which on CUDA dispatches to the flash / memory-efficient
 #   kernels with no mask and no padding at all.
 # - "flash_attn": ``flash_attn_varlen_func`` of the flash-attn package, when it is installed (CUDA, fp16/bf16).
@@ -250,18 +243,14 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
     if kernel != "repad":
         raise ValueError(f"varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got {kernel!r}")
     n, nh, hd = q.shape
-    outs = []
-    for bucket in packing.buckets(kernels.repad_bucket_cost / (nh * hd)):
-        rows, L, index = bucket.rows, bucket.max_len, bucket.compact_index
+    b, L = packing.batch, packing.max_len
 
-        def compact(x: torch.Tensor, rows: int = rows, L: int = L, index: torch.Tensor = index) -> torch.Tensor:
-            out = x.new_zeros(rows * L, nh, hd).index_copy(0, index, x)
-            return out.view(rows, L, nh, hd).transpose(1, 2)  # (rows, nh, L, hd)
+    def compact(x: torch.Tensor) -> torch.Tensor:
+        out = x.new_zeros(b * L, nh, hd).index_copy(0, packing.compact_index, x)
+        return out.view(b, L, nh, hd).transpose(1, 2)  # (B, nh, L, hd)
 
-        s, e = bucket.start, bucket.end
-        ctx = attention(compact(q[s:e]), compact(k[s:e]), compact(v[s:e]), bucket.key_mask, dropout_p, kernels)
-        outs.append(ctx.transpose(1, 2).reshape(rows * L, nh, hd)[index])  # (tokens of the bucket, nh, hd)
-    return outs[0] if len(outs) == 1 else torch.cat(outs)  # (N, nh, hd)
+    ctx = attention(compact(q), compact(k), compact(v), packing.compact_key_mask(), dropout_p, kernels)  # (B, nh, L, hd)
+    return ctx.transpose(1, 2).reshape(b * L, nh, hd)[packing.compact_index]  # (N, nh, hd)
 
 
 class BertSelfAttention(nn.Module):
