@@ -55,7 +55,10 @@ def test_model_flops_count():
 def test_child_peak_rss_is_the_childs_own():
     import common
 
-    code = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('{\"ok\": 1}')"
+    # The child holds its memory a moment, as a benchmark's children do for seconds: its peak is sampled from
+    # /proc while it runs whenever this (test) process is the larger one.
+    code = ("import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.5); "
+            "print('{\"ok\": 1}')")
     run = common.run_child([sys.executable, "-c", code]).check("child")
     assert common.last_json_line(run.stdout) == {"ok": 1}
     assert run.peak_rss_mib > 200
