@@ -4,7 +4,8 @@ resumes, evaluates, exports and predicts.
 
 The fixture was made with ``git archive 387e7ab`` unpacked to a scratch folder and that tree's own
 ``tests/conftest.py::run_train(OVERRIDES, <dir>/run, data_dir=tests/fixtures/data)``; it keeps the run's
-``checkpoints/last.ckpt``, ``tokenizer/``, ``metrics.json`` and ``.bertlab-run.json``.
+``checkpoints/last.ckpt``, ``tokenizer/``, ``metrics.json`` and ``.bertlab-run.json``. The checkpoint's recorded
+``data_dir`` (an absolute path of the machine that made it) was rewritten to the relative ``tests/fixtures/data``.
 """
 
 from __future__ import annotations
