@@ -104,13 +104,10 @@ def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt:
     log.info("reading %s as %s", path, fmt)
     policy = BadExamplePolicy("error")
     if fmt == "table" and family == "multiple_choice":
-        from types import SimpleNamespace
-
         from bertlab.data.choices import read_choices
 
-        columns = SimpleNamespace(text_column=settings.text_column, choice_columns=settings.choice_columns,
-                                  choice_prefix_column=settings.choice_prefix_column,
-                                  choices_field=settings.choices_field, label_column=None)
+        columns = DataConfig(text_column=settings.text_column, choice_columns=settings.choice_columns,
+                             choice_prefix_column=settings.choice_prefix_column, choices_field=settings.choices_field)
         choices = read_choices(path, columns, labelled=False, policy=policy)
         return iter([(e.where, (e.context, e.choices)) for e in choices]), len(choices)
     if fmt == "table":

@@ -339,14 +339,19 @@ class Predictor:
 
     @torch.inference_mode()
     def _forward(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
-        """Each feature's float32 logits: (C,) for sequences, (T_i, C) cropped to its tokens otherwise."""
+        """Each feature's float32 logits: (C,) for sequences, (T_i, C) cropped to its tokens for tagging and QA,
+        (K_i,) over its own K_i choices for multiple choice (the batch's padded choices left out)."""
         rows: list[np.ndarray] = []
         size = self.settings.batch_size
         device = self.device
         for start in range(0, len(features), size):
             batch = self._collate(features[start:start + size])
-            out = self.model({k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")})
-            out = out.float().cpu().numpy()
+            inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+            if "choice_mask" in batch:  # multiple choice: (B, K) scores
+                out = self.model(inputs, num_choices=batch["input_ids"].shape[1]).float().cpu().numpy()
+                rows.extend(out[i, :n] for i, n in enumerate(batch["choice_mask"].sum(1).tolist()))
+                continue
+            out = self.model(inputs).float().cpu().numpy()
             lengths = batch["attention_mask"].sum(1).tolist()
             rows.extend(out[i] if out.ndim == 2 else out[i, :n] for i, n in enumerate(lengths))
         return rows
@@ -435,19 +440,6 @@ class Predictor:
             raise DataError(f"{where}: the context is empty")
         return context, [f"{prefix} {c}" if prefix else c for c in choices]
 
-    @torch.inference_mode()
-    def _choice_scores(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
-        """Each example's float32 scores over its own choices (padded choices of the batch left out)."""
-        rows: list[np.ndarray] = []
-        size = self.settings.batch_size
-        device = self.device
-        for start in range(0, len(features), size):
-            batch = self._collate(features[start:start + size])
-            inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
-            out = self.model(inputs, num_choices=batch["input_ids"].shape[1]).float().cpu().numpy()  # (B, C)
-            rows.extend(out[i, :n] for i, n in enumerate(batch["choice_mask"].sum(1).tolist()))
-        return rows
-
     def _choices(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
         examples = [self._choice_input(x, where) for where, x in chunk]
         encodings = self._encode([(context, c) for context, choices in examples for c in choices])
@@ -457,7 +449,7 @@ class Predictor:
             k += len(choices)
             features.append({"input_ids": [e.ids for e in rows], "token_type_ids": [e.type_ids for e in rows],
                              "index": i})
-        for (context, choices), scores in zip(examples, self._choice_scores(features)):
+        for (context, choices), scores in zip(examples, self._forward(features)):
             probs = _softmax(scores.astype(np.float64))
             best = int(probs.argmax())
             yield {"context": context, "choices": choices, "label": best, "choice": choices[best],
