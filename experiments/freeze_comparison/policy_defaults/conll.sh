@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../../.."
 out=experiments/freeze_comparison/policy_defaults/runs
 budget=(task=conll2003 model=minilm_l6 logger=csv quiet=true data.batch_size=32 data.group_by_length=false
         optim.warmup_ratio=0.1 optim.weight_decay=0.01)
-for run in "${@:-lora:1 bitfit:1 lora:2 bitfit:2}"; do
+runs=("$@"); (( $# )) || runs=(lora:1 bitfit:1 lora:2 bitfit:2)
+for run in "${runs[@]}"; do
   policy=${run%%:*}; seed=${run##*:}
   epochs=(); [[ $policy == bitfit ]] || epochs=(trainer.max_epochs=1)
   dir=logs/policy_defaults/conll2003_${policy}_seed$seed
