@@ -57,3 +57,11 @@ def test_a_truncated_view_leaves_the_shared_tokenizer_untouched():
     assert len(short.encode_batch([long])[0].ids) == 8 and short.encode_batch([long])[0].overflowing
     assert tok.tokenizer.truncation is None and len(tok.encode_batch([long])[0].ids) > 8
     assert (short.pad_id, short.cls_id, short.vocab_size) == (tok.pad_id, tok.cls_id, tok.vocab_size)
+
+
+def test_ids_only_encoding_equals_the_full_encoding_without_specials():
+    """Pre-training preparation reads ids only (``encode_ids_batch``, which skips the offsets where the
+    installed tokenizers can): the ids are those of ``encode_batch(..., add_special_tokens=False)``."""
+    tok = train_wordpiece(_texts(), vocab_size=300)
+    texts = _texts()[:50] + ["", "  ", "Ünïcödé — and a very long word: antidisestablishmentarianism."]
+    assert tok.encode_ids_batch(texts) == [enc.ids for enc in tok.encode_batch(texts, add_special_tokens=False)]

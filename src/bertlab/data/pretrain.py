@@ -99,8 +99,8 @@ def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertToke
     max_num_tokens = max_num_tokens_for(settings["max_seq_length"], nsp)
     sentences = [[s for line in lines for s in split_sentences(line)] for lines in block]
     flat = [s for doc in sentences for s in doc]
-    it = iter(tokenizer.encode_batch(flat, add_special_tokens=False) if flat else [])
-    docs = [[ids for ids in (next(it).ids for _ in doc) if ids] for doc in sentences]
+    it = iter(tokenizer.encode_ids_batch(flat) if flat else [])
+    docs = [[ids for ids in (next(it) for _ in doc) if ids] for doc in sentences]
     docs = [doc for doc in docs if doc]
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
     ids: list[int] = []

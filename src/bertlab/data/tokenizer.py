@@ -62,6 +62,15 @@ class BertTokenizer:
             return self.tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens)
         return self.tokenizer.encode_batch(list(zip(texts, pairs)), add_special_tokens=add_special_tokens)
 
+    def encode_ids_batch(self, texts: Sequence[str], chunk: int = 2048) -> list[list[int]]:
+        """Token ids only, without special tokens. ``encode_batch_fast`` (tokenizers >= 0.20.2) skips the
+        offsets that ids-only callers (pre-training preparation) never read; it is called on ``chunk`` texts
+        at a time: one call on a whole block of sentences is slower."""
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        texts = list(texts)
+        return [enc.ids for start in range(0, len(texts), chunk)
+                for enc in encode(texts[start : start + chunk], add_special_tokens=False)]
+
     def encode_words_batch(self, words: Sequence[Sequence[str]]):
         """Pre-split words (CoNLL): word_ids map every piece back to its word."""
         return self.tokenizer.encode_batch([list(w) for w in words], is_pretokenized=True)
