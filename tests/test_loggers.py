@@ -117,6 +117,16 @@ def test_csv_logger_tags_and_samples_per_second(train_run, tmp_path):
     assert metrics["tags"] == ["baseline"]
     rates = [float(r["train/samples_per_s"]) for r in _csv_rows(tmp_path / "run") if r.get("train/samples_per_s")]
     assert rates and all(r > 0 for r in rates)
+    assert metrics["timing"]["launch_to_first_step_s"] > 0  # this test process's age at the first batch
+
+
+def test_process_age_counts_from_the_start_of_the_process():
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(0.5); from bertlab.training.callbacks import process_age_s; print(process_age_s())"
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 0.5 <= age < 60
 
 
 def test_tensorboard_logger(train_run, tmp_path):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -70,6 +71,18 @@ class SamplesPerSecond(Callback):
         self._restart()
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc), None where the platform does not say."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, counted after the name
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Throughput(Callback):
     """Training throughput over the whole loop (data loading, host syncs, optimizer), validation excluded.
 
@@ -86,11 +99,13 @@ class Throughput(Callback):
         self.tokens = 0
         self.epochs: dict[int, list[float]] = {}  # epoch → [first batch start, last batch end]
         self.feature_extraction_s: float | None = None  # the frozen-feature cache's encoder pass, before training
+        self.launch_to_first_step_s: float | None = None  # process start → first training batch (imports, data)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         now = time.perf_counter()
         if self.t0 is None:
             self.t0 = now
+            self.launch_to_first_step_s = process_age_s()
         self.epochs.setdefault(trainer.current_epoch, [now, now])
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -120,9 +135,11 @@ class Throughput(Callback):
                 "tokens_per_s": round(self.tokens * world_size / wall, 3)}
 
     def timing(self) -> dict[str, Any]:
-        """Each epoch's training wall time (validation excluded) and the feature cache's pass, if any."""
+        """Each epoch's training wall time (validation excluded), the feature cache's pass, if any, and the
+        time from the process's start to its first training batch (start-up: imports, data, model)."""
         return {"epoch_wall_s": [round(self._without_validation(a, b), 3) for _, (a, b) in sorted(self.epochs.items())],
-                "feature_extraction_s": self.feature_extraction_s}
+                "feature_extraction_s": self.feature_extraction_s,
+                "launch_to_first_step_s": self.launch_to_first_step_s}
 
 
 class FreezeModeGuard(Callback):
