@@ -22,7 +22,15 @@ size; repeated text is fine for throughput and memory, not for learning), it rep
   MLM collator (padding and fresh masks): batches/s and real tokens/s. ``first_batch_s`` at the top level
   repeats bertlab's figure.
 
-Training throughput (tokens/s over 200 steps against the HF Trainer) is not measured by this script yet.
+* ``bertlab_train`` / ``hf_train``: whole training runs of the ``bert_mini`` shape (4 layers, hidden 256) with
+  all-MiniLM-L6-v2's vocabulary, batch 32, sequences of ``--max-seq-length``. bertlab: ``python train.py
+  task=mlm task.nsp=true model=bert_mini`` on the corpus (MLM + NSP, the prepared path); the HF recipe: the
+  run_mlm preparation above, ``BertForMaskedLM`` (MLM only, as run_mlm), ``DataCollatorForLanguageModeling``
+  and the ``Trainer``. Each runs twice: first on an empty cache for ``--memory-steps`` steps
+  (``peak_rss_mb`` / ``peak_pss_mb``: preparation + training, every process of the run; ``prep_mb_s``: the
+  preparation inside that run), then on the prepared cache for ``--train-steps`` steps:
+  ``launch_to_first_step_s`` (process start to the first training batch) and ``tokens_per_s`` (real tokens,
+  first training batch to last, as ``metrics.json`` counts them).
 
 Usage::
 
@@ -248,6 +256,48 @@ print(json.dumps({{"first_batch_s": first, "batches": batches, "tokens": tokens,
 """
 
 
+_BERTLAB_TRAIN = """
+import json, runpy, sys
+sys.argv = ["train.py", *{overrides!r}]
+runpy.run_path({train!r}, run_name="__main__")
+print(json.dumps(json.loads(open({metrics!r}).read())))
+"""
+
+_HF_TRAIN = """
+import json, os, time
+from datasets import load_dataset
+from transformers import (BertConfig, BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling,
+                          Trainer, TrainerCallback, TrainingArguments)
+from bertlab.data.tokenizer import load_tokenizer
+from bertlab.training.callbacks import process_age_s
+""" + _HF_PREP.split("from bertlab.data.tokenizer import load_tokenizer", 1)[1].rsplit("print(", 1)[0] + """
+prep_s = time.perf_counter() - t
+hf_tok = BertTokenizerFast.from_pretrained({tok!r})
+model = BertForMaskedLM(BertConfig(vocab_size=len(hf_tok), hidden_size=256, num_hidden_layers=4,
+                                   num_attention_heads=4, intermediate_size=1024))
+
+class Clock(TrainerCallback):
+    t0 = t1 = first = None
+    steps = 0
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.t0 is None:
+            self.t0, self.first = time.perf_counter(), process_age_s()
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps += 1
+        self.t1 = time.perf_counter()
+
+clock = Clock()
+args = TrainingArguments(output_dir={out!r}, per_device_train_batch_size=32, max_steps={steps}, learning_rate=5e-4,
+                         warmup_steps=max(1, int(0.06 * {steps})), weight_decay=0.01, logging_strategy="no", save_strategy="no",
+                         report_to=[], disable_tqdm=True, use_cpu=True, dataloader_num_workers=0, seed=0)
+Trainer(model=model, args=args, train_dataset=grouped, callbacks=[clock],
+        data_collator=DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15)).train()
+print(json.dumps({{"prep_s": prep_s, "examples": len(grouped), "steps": clock.steps,
+                  "tokens": clock.steps * 32 * {seq}, "train_s": clock.t1 - clock.t0,
+                  "launch_to_first_step_s": clock.first}}))
+"""
+
+
 class LitdataShards:
     """litdata's side: ``litdata.optimize`` runs this on every shard of bertlab's plan, in its own worker
     processes, and writes what it yields to its chunks. The examples are bertlab's (same shard plan,
@@ -328,6 +378,56 @@ def _read_row(result: dict, seconds: float) -> dict:
             "tokens_per_s": round(result.get("tokens", 0) / max(result["seconds"], 1e-9))}
 
 
+def _bertlab_train_overrides(fmt: dict, cache: Path, run_dir: Path, steps: int) -> list[str]:
+    """``train.py`` overrides of the bench's bertlab runs: the corpus prepared under ``cache`` (seed 0, as the
+    read stage's data module, so both use one preparation), validated on 640 examples of WikiText-2's test file."""
+    return ["task=mlm", "task.nsp=true", "model=bert_mini", f"model.tokenizer={fmt['tok']}",
+            f"data.train_file={fmt['corpus']}", f"data.val_file={fmt['val']}", "data.stream=true",
+            "data.text_format=wikitext", f"data.max_seq_length={fmt['seq']}", "data.batch_size=32",
+            f"data.prep_num_proc={fmt['num_proc']}", f"data.num_workers={fmt['workers']}",
+            "data.max_eval_samples=640", f"trainer.max_steps={steps}", "trainer.max_epochs=1", "seed=0",
+            "logger=csv", "quiet=true", f"paths.cache_dir={cache}",
+            f"hydra.run.dir={run_dir}"]
+
+
+def _train_rows(fmt: dict, work: Path, size: float, mb: float, env: dict, args) -> dict:
+    """bertlab and the HF recipe, each on an empty cache (memory of preparation + training) then on the
+    prepared cache (start-up and training throughput)."""
+    rows: dict = {}
+    cache = work / f"train-cache-{size:g}"
+    shutil.rmtree(cache, ignore_errors=True)
+    for name, steps in (("memory", args.memory_steps), ("throughput", args.train_steps)):
+        run_dir = work / f"train-run-{size:g}-{name}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        code = _BERTLAB_TRAIN.format(overrides=_bertlab_train_overrides(fmt, cache, run_dir, steps),
+                                     train=str(ROOT / "train.py"), metrics=str(run_dir / "metrics.json"))
+        result, seconds, mem = run_child(code, env, False)
+        if name == "memory":
+            meta = json.loads(next(cache.glob("pretrain/train-*/meta.json")).read_text())
+            rows["bertlab_train"] = {"prep_mb_s": meta["mb_per_s"], **_memory(mem), "memory_steps": steps,
+                                     "memory_run_wall_s": round(seconds, 2)}
+        else:
+            rows["bertlab_train"].update(
+                launch_to_first_step_s=result["timing"]["launch_to_first_step_s"], train_steps=result["train"]["steps"],
+                tokens_per_s=round(result["train"]["tokens_per_s"]), samples_per_s=result["train"]["samples_per_s"])
+    if not args.no_hf:
+        hf_cache = work / f"hf-train-cache-{size:g}"
+        shutil.rmtree(hf_cache, ignore_errors=True)
+        for name, steps in (("memory", args.memory_steps), ("throughput", args.train_steps)):
+            code = _HF_TRAIN.format(cache=str(hf_cache), out=str(work / f"hf-train-out-{size:g}"), steps=steps, **fmt)
+            result, seconds, mem = run_child(code, env, False)
+            if name == "memory":
+                rows["hf_train"] = {"prep_mb_s": round(mb / result["prep_s"], 2), **_memory(mem),
+                                    "memory_steps": steps, "memory_run_wall_s": round(seconds, 2)}
+            else:
+                rows["hf_train"].update(launch_to_first_step_s=result["launch_to_first_step_s"],
+                                        train_steps=result["steps"],
+                                        tokens_per_s=round(result["tokens"] / max(result["train_s"], 1e-9)))
+        ratio = rows["bertlab_train"]["tokens_per_s"] / max(rows["hf_train"]["tokens_per_s"], 1)
+        rows["train_tokens_per_s_vs_hf"] = round(ratio, 2)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiny", action="store_true",
@@ -339,6 +439,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--read-workers", type=int, default=2,
                     help="DataLoader workers when reading batches (--tiny reads in this process: use 0)")
     ap.add_argument("--read-batches", type=int, default=200, help="batches timed after the first one")
+    ap.add_argument("--memory-steps", type=int, default=50, help="training steps of the memory runs")
+    ap.add_argument("--train-steps", type=int, default=200, help="training steps of the throughput runs")
+    ap.add_argument("--no-train", action="store_true", help="skip the training runs (preparation and reading only)")
     ap.add_argument("--no-hf", action="store_true", help="skip the Hugging Face recipe")
     ap.add_argument("--no-litdata", action="store_true", help="skip litdata (skipped anyway when not installed)")
     ap.add_argument("--workdir", default=None, help="where corpora and caches go (default: a temporary folder)")
@@ -392,6 +495,9 @@ def main(argv: list[str] | None = None) -> dict:
             result, seconds, mem = run_child(_HF_PREP.format(cache=str(work / f"hf-{size:g}"), **fmt), env, args.tiny)
             row["hf_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
                               "examples": result["examples"], "wall_s": round(seconds, 2)}
+        if not args.no_train and not args.tiny:
+            fmt["val"] = str(Path(args.wikitext) / "wiki.test.tokens")
+            row.update(_train_rows(fmt, work, size, mb, env, args))
         rows.append(row)
         print(json.dumps(row), flush=True)
     report = {"machine": {"cpus": os.cpu_count(), "load": os.getloadavg()}, "rows": rows}

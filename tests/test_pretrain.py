@@ -499,6 +499,27 @@ def test_benchmark_tiny_smoke(tmp_path):
         assert "litdata_prep" not in row
 
 
+def test_benchmark_training_runs_compose_with_every_override_known(tmp_path):
+    """The bench's bertlab training runs are ``train.py`` command lines: every key must exist (the bench runs
+    minutes before it would reach them) and say what the bench reports (MLM + NSP, bert_mini, prepared path)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import pretrain_data
+    from hydra import compose, initialize_config_dir
+
+    from bertlab.runtime.overrides import _check
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    fmt = {"tok": str(tmp_path / "tok"), "corpus": str(tmp_path / "c.tokens"), "val": str(tmp_path / "v.tokens"),
+           "seq": 128, "num_proc": 2, "workers": 2}
+    overrides = pretrain_data._bertlab_train_overrides(fmt, tmp_path / "cache", tmp_path / "run", 50)
+    _check(overrides, conf, "train")  # an unknown key or group option raises here
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("train", overrides=[o for o in overrides if not o.startswith("hydra.")])
+    assert cfg.task.name == "mlm" and cfg.task.nsp and cfg.model.name == "bert_mini"
+    assert cfg.data.stream is True and cfg.trainer.max_steps == 50 and cfg.seed == 0
+    assert cfg.model.tokenizer == fmt["tok"] and cfg.data.cache_dir == str(tmp_path / "cache")
+
+
 def test_mid_epoch_resume_on_prepared_data_continues_with_the_same_batches_and_masks(tmp_path, tokenizer):
     def run(state=None):
         dm = _module(tmp_path, tokenizer, stream=True, prep_num_proc=1)
