@@ -428,6 +428,36 @@ def _train_rows(fmt: dict, work: Path, size: float, mb: float, env: dict, args) 
     return rows
 
 
+def plot_memory(report: dict, out: str | os.PathLike[str]) -> Path:
+    """The memory curve: peak memory of each run (preparation + training where measured, else preparation)
+    against the corpus size, RSS solid and PSS dashed, one colour per side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(report["rows"], key=lambda r: r["corpus_mb"])
+    sides = [("bertlab_train", "bertlab (prepare + train)"), ("hf_train", "HF run_mlm (prepare + train)"),
+             ("bertlab_prep", "bertlab (prepare only)"), ("litdata_prep", "litdata (prepare only)"),
+             ("hf_prep", "HF run_mlm (prepare only)")]
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for key, label in (s for s in sides if any(s[0] in r for r in rows)):
+        points = [(r["corpus_mb"], r[key]) for r in rows if key in r]
+        x = [mb for mb, _ in points]
+        line, = ax.plot(x, [m["peak_rss_mb"] / 1e3 for _, m in points], marker="o", label=f"{label}: RSS")
+        ax.plot(x, [m["peak_pss_mb"] / 1e3 for _, m in points], marker="o", linestyle="--", color=line.get_color(),
+                label=f"{label}: PSS")
+    ax.set_xlabel("corpus (MB of text)")
+    ax.set_ylabel("peak memory, all processes (GB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return Path(out)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiny", action="store_true",
@@ -446,7 +476,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-litdata", action="store_true", help="skip litdata (skipped anyway when not installed)")
     ap.add_argument("--workdir", default=None, help="where corpora and caches go (default: a temporary folder)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--plot", default=None, help="write the memory curve (peak memory against corpus size) here")
+    ap.add_argument("--plot-from", default=None, help="plot a saved --json report instead of measuring")
     args = ap.parse_args(argv)
+    if args.plot_from:
+        report = json.loads(Path(args.plot_from).read_text())
+        plot_memory(report, args.plot or Path(args.plot_from).with_suffix(".png"))
+        return report
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bertlab-pretrain-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -503,6 +539,8 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"machine": {"cpus": os.cpu_count(), "load": os.getloadavg()}, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
+    if args.plot:
+        plot_memory(report, args.plot)
     return report
 
 

@@ -499,6 +499,20 @@ def test_benchmark_tiny_smoke(tmp_path):
         assert "litdata_prep" not in row
 
 
+def test_benchmark_memory_curve_plots_every_measured_side(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import pretrain_data
+
+    def mem(rss):
+        return {"peak_rss_mb": rss, "peak_pss_mb": rss // 2}
+
+    report = {"rows": [{"corpus_mb": 500.0, "bertlab_train": mem(1800), "hf_train": mem(9000), "bertlab_prep": mem(900)},
+                       {"corpus_mb": 100.0, "bertlab_train": mem(1700), "hf_train": mem(4000), "bertlab_prep": mem(800)}]}
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    pretrain_data.main(["--plot-from", str(tmp_path / "r.json"), "--plot", str(tmp_path / "m.png")])
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_benchmark_training_runs_compose_with_every_override_known(tmp_path):
     """The bench's bertlab training runs are ``train.py`` command lines: every key must exist (the bench runs
     minutes before it would reach them) and say what the bench reports (MLM + NSP, bert_mini, prepared path)."""
