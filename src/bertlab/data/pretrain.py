@@ -11,8 +11,8 @@ never holds more than one block of documents per process:
    size), never on the number of processes.
 2. **Prepare every shard** in ``num_proc`` processes (a process pool, shards handed out one at a time):
    read its lines, group them into documents and blocks of ``block_documents`` documents, split the
-   lines into sentences (``split_sentences``), encode each block's sentences with one ``encode_batch``
-   call, and build the examples as BERT's ``create_pretraining_data.py`` does (``data/mlm.py``):
+   lines into sentences (``split_sentences``), encode each block's sentences (ids only,
+   ``BertTokenizer.encode_ids_batch``), and build the examples as BERT's ``create_pretraining_data.py`` does (``data/mlm.py``):
    segments packed up to ``max_seq_length``, NSP pairs when ``nsp`` is set. A NotNext B comes from
    another document **of the same block** (the approximation streaming forces: the original draws from
    the whole corpus in memory); a block never crosses a shard. The random numbers of a block are seeded
@@ -89,7 +89,7 @@ def _features():
 
 def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertTokenizer,
                  settings: dict[str, Any]):
-    """The examples of one block as an Arrow table: split sentences, encode them in one call, pack
+    """The examples of one block as an Arrow table: split sentences, encode them (ids only), pack
     segments / NSP pairs (``[CLS] A [SEP] B [SEP]``, as ``mlm.pack_pair``), built as flat arrays."""
     import pyarrow as pa
 
