@@ -12,7 +12,8 @@ never holds more than one block of documents per process:
 2. **Prepare every shard** in ``num_proc`` processes (a process pool, shards handed out one at a time):
    read its lines, group them into documents and blocks of ``block_documents`` documents, split the
    lines into sentences (``split_sentences``), encode each block's sentences (ids only,
-   ``BertTokenizer.encode_ids_batch``), and build the examples as BERT's ``create_pretraining_data.py`` does (``data/mlm.py``):
+   ``BertTokenizer.encode_ids_batch``), and build the examples as BERT's ``create_pretraining_data.py``
+   does (``data/mlm.py``):
    segments packed up to ``max_seq_length``, NSP pairs when ``nsp`` is set. A NotNext B comes from
    another document **of the same block** (the approximation streaming forces: the original draws from
    the whole corpus in memory); a block never crosses a shard. The random numbers of a block are seeded
