@@ -383,31 +383,6 @@ def test_truncate_seq_pair_trims_the_longer_side_from_both_ends():
     assert len(a) == 3 and len(b) == 2  # ties trim B, as the original
 
 
-def _truncate_one_token_at_a_time(tokens_a, tokens_b, max_num_tokens, rng):
-    """The original BERT loop (create_pretraining_data.py), kept here as the reference."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del trunc[0]
-        else:
-            trunc.pop()
-
-
-def test_truncate_seq_pair_equals_the_original_loop_token_for_token():
-    # The same tokens kept and the same random draws consumed (so every later draw of a preparation is the
-    # same), over lengths from no overflow to a B many times the budget.
-    cases = random.Random(1)
-    for case in range(500):
-        a = list(range(cases.randint(0, 60)))
-        b = list(range(1000, 1000 + cases.randint(0, 400)))
-        budget = cases.randint(1, 130)
-        ours, reference = random.Random(case), random.Random(case)
-        a1, b1, a2, b2 = list(a), list(b), list(a), list(b)
-        truncate_seq_pair(a1, b1, budget, ours)
-        _truncate_one_token_at_a_time(a2, b2, budget, reference)
-        assert (a1, b1) == (a2, b2)
-        assert ours.random() == reference.random()
-
 
 def test_pack_pair_layout_and_segments():
     assert pack_pair([5, 6], [7, 8, 9], CLS, SEP) == (

@@ -186,26 +186,12 @@ def truncate_seq_pair(
     Each step removes one token from the longer side (B on ties), from its front or its back with equal
     probability, so the model does not learn that sequences always end (or start) cleanly.
     """
-    # The random draws of the one-token-at-a-time original, counted per side and end; the lists are cut
-    # once at the end (a `del trunc[0]` per token is quadratic in the overflow of a long NotNext B).
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    front = {"a": 0, "b": 0}
-    back = {"a": 0, "b": 0}
-    while len_a + len_b > max_num_tokens:
-        side = "a" if len_a > len_b else "b"
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
         if rng.random() < 0.5:
-            front[side] += 1
+            del trunc[0]
         else:
-            back[side] += 1
-        if side == "a":
-            len_a -= 1
-        else:
-            len_b -= 1
-    for side, tokens in (("a", tokens_a), ("b", tokens_b)):
-        if back[side]:
-            del tokens[len(tokens) - back[side]:]
-        if front[side]:
-            del tokens[: front[side]]
+            trunc.pop()
 
 
 def _tokenize_documents(
