@@ -180,8 +180,9 @@ folder = prepare([{corpus!r}], load_tokenizer({tok!r}), {cache!r}, split="train"
 print(json.dumps({{"seconds": time.perf_counter() - t, "meta": json.loads((folder / "meta.json").read_text())}}))
 """
 
-_HF_PREP = """
-import json, time
+# The run_mlm recipe's preparation (load_dataset("text"), map tokenize, map group_texts): the body of both HF
+# scripts below, the preparation-only one and the one that trains after it.
+_HF_PREP_STEPS = """
 from datasets import load_dataset
 from bertlab.data.tokenizer import load_tokenizer
 tok = load_tokenizer({tok!r}).tokenizer
@@ -195,6 +196,9 @@ def group_texts(batch):
     n = (len(ids) // {seq}) * {seq}
     return {{"input_ids": [ids[i:i + {seq}] for i in range(0, n, {seq})]}}
 grouped = tokenized.map(group_texts, batched=True, num_proc={num_proc})
+"""
+
+_HF_PREP = "import json, time" + _HF_PREP_STEPS + """
 print(json.dumps({{"seconds": time.perf_counter() - t, "examples": len(grouped)}}))
 """
 
@@ -264,13 +268,11 @@ print(json.dumps(json.loads(open({metrics!r}).read())))
 """
 
 _HF_TRAIN = """
-import json, os, time
-from datasets import load_dataset
+import json, time
 from transformers import (BertConfig, BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling,
                           Trainer, TrainerCallback, TrainingArguments)
-from bertlab.data.tokenizer import load_tokenizer
 from bertlab.training.callbacks import process_age_s
-""" + _HF_PREP.split("from bertlab.data.tokenizer import load_tokenizer", 1)[1].rsplit("print(", 1)[0] + """
+""" + _HF_PREP_STEPS + """
 prep_s = time.perf_counter() - t
 hf_tok = BertTokenizerFast.from_pretrained({tok!r})
 model = BertForMaskedLM(BertConfig(vocab_size=len(hf_tok), hidden_size=256, num_hidden_layers=4,
@@ -393,36 +395,38 @@ def _bertlab_train_overrides(fmt: dict, cache: Path, run_dir: Path, steps: int) 
 def _train_rows(fmt: dict, work: Path, size: float, mb: float, env: dict, args) -> dict:
     """bertlab and the HF recipe, each on an empty cache (memory of preparation + training) then on the
     prepared cache (start-up and training throughput)."""
-    rows: dict = {}
     cache = work / f"train-cache-{size:g}"
     shutil.rmtree(cache, ignore_errors=True)
-    for name, steps in (("memory", args.memory_steps), ("throughput", args.train_steps)):
+
+    def bertlab(steps: int, name: str) -> tuple[dict, float, PeakRSS]:
         run_dir = work / f"train-run-{size:g}-{name}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        code = _BERTLAB_TRAIN.format(overrides=_bertlab_train_overrides(fmt, cache, run_dir, steps),
-                                     train=str(ROOT / "train.py"), metrics=str(run_dir / "metrics.json"))
-        result, seconds, mem = run_child(code, env, False)
-        if name == "memory":
-            meta = json.loads(next(cache.glob("pretrain/train-*/meta.json")).read_text())
-            rows["bertlab_train"] = {"prep_mb_s": meta["mb_per_s"], **_memory(mem), "memory_steps": steps,
-                                     "memory_run_wall_s": round(seconds, 2)}
-        else:
-            rows["bertlab_train"].update(
-                launch_to_first_step_s=result["timing"]["launch_to_first_step_s"], train_steps=result["train"]["steps"],
-                tokens_per_s=round(result["train"]["tokens_per_s"]), samples_per_s=result["train"]["samples_per_s"])
+        return run_child(_BERTLAB_TRAIN.format(overrides=_bertlab_train_overrides(fmt, cache, run_dir, steps),
+                                               train=str(ROOT / "train.py"), metrics=str(run_dir / "metrics.json")),
+                         env, False)
+
+    _, seconds, mem = bertlab(args.memory_steps, "memory")
+    meta = json.loads(next(cache.glob("pretrain/train-*/meta.json")).read_text())
+    fast, _, _ = bertlab(args.train_steps, "throughput")
+    rows: dict = {"bertlab_train": {
+        "prep_mb_s": meta["mb_per_s"], **_memory(mem), "memory_steps": args.memory_steps,
+        "memory_run_wall_s": round(seconds, 2), "launch_to_first_step_s": fast["timing"]["launch_to_first_step_s"],
+        "train_steps": fast["train"]["steps"], "tokens_per_s": round(fast["train"]["tokens_per_s"]),
+        "samples_per_s": fast["train"]["samples_per_s"]}}
     if not args.no_hf:
         hf_cache = work / f"hf-train-cache-{size:g}"
         shutil.rmtree(hf_cache, ignore_errors=True)
-        for name, steps in (("memory", args.memory_steps), ("throughput", args.train_steps)):
-            code = _HF_TRAIN.format(cache=str(hf_cache), out=str(work / f"hf-train-out-{size:g}"), steps=steps, **fmt)
-            result, seconds, mem = run_child(code, env, False)
-            if name == "memory":
-                rows["hf_train"] = {"prep_mb_s": round(mb / result["prep_s"], 2), **_memory(mem),
-                                    "memory_steps": steps, "memory_run_wall_s": round(seconds, 2)}
-            else:
-                rows["hf_train"].update(launch_to_first_step_s=result["launch_to_first_step_s"],
-                                        train_steps=result["steps"],
-                                        tokens_per_s=round(result["tokens"] / max(result["train_s"], 1e-9)))
+
+        def hf(steps: int) -> tuple[dict, float, PeakRSS]:
+            return run_child(_HF_TRAIN.format(cache=str(hf_cache), out=str(work / f"hf-train-out-{size:g}"),
+                                              steps=steps, **fmt), env, False)
+
+        first, seconds, mem = hf(args.memory_steps)
+        fast, _, _ = hf(args.train_steps)
+        rows["hf_train"] = {
+            "prep_mb_s": round(mb / first["prep_s"], 2), **_memory(mem), "memory_steps": args.memory_steps,
+            "memory_run_wall_s": round(seconds, 2), "launch_to_first_step_s": fast["launch_to_first_step_s"],
+            "train_steps": fast["steps"], "tokens_per_s": round(fast["tokens"] / max(fast["train_s"], 1e-9))}
         ratio = rows["bertlab_train"]["tokens_per_s"] / max(rows["hf_train"]["tokens_per_s"], 1)
         rows["train_tokens_per_s_vs_hf"] = round(ratio, 2)
     return rows
