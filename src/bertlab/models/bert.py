@@ -160,27 +160,30 @@ class BertEmbeddings(nn.Module):
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
               dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
-    """Scaled dot-product attention: q, k, v (B, nh, T, hd), mask (B, 1, 1, T) bool or None → (B, nh, T, hd).
+    """Scaled dot-product attention: q (B, nh, Tq, hd), k and v (B, nh, T, hd), mask (B, 1, 1, T) bool or None →
+    (B, nh, Tq, hd). Tq is T, or fewer query rows (the [CLS] rows of the last layer: :class:`BertModel`).
 
     SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
     · v, over slices of (batch, head) rows (each row attends only within itself).
     """
     if dropout_p == 0.0 or q.device.type != "cpu":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    b, nh, t, hd = q.shape
+    b, nh, tq, hd = q.shape
+    t = k.shape[2]
     rows = b * nh
     if kernels.cpu_attention_slice_bytes:
-        rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (t * t * q.element_size())))
-    qs, ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (q, k, v))  # slices of (rows, T, hd)
+        rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (tq * t * q.element_size())))
+    qs = q.reshape(b * nh, tq, hd).split(rows)  # slices of (rows, Tq, hd)
+    ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (k, v))  # slices of (rows, T, hd)
     masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
              else (None,) * len(qs))  # (rows, 1, T)
     ctx = []
     for qi, ki, vi, mi in zip(qs, ks, vs, masks):
-        scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, T, T)
+        scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, Tq, T)
         if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
             scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
-        ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, T, hd)
-    return torch.cat(ctx).view(b, nh, t, hd)
+        ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, Tq, hd)
+    return torch.cat(ctx).view(b, nh, tq, hd)
 
 
 # Attention over packed tokens (each sequence attends only to itself). Three kernels compute it:
@@ -242,15 +245,46 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
         return ctx.transpose(1, 2).values()  # (N, nh, hd)
     if kernel != "repad":
         raise ValueError(f"varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got {kernel!r}")
-    n, nh, hd = q.shape
-    b, L = packing.batch, packing.max_len
+    return repad_attention(torch.stack((q, k, v), 1), packing, dropout_p, kernels)
 
-    def compact(x: torch.Tensor) -> torch.Tensor:
-        out = x.new_zeros(b * L, nh, hd).index_copy(0, packing.compact_index, x)
-        return out.view(b, L, nh, hd).transpose(1, 2)  # (B, nh, L, hd)
 
-    ctx = attention(compact(q), compact(k), compact(v), packing.compact_key_mask(), dropout_p, kernels)  # (B, nh, L, hd)
-    return ctx.transpose(1, 2).reshape(b * L, nh, hd)[packing.compact_index]  # (N, nh, hd)
+def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kernels: Kernels = DEFAULT_KERNELS,
+                    queries: torch.Tensor | None = None) -> torch.Tensor:
+    """The ``repad`` kernel: packed q, k, v stacked (N, 3, nh, hd) → attention within each sequence (N, nh, hd).
+
+    Per attention group of ``packing`` (rows of similar length), one scatter of the group's q, k and v into a
+    (rows, L, 3, nh, hd) layout padded to the group's longest row L, :func:`attention` with the group's key mask,
+    and one gather of the real rows back; the groups' outputs are contiguous in packed order.
+
+    ``queries`` (B, nh, hd): one query per packed row instead (qkv then holds k and v only, (N, 2, nh, hd)) →
+    (B, nh, hd), each row's query attending to its row's tokens.
+    """
+    _, parts, nh, hd = qkv.shape
+    out = []
+    for g in packing.groups:
+        compact = qkv.new_zeros(g.rows * g.max_len, parts, nh, hd).index_copy(0, g.compact_index, qkv[g.start:g.end])
+        compact = compact.view(g.rows, g.max_len, parts, nh, hd).permute(2, 0, 3, 1, 4)  # (parts, rows, nh, L, hd)
+        if queries is None:
+            q, k, v = compact
+            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels)  # (rows, nh, L, hd)
+            out.append(ctx.transpose(1, 2).reshape(g.rows * g.max_len, nh, hd)[g.compact_index])  # (n_g, nh, hd)
+        else:
+            k, v = compact
+            q = queries[g.row_start:g.row_start + g.rows, :, None]  # (rows, nh, 1, hd)
+            out.append(attention(q, k, v, g.key_mask, dropout_p, kernels).squeeze(2))  # (rows, nh, hd)
+    return out[0] if len(out) == 1 else torch.cat(out)
+
+
+@dataclass(frozen=True)
+class FirstTokens:
+    """A layer's "mask" when only each row's first token ([CLS]) is wanted from it: every token is still read as
+    a key and value, but queries, the attention output, the MLP, LayerNorm and dropout run on B rows, not N."""
+
+    packing: Packing
+
+    @property
+    def rows(self) -> torch.Tensor:
+        return self.packing.cu_seqlens[:-1].long()  # (B,) each packed row's first token
 
 
 class BertSelfAttention(nn.Module):
@@ -269,10 +303,28 @@ class BertSelfAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
 
+    def _packed_qkv(self, hidden: torch.Tensor, with_query: bool = True) -> torch.Tensor:
+        """q, k and v of packed tokens (N, H), stacked (N, 3, nh, hd); k and v only, (N, 2, nh, hd), without
+        ``with_query``. Plain Linears compute them as one product of their weights stacked (the same numbers, one
+        matmul and one bias add instead of three); wrapped projections (LoRA) each compute their own."""
+        projections = (self.query, self.key, self.value) if with_query else (self.key, self.value)
+        shape = (hidden.shape[0], len(projections), self.num_heads, self.head_dim)
+        if all(type(lin) is nn.Linear for lin in projections):
+            weight = torch.cat([lin.weight for lin in projections])  # (3H, H)
+            bias = torch.cat([lin.bias for lin in projections])
+            return F.linear(hidden, weight, bias).view(shape)
+        return torch.stack([lin(hidden) for lin in projections], 1).view(shape)
+
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None) -> torch.Tensor:
         p = self.dropout_p if self.training else 0.0
+        if isinstance(mask, FirstTokens):  # packed tokens (N, H) → each row's first token only (B, H)
+            queries = self.query(hidden[mask.rows]).view(-1, self.num_heads, self.head_dim)  # (B, nh, hd)
+            kv = self._packed_qkv(hidden, with_query=False)  # (N, 2, nh, hd)
+            return repad_attention(kv, mask.packing, p, self.kernels, queries=queries).flatten(1)  # (B, H)
         if isinstance(mask, Packing):  # packed tokens: hidden (N, H)
             n = hidden.shape[0]
+            if varlen_kernel(hidden.device.type, hidden.dtype, setting=self.kernels.varlen_attention) == "repad":
+                return repad_attention(self._packed_qkv(hidden), mask, p, self.kernels).reshape(n, -1)  # (N, H)
             q, k, v = (lin(hidden).view(n, self.num_heads, self.head_dim) for lin in (self.query, self.key, self.value))
             return varlen_attention(q, k, v, mask, p, self.kernels).reshape(n, self.num_heads * self.head_dim)  # (N, H)
         q, k, v = self._split(self.query(hidden)), self._split(self.key(hidden)), self._split(self.value(hidden))
@@ -299,8 +351,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config, kernels)
         self.output = BertSelfOutput(config, kernels)
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None) -> torch.Tensor:
-        return self.output(self.self(hidden, mask), hidden)
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | FirstTokens | None) -> torch.Tensor:
+        residual = hidden[mask.rows] if isinstance(mask, FirstTokens) else hidden
+        return self.output(self.self(hidden, mask), residual)
 
 
 class BertIntermediate(nn.Module):
@@ -330,8 +383,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config, kernels)
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None) -> torch.Tensor:
-        """hidden (B, T, H) with a padding mask, or packed (N, H) with its Packing → the same shape."""
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | FirstTokens | None) -> torch.Tensor:
+        """hidden (B, T, H) with a padding mask, or packed (N, H) with its Packing → the same shape; packed with
+        :class:`FirstTokens` → (B, H), the layer's output at each row's first token (packed order)."""
         attended = self.attention(hidden, mask)
         return self.output(self.intermediate(attended), attended)
 
@@ -376,10 +430,16 @@ UNPAD_AUTO_DEVICES = ("cpu", "cuda")
 # in the Linear layers, an estimated break-even near 2 % padding at MiniLM's width: below 5 % (a length-grouped
 # batch) the padded path stays.
 UNPAD_AUTO_MIN_PADDING = 0.05
+# Device types where unpad=auto also packs a batch without padding when only [CLS] is wanted from the last layer
+# (first_token_only): that layer then runs its queries, MLP and LayerNorm on B tokens instead of B·T, which
+# outweighs the packing copies (benchmarks/unpadded.py, "fixed"). On CUDA unmeasured: the padding rule alone.
+UNPAD_AUTO_FIRST_TOKEN_DEVICES = ("cpu",)
 
 
 class BertModel(nn.Module):
     """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
+
+    computes_first_token_only = True  # forward takes first_token_only (TaskModel passes it for [CLS] heads)
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto",
                  kernels: Kernels = DEFAULT_KERNELS):
@@ -422,40 +482,56 @@ class BertModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         output_hidden_states: bool = False,
+        first_token_only: bool = False,
     ) -> EncoderOutput:
         """input_ids, attention_mask, token_type_ids: (B, T) → last_hidden_state (B, T, H).
 
         Real positions hold the same values on either path; padded positions hold zeros on the unpadded one.
+        ``first_token_only`` (for heads that read [CLS] alone: the pooler, raw [CLS]): last_hidden_state is
+        (B, 1, H), position 0 only; the unpadded path then runs its last layer for those B tokens only (their
+        keys and values still come from every token), the same values for a fraction of the layer's work.
         """
+        if first_token_only and output_hidden_states:
+            raise ValueError("first_token_only gives the last layer at position 0 only: it cannot also return "
+                             "every layer's hidden states (output_hidden_states)")
         packing = None
-        if self.uses_unpadded_path(input_ids, attention_mask):
+        if self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
             packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
         hidden = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, H), or (N, H) packed
         mask = packing if packing is not None else padding_mask(attention_mask)
         all_hidden = [hidden] if output_hidden_states else None
-        for layer in self.encoder.layer:
-            hidden = layer(hidden, mask)
+        last = len(self.encoder.layer) - 1
+        for i, layer in enumerate(self.encoder.layer):
+            hidden = layer(hidden, FirstTokens(packing) if i == last and first_token_only and packing is not None else mask)
             if all_hidden is not None:
                 all_hidden.append(hidden)
-        if packing is not None:  # back to (B, T, H) for the heads
+        if packing is not None and first_token_only:  # (B, H) in packed order → (B, 1, H) in batch order
+            hidden = hidden[packing.rank][:, None] if last >= 0 else hidden[packing.first][:, None]
+        elif packing is not None:  # back to (B, T, H) for the heads
             hidden = packing.scatter(hidden)
             all_hidden = [packing.scatter(h) for h in all_hidden] if all_hidden is not None else None
+        elif first_token_only:
+            hidden = hidden[:, :1]
         pooled = self.pooler(hidden) if self.pooler is not None else None
         return EncoderOutput(hidden, pooled, tuple(all_hidden) if all_hidden is not None else None)
 
-    def uses_unpadded_path(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
+    def uses_unpadded_path(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                           first_token_only: bool = False) -> bool:
         """Whether this batch runs on packed real tokens (``unpad``; docs/performance.md, "The unpadded path").
 
         ``false``: never. ``true``: always, also without padding. ``auto``: on CPU and CUDA, when at least
         ``UNPAD_AUTO_MIN_PADDING`` of the batch's positions are padding (without padding both paths do the same
-        work, and the padded one skips the gather). Either way a batch whose position 0 is padding in some row
-        (left padding) stays padded: the pooler reads position 0.
+        work, and the padded one skips the gather); on CPU also whenever ``first_token_only`` (the last layer
+        then runs on B tokens). Either way a batch whose position 0 is padding in some row (left padding) stays
+        padded: the pooler reads position 0.
         """
         if self.unpad == "false":
             return False
         if attention_mask is not None and not bool(attention_mask[:, 0].all()):
             return False
         if self.unpad == "true":
+            return True
+        if first_token_only and input_ids.device.type in UNPAD_AUTO_FIRST_TOKEN_DEVICES:
             return True
         if attention_mask is None or input_ids.device.type not in UNPAD_AUTO_DEVICES:
             return False

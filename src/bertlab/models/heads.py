@@ -81,6 +81,11 @@ class SequenceClassificationHead(nn.Module):
     def reads_attention_mask(self) -> bool:
         return self.pooling == "mean"
 
+    @property
+    def reads_first_token_only(self) -> bool:
+        """The pooler and raw [CLS] read the last layer at position 0 alone (``BertModel``'s first_token_only)."""
+        return self.pooling in ("pooler", "cls") and self.layers == "last"
+
     def features(self, enc: EncoderOutput, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.pooling == "pooler":
             if enc.pooler_output is None:
@@ -264,7 +269,11 @@ class TaskModel(nn.Module):
         ids, mask, types = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
         if ids.dim() == 3:  # multiple choice (B, C, T): the encoder reads the B·C (context, choice) rows
             ids, mask, types = (None if t is None else t.flatten(0, 1) for t in (ids, mask, types))
-        enc = self.bert(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=self.output_hidden_states)
+        kwargs = {"output_hidden_states": self.output_hidden_states}
+        if (getattr(self.head, "reads_first_token_only", False) and not self.output_hidden_states
+                and getattr(self.bert, "computes_first_token_only", False)):
+            kwargs["first_token_only"] = True  # the encoder may skip the last layer's other positions
+        enc = self.bert(ids, attention_mask=mask, token_type_ids=types, **kwargs)
         if getattr(self.head, "reads_attention_mask", False):  # mean pooling: padding must not count
             return self.head.features(enc, mask)
         return self.head.features(enc)

@@ -1,5 +1,9 @@
-"""Packing: the real tokens of a padded (B, T) batch as one (N, ·) tensor, row by row, each row's tokens in
-order, and back — the layout of the BERT encoder's unpadded path (:mod:`bertlab.models.bert`).
+"""Packing: the real tokens of a padded (B, T) batch as one (N, ·) tensor, and back — the layout of the BERT
+encoder's unpadded path (:mod:`bertlab.models.bert`).
+
+Rows are packed shortest first (a stable sort by length), each row's tokens in order. Nothing but attention
+cares about the order of the N rows; sorted rows let attention run on groups of rows of similar length
+(:class:`AttentionGroup`), each a contiguous slice of the packed tensor padded only to its own longest row.
 """
 
 from __future__ import annotations
@@ -9,6 +13,26 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+# Splitting attention into groups trades padded attention work (a group of r rows padded to its longest row L
+# computes r·L² scores per head) for a fixed cost per group (a dozen small kernels forward and backward). The
+# cost is counted in scores per head: one group call costs about as much as this many scores
+# (benchmarks/unpadded.py measures the split against one group).
+GROUP_OVERHEAD_SCORES = 2048
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """Packed rows row_start..row_start + rows, tokens ``packed[start:end]``, whose attention is computed
+    together in a (rows, max_len) layout padded to the group's longest row."""
+
+    start: int
+    end: int
+    row_start: int
+    rows: int
+    max_len: int
+    compact_index: torch.Tensor  # (end - start,) int64: r·max_len + rank, r the row within the group
+    key_mask: torch.Tensor | None  # (rows, 1, 1, max_len) bool "may attend"; None when no row is shorter
+
 
 @dataclass
 class Packing:
@@ -16,9 +40,12 @@ class Packing:
 
     index: torch.Tensor  # (N,) int64: b·T + t, the token's place in the flattened (B, T) batch
     positions: torch.Tensor  # (N,) int64: t, the token's position id (as the padded path gives it)
-    compact_index: torch.Tensor  # (N,) int64: b·L + r, r = the token's rank among row b's real tokens
-    lengths: torch.Tensor  # (B,) real tokens per row
-    cu_seqlens: torch.Tensor  # (B + 1,) int32: row b is packed[cu_seqlens[b]:cu_seqlens[b + 1]]
+    order: torch.Tensor  # (B,) int64: the batch rows in packed order (shortest first)
+    rank: torch.Tensor  # (B,) int64: where batch row b sits in packed order (order[rank[b]] == b)
+    first: torch.Tensor  # (B,) int64: where batch row b's first token (its [CLS]) sits in the packed layout
+    lengths: torch.Tensor  # (B,) real tokens per packed row (in packed order: ascending)
+    cu_seqlens: torch.Tensor  # (B + 1,) int32: packed row i is packed[cu_seqlens[i]:cu_seqlens[i + 1]]
+    groups: tuple[AttentionGroup, ...]  # attention groups, in packed order, covering every row
     max_len: int  # L, the longest row
     min_len: int  # the shortest row
     batch: int  # B
@@ -37,23 +64,49 @@ class Packing:
         out = x.new_zeros(self.batch * self.seq_len, *x.shape[1:])
         return out.index_copy(0, self.index, x).view(self.batch, self.seq_len, *x.shape[1:])
 
-    def compact_key_mask(self) -> torch.Tensor | None:
-        """(B, 1, 1, L) bool "may attend" mask of the compact (B, L) layout; None when every row has L tokens."""
-        if self.num_tokens == self.batch * self.max_len:
-            return None
-        ranks = torch.arange(self.max_len, device=self.lengths.device)
-        return (ranks < self.lengths[:, None])[:, None, None, :]
+
+def split_groups(lengths: list[int], overhead: int = GROUP_OVERHEAD_SCORES) -> list[tuple[int, int]]:
+    """Contiguous groups (start row, end row) of ascending ``lengths`` with the least attention cost:
+    Σ rows·longest² + ``overhead`` per group, exactly (dynamic programming over the ends of equal-length runs:
+    cutting inside a run never helps)."""
+    ends = [i + 1 for i in range(len(lengths)) if i + 1 == len(lengths) or lengths[i + 1] != lengths[i]]
+    cuts = [0, *ends]
+    best = [0] + [0] * len(ends)  # best[j]: least cost of rows 0..cuts[j]
+    back = [0] * len(cuts)
+    for j in range(1, len(cuts)):
+        longest = lengths[cuts[j] - 1] ** 2
+        best[j], back[j] = min((best[i] + (cuts[j] - cuts[i]) * longest + overhead, i) for i in range(j))
+    groups, j = [], len(cuts) - 1
+    while j > 0:
+        groups.append((cuts[back[j]], cuts[j]))
+        j = back[j]
+    return groups[::-1]
 
 
-def pack(attention_mask: torch.Tensor) -> Packing:
-    """The packing of a (B, T) 1/0 mask. Every row needs at least one real token (its [CLS])."""
+def pack(attention_mask: torch.Tensor, overhead: int | None = None) -> Packing:
+    """The packing of a (B, T) 1/0 mask. Every row needs at least one real token (its [CLS]).
+
+    ``overhead``: the cost of one attention group in scores (:func:`split_groups`), ``GROUP_OVERHEAD_SCORES``
+    when None."""
+    overhead = GROUP_OVERHEAD_SCORES if overhead is None else overhead
     b, t = attention_mask.shape
-    real = attention_mask.reshape(-1) != 0
-    index = real.nonzero().squeeze(1)  # (N,) ascending: row by row, in position order
-    lengths = real.view(b, t).sum(1)  # (B,)
+    real = attention_mask != 0  # (B, T)
+    lengths, order = torch.sort(real.sum(1), stable=True)  # packed rows: shortest first
+    rows, pos = real[order].nonzero(as_tuple=True)  # (N,) each: packed row, position; row by row, in order
     cu = F.pad(lengths.cumsum(0), (1, 0))  # (B + 1,)
-    max_len, min_len = int(lengths.max()), int(lengths.min())
-    rows = index // t
-    ranks = torch.arange(index.numel(), device=index.device) - cu[rows]  # rank within its row
-    return Packing(index=index, positions=index % t, compact_index=rows * max_len + ranks, lengths=lengths,
-                   cu_seqlens=cu.to(torch.int32), max_len=max_len, min_len=min_len, batch=b, seq_len=t)
+    ranks = torch.arange(rows.numel(), device=rows.device) - cu[rows]  # rank within its row
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(b, device=order.device)
+    host_lengths, host_cu = lengths.tolist(), cu.tolist()
+    groups = []
+    for lo, hi in split_groups(host_lengths, overhead):
+        start, end, longest = host_cu[lo], host_cu[hi], host_lengths[hi - 1]
+        local = (rows[start:end] - lo) * longest + ranks[start:end]
+        key_mask = None
+        if host_lengths[lo] < longest:
+            key_mask = (torch.arange(longest, device=rows.device) < lengths[lo:hi, None])[:, None, None, :]
+        groups.append(AttentionGroup(start, end, lo, hi - lo, longest, local, key_mask))
+    return Packing(index=order[rows] * t + pos, positions=pos, order=order, rank=rank, first=cu[:-1][rank],
+                   lengths=lengths,
+                   cu_seqlens=cu.to(torch.int32), groups=tuple(groups), max_len=host_lengths[-1],
+                   min_len=host_lengths[0], batch=b, seq_len=t)
