@@ -19,10 +19,10 @@ from test_hf_parity import HF_CLASSES, TINY, build_ours, hf_model  # noqa: E402
 
 from bertlab.data.mlm import IGNORE_INDEX  # noqa: E402
 from bertlab.models import bert as encoder_module  # noqa: E402
-from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
 from bertlab.models import packing as packing_module  # noqa: E402
-from bertlab.models.packing import split_groups  # noqa: E402
+from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
 from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
+from bertlab.models.packing import split_groups  # noqa: E402
 from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
