@@ -137,6 +137,9 @@ def unpadded_ratio_rows(unp: dict[str, Any]) -> list[tuple[str, float | None, fl
         for mode in ("true", "auto"):
             names.append((f"encoder train {row['batch']}x{row['seq']} (no padding), unpad={mode} / padded",
                           row["ratios"][f"{mode}_vs_padded"]))
+        if "cls_auto_vs_padded" in row["ratios"]:
+            names.append((f"[CLS]-head train {row['batch']}x{row['seq']} (no padding), unpad=auto / padded",
+                          row["ratios"]["cls_auto_vs_padded"]))
     for path, row in ((unp.get("compile") or {}).get("paths") or {}).items():
         names.append((f"encoder train, SST-2 random batches, {path}, model.compile=true / eager",
                       row["compiled_vs_eager"]))
@@ -156,10 +159,13 @@ def render_unpadded(unp: dict[str, Any]) -> list[str]:
     rows = []
     for row in unp.get("fixed") or []:
         t = row["real_tokens_per_s"]
-        rows.append((f"{row['batch']} × {row['seq']}", t["unpad_true"], t["unpad_auto"], t["padded"]))
+        rows.append((f"{row['batch']} × {row['seq']}", t["unpad_true"], t["unpad_auto"], t["padded"],
+                     t.get("cls_auto", "—"), t.get("cls_padded", "—")))
     if rows:
-        out += ["Fixed shapes, no padding (tokens/s):", ""]
-        out.append(markdown_table(("batch × seq", "unpad=true", "unpad=auto", "unpad=false"), rows))
+        out += ["Fixed shapes, no padding (tokens/s); the last two columns train through the pooler alone, as a "
+                "[CLS] head does (the unpadded path then runs the last layer on the [CLS] tokens only):", ""]
+        out.append(markdown_table(("batch × seq", "unpad=true", "unpad=auto", "unpad=false", "[CLS] head, auto",
+                                   "[CLS] head, unpad=false"), rows))
         out.append("")
     comp = unp.get("compile")
     if comp:
@@ -183,14 +189,17 @@ def render_unpadded(unp: dict[str, Any]) -> list[str]:
     for task, label in (("sst2", "SST-2"), ("conll", "CoNLL-2003")):
         case = unp.get(task)
         for side, r in ((case or {}).get("sides") or {}).items():
-            rows.append((label, side, f"{case['steps']} × {case['batch_size']}", r["samples_per_s"],
+            every = " / ".join(f"{x:.1f}" for x in r.get("samples_per_s_rounds", []))
+            rows.append((label, side, f"{case['steps']} × {case['batch_size']}", r["samples_per_s"], every or "—",
                          r["train_wall_s"], r["process_wall_s"], r["peak_rss_mib"]))
     if rows:
+        rounds = max((unp.get(t) or {}).get("rounds", 1) for t in ("sst2", "conll"))
         out += ["End to end (`auto_random` = the new default in random order; `padded_grouped` = "
                 "`data.group_by_length=true model.unpad=false`; `hf_dynamic` = the Trainer, dynamic padding, "
-                "random order):", ""]
-        out.append(markdown_table(("task", "side", "steps × batch", "samples/s", "train loop s", "process s",
-                                   "peak RSS MiB"), rows))
+                f"random order). Each side ran once per round, sides in turn, {rounds} round(s); the row is the "
+                "run of median samples/s:", ""]
+        out.append(markdown_table(("task", "side", "steps × batch", "samples/s", "every round", "train loop s",
+                                   "process s", "peak RSS MiB"), rows))
         if unp.get("note"):
             out += ["", unp["note"] + "."]
     return out

@@ -6,14 +6,17 @@
    weights and threads; real (non-padding) tokens per second. The reference runs with
    ``torch.optim.AdamW(params, lr=1e-5)`` (``hf``, as encoder_speed.py's reference) and with the fused kernel
    (``hf_fused``). Each repeat is one pass over the same batches; sides interleaved; medians.
-2. ``sst2``: end-to-end SST-2 fine-tuning (``train.py``), the same first 3,200 training examples, batch 32, one
+2. ``sst2``: end-to-end SST-2 fine-tuning (each side one process per round, sides in turn, ``--rounds`` rounds,
+   medians) (``train.py``), the same first 3,200 training examples, batch 32, one
    epoch: random order with the new default (``model.unpad=auto``), random order padded (``model.unpad=false``),
    today's length-grouped run (``data.group_by_length=true model.unpad=false``), the length-grouped run with
    ``auto`` (does its padding threshold choose well?), and the Hugging Face Trainer with dynamic padding
    (``hf_reference.py``, random order).
 3. ``conll``: end-to-end CoNLL-2003, random order, batch 16, the first 2,000 sentences: auto vs padded.
 4. ``fixed``: the encoder train step on fixed 16 × 128 and 8 × 384 random batches (no padding): ``unpad=true``
-   (packed even without padding) and ``unpad=auto`` (which keeps such batches padded) vs ``unpad=false``.
+   (packed even without padding) and ``unpad=auto`` (which keeps such batches padded) vs ``unpad=false``; and
+   through the pooler alone, as a [CLS] head trains (``first_token_only``: ``auto`` packs on CPU, the last
+   layer then runs on the [CLS] tokens), ``cls_auto`` vs ``cls_padded``.
 5. ``compile`` (opt-in: ``--only ...,compile``; minutes of compiling): ``model.compile=true`` as train.py applies
    it (``nn.Module.compile(dynamic=True)`` on the encoder) against eager, on the batches of (1), with each path:
    the first pass (compiling) and the steady-state real tokens/s, medians of interleaved passes.
@@ -100,13 +103,17 @@ def random_order_batches(lengths: list[int], batch: int, n_batches: int, vocab: 
 
 
 def train_pass(model: torch.nn.Module, opt: torch.optim.Optimizer,
-               batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], None]:
-    """One pass of train steps over ``batches``; the loss reads the real positions only."""
+               batches: list[tuple[torch.Tensor, torch.Tensor]], cls_head: bool = False) -> Callable[[], None]:
+    """One pass of train steps over ``batches``; the loss reads the real positions only, or with ``cls_head``
+    the pooler alone, as a sequence-classification head does (``first_token_only``)."""
 
     def run() -> None:
         for ids, mask in batches:
-            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, H)
-            loss = hidden[mask.bool()].float().pow(2).mean()
+            if cls_head:
+                loss = model(input_ids=ids, attention_mask=mask, first_token_only=True).pooler_output.float().pow(2).mean()
+            else:
+                hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, H)
+                loss = hidden[mask.bool()].float().pow(2).mean()
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -126,7 +133,8 @@ def load_models(tiny: bool, workdir: Path):
 
 
 def measure_encoder(ours, ref, batches, sides: dict[str, str], warmup: int, repeats: int) -> dict[str, Any]:
-    """Real tokens/s per side: bertlab sides are ``unpad`` values; ``hf`` and ``hf_fused`` the reference."""
+    """Real tokens/s per side: bertlab sides are ``unpad`` values; ``hf`` and ``hf_fused`` the reference. A side
+    named ``cls_*`` trains through the pooler alone (a [CLS] head)."""
     real_tokens = sum(int(mask.sum()) for _, mask in batches)
     padded_tokens = sum(mask.numel() for _, mask in batches)
     opts = {"bertlab": make_adamw(ours, "bertlab"), "hf": make_adamw(ref, "hf"),
@@ -136,7 +144,7 @@ def measure_encoder(ours, ref, batches, sides: dict[str, str], warmup: int, repe
         if side.startswith("hf"):
             fns[side] = train_pass(ref, opts[side], batches)
         else:
-            step = train_pass(ours, opts["bertlab"], batches)
+            step = train_pass(ours, opts["bertlab"], batches, cls_head=side.startswith("cls_"))
 
             def run(mode: str = mode, step: Callable[[], None] = step) -> None:
                 ours.unpad = mode
@@ -180,12 +188,13 @@ def fixed_section(ours, ref, shapes, warmup: int, repeats: int) -> list[dict[str
         gen = torch.Generator().manual_seed(batch * 1000 + seq)
         ids = torch.randint(min(1000, vocab // 2), vocab, (batch, seq), generator=gen)
         batches = [(ids, torch.ones_like(ids))]
-        r = measure_encoder(ours, ref, batches, {"unpad_true": "true", "unpad_auto": "auto", "padded": "false"},
-                            warmup, repeats)
+        r = measure_encoder(ours, ref, batches, {"unpad_true": "true", "unpad_auto": "auto", "padded": "false",
+                                                 "cls_auto": "auto", "cls_padded": "false"}, warmup, repeats)
         t = r["real_tokens_per_s"]
         row = {"batch": batch, "seq": seq, **r,
                "ratios": {"true_vs_padded": round(t["unpad_true"] / t["padded"], 3),
-                          "auto_vs_padded": round(t["unpad_auto"] / t["padded"], 3)}}
+                          "auto_vs_padded": round(t["unpad_auto"] / t["padded"], 3),
+                          "cls_auto_vs_padded": round(t["cls_auto"] / t["cls_padded"], 3)}}
         rows.append(row)
         print(f"fixed {batch}x{seq}: " + ", ".join(f"{k} {v:.0f}" for k, v in t.items()) + " tok/s",
               file=sys.stderr)
@@ -265,7 +274,24 @@ def profile_section(ours, batches_fn: Callable[[], list[tuple[torch.Tensor, torc
 # End to end (train.py and the Trainer, one process per run)
 
 
-def sst2_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> dict[str, Any]:
+def median_rounds(runs: dict[str, Callable[[], dict[str, Any]]], rounds: int, label: str) -> dict[str, Any]:
+    """Each side once per round, sides in turn, ``rounds`` rounds: per side the run of median samples/s (the
+    lower middle for an even count), with every round's figure under ``samples_per_s_rounds``. The first
+    process of a series tends to start cold; rounds keep that from landing on one side."""
+    seen: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
+    for r in range(rounds):
+        for name, fn in runs.items():
+            seen[name].append(fn())
+            print(f"{label} {name} (round {r + 1}/{rounds}): {seen[name][-1]['samples_per_s']:.1f} samples/s",
+                  file=sys.stderr)
+    out = {}
+    for name, results in seen.items():
+        ranked = sorted(results, key=lambda x: x["samples_per_s"])
+        out[name] = {**ranked[(len(ranked) - 1) // 2], "samples_per_s_rounds": [x["samples_per_s"] for x in results]}
+    return out
+
+
+def sst2_section(data_dir: Path, threads: int, quick: bool, workdir: Path, rounds: int) -> dict[str, Any]:
     steps = 4 if quick else SST2_EXAMPLES // BATCH
     case = end_to_end.Case("sst2", "sst2", steps, steps * BATCH)
     runs = {
@@ -275,29 +301,28 @@ def sst2_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> di
         # auto on grouped batches: most stay padded (< UNPAD_AUTO_MIN_PADDING), the rest pack; checks that rule.
         "auto_grouped": ("data.group_by_length=true", "model.unpad=auto"),
     }
-    sides: dict[str, Any] = {}
-    for name, overrides in runs.items():  # one process each, one after the other
-        sides[name] = end_to_end.run_bertlab(case, data_dir, threads, workdir, extra=overrides)
-        print(f"sst2 {name}: {sides[name]['samples_per_s']:.1f} samples/s", file=sys.stderr)
-    sides["hf_dynamic"] = end_to_end.run_hf(case, "dynamic", data_dir, threads)
-    print(f"sst2 Trainer dynamic: {sides['hf_dynamic']['samples_per_s']:.1f} samples/s", file=sys.stderr)
+    fns: dict[str, Callable[[], dict[str, Any]]] = {  # one process per run
+        name: (lambda o=overrides: end_to_end.run_bertlab(case, data_dir, threads, workdir, extra=o))
+        for name, overrides in runs.items()}
+    fns["hf_dynamic"] = lambda: end_to_end.run_hf(case, "dynamic", data_dir, threads)
+    sides = median_rounds(fns, rounds, "sst2")
     s = {k: v["samples_per_s"] for k, v in sides.items()}
-    return {"steps": steps, "batch_size": BATCH, "train_examples": steps * BATCH, "sides": sides,
+    return {"steps": steps, "batch_size": BATCH, "train_examples": steps * BATCH, "rounds": rounds, "sides": sides,
             "ratios": {"auto_random_vs_padded_random": round(s["auto_random"] / s["padded_random"], 3),
                        "auto_random_vs_trainer_dynamic": round(s["auto_random"] / s["hf_dynamic"], 3),
                        "auto_random_vs_padded_grouped": round(s["auto_random"] / s["padded_grouped"], 3),
                        "auto_grouped_vs_padded_grouped": round(s["auto_grouped"] / s["padded_grouped"], 3)}}
 
 
-def conll_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> dict[str, Any]:
+def conll_section(data_dir: Path, threads: int, quick: bool, workdir: Path, rounds: int) -> dict[str, Any]:
     steps = 4 if quick else CONLL_SENTENCES // CONLL_BATCH
     case = end_to_end.Case("conll", "conll2003", steps, steps * CONLL_BATCH)
-    sides = {}
-    for name, unpad in (("auto_random", "auto"), ("padded_random", "false")):
-        sides[name] = end_to_end.run_bertlab(case, data_dir, threads, workdir, batch=CONLL_BATCH,
-                                             extra=("data.group_by_length=false", f"model.unpad={unpad}"))
-        print(f"conll {name}: {sides[name]['samples_per_s']:.1f} samples/s", file=sys.stderr)
-    return {"steps": steps, "batch_size": CONLL_BATCH, "train_examples": steps * CONLL_BATCH, "sides": sides,
+    fns = {name: (lambda u=unpad: end_to_end.run_bertlab(case, data_dir, threads, workdir, batch=CONLL_BATCH,
+                                                         extra=("data.group_by_length=false", f"model.unpad={u}")))
+           for name, unpad in (("auto_random", "auto"), ("padded_random", "false"))}
+    sides = median_rounds(fns, rounds, "conll")
+    return {"steps": steps, "batch_size": CONLL_BATCH, "train_examples": steps * CONLL_BATCH, "rounds": rounds,
+            "sides": sides,
             "ratios": {"auto_random_vs_padded_random":
                        round(sides["auto_random"]["samples_per_s"] / sides["padded_random"]["samples_per_s"], 3)}}
 
@@ -305,7 +330,8 @@ def conll_section(data_dir: Path, threads: int, quick: bool, workdir: Path) -> d
 # --------------------------------------------------------------------------------------------------------
 
 
-def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Path) -> dict[str, Any]:
+def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Path,
+        rounds: int = 3) -> dict[str, Any]:
     set_threads(threads)
     result: dict[str, Any] = {"benchmark": "unpadded", "threads": threads, "quick": quick, "tiny": tiny,
                               "machine": machine_description(threads, peak=False)}
@@ -330,9 +356,9 @@ def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Pa
                 shapes = TINY_FIXED if tiny else QUICK_FIXED if quick else FULL_FIXED
                 result["fixed"] = fixed_section(ours, ref, shapes, warmup, repeats)
         if "sst2" in sections:
-            result["sst2"] = sst2_section(data_dir, threads, quick, workdir)
+            result["sst2"] = sst2_section(data_dir, threads, quick, workdir, 1 if quick else rounds)
         if "conll" in sections:
-            result["conll"] = conll_section(data_dir, threads, quick, workdir)
+            result["conll"] = conll_section(data_dir, threads, quick, workdir, 1 if quick else rounds)
     return result
 
 
@@ -344,6 +370,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--only", default="", help=f"comma-separated subset of {','.join(SECTIONS)}")
     p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     p.add_argument("--json", default=None)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="end-to-end sections: rounds of one run per side, medians reported (1 with --quick)")
     a = p.parse_args(argv)
     sections = [s for s in a.only.split(",") if s] or list(DEFAULT_SECTIONS)
     unknown = sorted(set(sections) - set(SECTIONS))
@@ -355,7 +383,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                         and not a.tiny)
     if needs_data and not (a.data_dir / "sst2").is_dir():
         raise SystemExit(f"no datasets under {a.data_dir}: pass --data-dir (the layout of ../shared/data)")
-    result = run(sections, a.threads, a.quick, a.tiny, a.data_dir.resolve())
+    result = run(sections, a.threads, a.quick, a.tiny, a.data_dir.resolve(), a.rounds)
     emit(result, a.json)
     return result
 

@@ -110,9 +110,31 @@ def test_unpadded_section_tiny(tmp_path):
     text = run_all.render({"machine": machine, "unpadded": result}, quick=True, threads=1,
                           load_before=(0.0, 0, 0), load_after=(0.0, 0, 0), started="now")
     assert "## Unpadded path" in text and "unpad=true" in text and "Where the time goes" in text
+    assert "[CLS] head, auto" in text
+    cls_row = f"unpadded: [CLS]-head train {unpadded.TINY_FIXED[0][0]}x{unpadded.TINY_FIXED[0][1]} (no padding), " \
+              "unpad=auto / padded"
+    assert rows[cls_row][0] == result["fixed"][0]["ratios"]["cls_auto_vs_padded"] > 0
     profile = result["profile"]["ms_per_step"]
     assert set(profile) == {"padded", "unpadded"} and set(profile["padded"]) == {*unpadded.COMPONENTS, "other"}
     assert sum(profile["unpadded"].values()) > 0
+
+
+def test_end_to_end_rounds_report_each_sides_median_run():
+    import unpadded
+
+    figures = {"a": iter([10.0, 30.0, 20.0]), "b": iter([5.0, 4.0, 6.0])}
+    order = []
+
+    def side(name):
+        def run():
+            order.append(name)
+            return {"samples_per_s": next(figures[name]), "run": len(order)}
+        return run
+
+    sides = unpadded.median_rounds({"a": side("a"), "b": side("b")}, rounds=3, label="test")
+    assert order == ["a", "b"] * 3  # sides in turn, round by round
+    assert sides["a"]["samples_per_s"] == 20.0 and sides["a"]["run"] == 5  # the median run itself
+    assert sides["b"]["samples_per_s"] == 5.0 and sides["b"]["samples_per_s_rounds"] == [5.0, 4.0, 6.0]
 
 
 def test_unpadded_sections_and_cases():
