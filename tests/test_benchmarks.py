@@ -5,6 +5,7 @@ Benchmarks are scripts (``make bench``), not timed tests: nothing here asserts a
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -117,6 +118,9 @@ def test_unpadded_section_tiny(tmp_path):
     profile = result["profile"]["ms_per_step"]
     assert set(profile) == {"padded", "unpadded"} and set(profile["padded"]) == {*unpadded.COMPONENTS, "other"}
     assert sum(profile["unpadded"].values()) > 0
+    (tmp_path / "results.json").write_text(json.dumps({"unpadded": result}))  # run_all's layout
+    unpadded.main(["--plot-from", str(tmp_path / "results.json"), "--plot", str(tmp_path / "time.png")])
+    assert (tmp_path / "time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_end_to_end_rounds_report_each_sides_median_run():
