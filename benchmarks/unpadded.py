@@ -300,8 +300,7 @@ def plot_profile(profile: dict[str, Any], out: str | Path, title: str = "") -> P
     if title:
         ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return Path(out)
 
@@ -401,7 +400,7 @@ def run(sections: list[str], threads: int, quick: bool, tiny: bool, data_dir: Pa
 def profile_title(report: dict[str, Any]) -> str:
     enc = report.get("encoder") or {}
     real = f", {100 * enc['real_fraction']:.0f} % of positions real" if "real_fraction" in enc else ""
-    return (f"Train step, batches of {BATCH} SST-2 sentences in random order{real} "
+    return (f"Train step, batches of {BATCH} SST-2 sentences in random order{real}\n"
             f"({report.get('checkpoint', '')}, {report.get('threads', '')} threads)")
 
 

@@ -418,7 +418,10 @@ class ArrowExamples:
         return len(self.dataset)
 
     def lengths(self) -> np.ndarray:
-        return np.asarray(self.dataset.with_format("numpy")["length"], dtype=np.int64)
+        # The column as Arrow, converted at once: indexing the dataset by column name gives a lazy column
+        # that numpy would read one row at a time (37 s for 1.1 million examples).
+        column = self.dataset.select_columns(["length"]).with_format("arrow")[:]["length"]
+        return column.to_numpy().astype(np.int64)
 
     def _feature(self, i: int, row: dict[str, Any]) -> dict[str, Any]:
         f = {"input_ids": row["input_ids"], "token_type_ids": row["token_type_ids"], "index": i}

@@ -278,13 +278,17 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
 @dataclass(frozen=True)
 class FirstTokens:
     """A layer's "mask" when only each row's first token ([CLS]) is wanted from it: every token is still read as
-    a key and value, but queries, the attention output, the MLP, LayerNorm and dropout run on B rows, not N."""
+    a key and value, but queries, the attention output, the MLP, LayerNorm and dropout run on B rows, not N.
+
+    Its attention is the ``repad`` kernel's on every device (one query per row against the row's keys, a dense
+    SDPA with a key mask): with one query row the product is small, and no varlen kernel is needed."""
 
     packing: Packing
+    rows: torch.Tensor  # (B,) int64: each packed row's first token
 
-    @property
-    def rows(self) -> torch.Tensor:
-        return self.packing.cu_seqlens[:-1].long()  # (B,) each packed row's first token
+    @classmethod
+    def of(cls, packing: Packing) -> FirstTokens:
+        return cls(packing, packing.cu_seqlens[:-1].long())
 
 
 class BertSelfAttention(nn.Module):
@@ -502,7 +506,8 @@ class BertModel(nn.Module):
         all_hidden = [hidden] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, layer in enumerate(self.encoder.layer):
-            hidden = layer(hidden, FirstTokens(packing) if i == last and first_token_only and packing is not None else mask)
+            hidden = layer(hidden, FirstTokens.of(packing) if i == last and first_token_only and packing is not None
+                           else mask)
             if all_hidden is not None:
                 all_hidden.append(hidden)
         if packing is not None and first_token_only:  # (B, H) in packed order → (B, 1, H) in batch order

@@ -38,3 +38,8 @@ class Encoder(Protocol):
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                  token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
                  ) -> EncoderOutput: ...
+
+    # Optional: an encoder whose class sets ``computes_first_token_only = True`` also takes
+    # ``first_token_only=True`` (last_hidden_state (B, 1, H), position 0 only), which ``TaskModel`` passes when
+    # its head reads nothing else (``reads_first_token_only``); BERT's unpadded path then skips the rest of its
+    # last layer. Encoders without it are called as above.

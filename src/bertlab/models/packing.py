@@ -8,6 +8,7 @@ cares about the order of the N rows; sorted rows let attention run on groups of 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -45,15 +46,34 @@ class Packing:
     first: torch.Tensor  # (B,) int64: where batch row b's first token (its [CLS]) sits in the packed layout
     lengths: torch.Tensor  # (B,) real tokens per packed row (in packed order: ascending)
     cu_seqlens: torch.Tensor  # (B + 1,) int32: packed row i is packed[cu_seqlens[i]:cu_seqlens[i + 1]]
-    groups: tuple[AttentionGroup, ...]  # attention groups, in packed order, covering every row
     max_len: int  # L, the longest row
     min_len: int  # the shortest row
     batch: int  # B
     seq_len: int  # T
+    host_lengths: list[int]  # lengths, on the host
+    host_cu: list[int]  # cu_seqlens, on the host
+    rows: torch.Tensor  # (N,) int64: each token's packed row
+    ranks: torch.Tensor  # (N,) int64: each token's rank within its row
+    overhead: int  # the cost of one attention group, in scores (split_groups)
 
     @property
     def num_tokens(self) -> int:
         return self.index.numel()
+
+    @functools.cached_property
+    def groups(self) -> tuple[AttentionGroup, ...]:
+        """The attention groups, in packed order, covering every row; built when first read (only the ``repad``
+        kernel and the [CLS]-only last layer read them), once per batch."""
+        groups = []
+        for lo, hi in split_groups(self.host_lengths, self.overhead):
+            start, end, longest = self.host_cu[lo], self.host_cu[hi], self.host_lengths[hi - 1]
+            local = (self.rows[start:end] - lo) * longest + self.ranks[start:end]
+            key_mask = None
+            if self.host_lengths[lo] < longest:
+                ranks = torch.arange(longest, device=self.lengths.device)
+                key_mask = (ranks < self.lengths[lo:hi, None])[:, None, None, :]
+            groups.append(AttentionGroup(start, end, lo, hi - lo, longest, local, key_mask))
+        return tuple(groups)
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (N, ...): the real positions only."""
@@ -98,15 +118,7 @@ def pack(attention_mask: torch.Tensor, overhead: int | None = None) -> Packing:
     rank = torch.empty_like(order)
     rank[order] = torch.arange(b, device=order.device)
     host_lengths, host_cu = lengths.tolist(), cu.tolist()
-    groups = []
-    for lo, hi in split_groups(host_lengths, overhead):
-        start, end, longest = host_cu[lo], host_cu[hi], host_lengths[hi - 1]
-        local = (rows[start:end] - lo) * longest + ranks[start:end]
-        key_mask = None
-        if host_lengths[lo] < longest:
-            key_mask = (torch.arange(longest, device=rows.device) < lengths[lo:hi, None])[:, None, None, :]
-        groups.append(AttentionGroup(start, end, lo, hi - lo, longest, local, key_mask))
     return Packing(index=order[rows] * t + pos, positions=pos, order=order, rank=rank, first=cu[:-1][rank],
-                   lengths=lengths,
-                   cu_seqlens=cu.to(torch.int32), groups=tuple(groups), max_len=host_lengths[-1],
-                   min_len=host_lengths[0], batch=b, seq_len=t)
+                   lengths=lengths, cu_seqlens=cu.to(torch.int32), max_len=host_lengths[-1],
+                   min_len=host_lengths[0], batch=b, seq_len=t, host_lengths=host_lengths, host_cu=host_cu,
+                   rows=rows, ranks=ranks, overhead=overhead)
