@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 # Splitting attention into groups trades padded attention work (a group of r rows padded to its longest row L
 # computes r·L² scores per head) for a fixed cost per group (a dozen small kernels forward and backward). The
-# cost is counted in scores per head: one group call costs about as much as this many scores
-# (benchmarks/unpadded.py measures the split against one group).
+# cost is counted in scores per head: one group call costs about as much as this many scores (measured against
+# one group and against 512 and 8,192: docs/performance.md, "What closed the gap").
 GROUP_OVERHEAD_SCORES = 2048
 
 
@@ -43,22 +43,33 @@ class Packing:
     positions: torch.Tensor  # (N,) int64: t, the token's position id (as the padded path gives it)
     order: torch.Tensor  # (B,) int64: the batch rows in packed order (shortest first)
     rank: torch.Tensor  # (B,) int64: where batch row b sits in packed order (order[rank[b]] == b)
-    first: torch.Tensor  # (B,) int64: where batch row b's first token (its [CLS]) sits in the packed layout
     lengths: torch.Tensor  # (B,) real tokens per packed row (in packed order: ascending)
     cu_seqlens: torch.Tensor  # (B + 1,) int32: packed row i is packed[cu_seqlens[i]:cu_seqlens[i + 1]]
-    max_len: int  # L, the longest row
-    min_len: int  # the shortest row
     batch: int  # B
     seq_len: int  # T
     host_lengths: list[int]  # lengths, on the host
     host_cu: list[int]  # cu_seqlens, on the host
-    rows: torch.Tensor  # (N,) int64: each token's packed row
+    token_rows: torch.Tensor  # (N,) int64: each token's packed row
     ranks: torch.Tensor  # (N,) int64: each token's rank within its row
     overhead: int  # the cost of one attention group, in scores (split_groups)
 
     @property
     def num_tokens(self) -> int:
         return self.index.numel()
+
+    @property
+    def max_len(self) -> int:
+        """L, the longest row."""
+        return self.host_lengths[-1]
+
+    @property
+    def min_len(self) -> int:
+        return self.host_lengths[0]
+
+    @property
+    def first(self) -> torch.Tensor:
+        """(B,) int64: where batch row b's first token (its [CLS]) sits in the packed layout."""
+        return self.cu_seqlens[:-1].long()[self.rank]
 
     @functools.cached_property
     def groups(self) -> tuple[AttentionGroup, ...]:
@@ -67,7 +78,7 @@ class Packing:
         groups = []
         for lo, hi in split_groups(self.host_lengths, self.overhead):
             start, end, longest = self.host_cu[lo], self.host_cu[hi], self.host_lengths[hi - 1]
-            local = (self.rows[start:end] - lo) * longest + self.ranks[start:end]
+            local = (self.token_rows[start:end] - lo) * longest + self.ranks[start:end]
             key_mask = None
             if self.host_lengths[lo] < longest:
                 ranks = torch.arange(longest, device=self.lengths.device)
@@ -117,8 +128,6 @@ def pack(attention_mask: torch.Tensor, overhead: int | None = None) -> Packing:
     ranks = torch.arange(rows.numel(), device=rows.device) - cu[rows]  # rank within its row
     rank = torch.empty_like(order)
     rank[order] = torch.arange(b, device=order.device)
-    host_lengths, host_cu = lengths.tolist(), cu.tolist()
-    return Packing(index=order[rows] * t + pos, positions=pos, order=order, rank=rank, first=cu[:-1][rank],
-                   lengths=lengths, cu_seqlens=cu.to(torch.int32), max_len=host_lengths[-1],
-                   min_len=host_lengths[0], batch=b, seq_len=t, host_lengths=host_lengths, host_cu=host_cu,
-                   rows=rows, ranks=ranks, overhead=overhead)
+    return Packing(index=order[rows] * t + pos, positions=pos, order=order, rank=rank, lengths=lengths,
+                   cu_seqlens=cu.to(torch.int32), batch=b, seq_len=t, host_lengths=lengths.tolist(),
+                   host_cu=cu.tolist(), token_rows=rows, ranks=ranks, overhead=overhead)
