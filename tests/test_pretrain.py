@@ -270,7 +270,8 @@ def test_one_document_with_nsp_is_a_data_error(tmp_path, tokenizer):
 
 def _rows(folder):
     ex = pretrain.ArrowExamples(folder, nsp=True)
-    return [ex[i] for i in range(len(ex))], ex
+    # The id sequences are numpy views into the memory map; lists compare and search more plainly here.
+    return [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in ex[i].items()} for i in range(len(ex))], ex
 
 
 def test_nsp_pairs_are_half_is_next_and_within_max_seq_length(tmp_path, tokenizer):

@@ -42,7 +42,7 @@ _CACHE_VERSION = "3"  # 2: safetensors files (data.safe_cache); 3: typed Split.e
 
 
 def _lengths(split: Split):
-    # Prepared (memory-mapped) examples keep their lengths in a column: no need to read every row.
+    # Prepared pre-training examples keep their lengths in a column: no need to read every row.
     features = split.features
     return features.lengths() if hasattr(features, "lengths") else lengths(features)
 
@@ -122,7 +122,7 @@ class TaskDataModule(L.LightningDataModule):
         return Path(self.cfg.cache_dir) / "features" / f"{self.task.name}-{split}-{self.split_key(split)}.safetensors"
 
     def streamed(self) -> bool:
-        """Whether pre-training data goes through the prepared, memory-mapped shards (bertlab.data.pretrain).
+        """Whether pre-training data goes through the prepared Arrow shards (bertlab.data.pretrain).
 
         ``data.stream=auto``: when the training files (the evaluation file when there is none) exceed
         ``data.stream_threshold_mb`` and ``data.cache_dir`` is set. Every split of a run takes the same path.

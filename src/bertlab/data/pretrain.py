@@ -1,5 +1,5 @@
-"""Pre-training data at corpus scale: prepared once, shard by shard, into memory-mapped Arrow files
-(Hugging Face ``datasets``).
+"""Pre-training data at corpus scale: prepared once, shard by shard, into Arrow files (Hugging Face
+``datasets``), read back by row.
 
 The in-memory path (``data/features.py`` ``mlm_split``) reads the whole corpus into Python lists. This one
 never holds more than one block of documents per process:
@@ -30,10 +30,11 @@ never holds more than one block of documents per process:
 run with the same key keeps the shards that have their marker, deletes half-written files, and prepares
 only the others. The result is the same as an uninterrupted preparation's.
 
-Training reads the saved shards memory-mapped (``Dataset.from_file`` and ``concatenate_datasets``): the
-operating system pages them in and out, so resident memory does not grow with the corpus, and every
-DataLoader worker and every rank of a node shares the same pages. Batches come from bertlab's own
-:class:`~bertlab.data.batching.TrainBatchSampler` (random access into the Arrow table), which splits batches
+Training reads the saved shards by row (:class:`ArrowExamples`): opening them keeps only each row's offset,
+length and label, and a row is read with ``os.pread`` when a batch needs it, so resident memory does not
+grow with the corpus or with the rows read; the file pages stay in the operating system's cache, shared by
+every DataLoader worker and every rank of a node. Batches come from bertlab's own
+:class:`~bertlab.data.batching.TrainBatchSampler` (random access by row), which splits batches
 across ranks and, through the DataLoader, across workers, and whose state (seed, epoch, batches done) makes
 a mid-epoch resume exact. Masks are drawn per batch by the collator, as on the in-memory path.
 """
@@ -395,44 +396,122 @@ def _prepare_into(work: Path, paths: list[Path], tokenizer: BertTokenizer, setti
 
 
 class ArrowExamples:
-    """The saved examples, memory-mapped, as the feature list a :class:`FeatureDataset` indexes.
+    """The saved examples as the feature list a :class:`FeatureDataset` indexes.
 
     ``examples[i]`` is a dict like the in-memory path's features (``input_ids``, ``token_type_ids``,
-    ``index`` and, with NSP, ``next_sentence_label``). Picklable by file path (DataLoader workers reopen
-    the same memory map).
+    ``index`` and, with NSP, ``next_sentence_label``); the two id sequences are numpy arrays the collator
+    pads straight into the batch (no Python int per token).
+
+    Opening reads each shard (an Arrow stream, as ``datasets``' ``ArrowWriter`` writes it) message by message
+    with ``pyarrow`` and keeps, per record batch, only what finds a row: the list offsets, the labels and
+    lengths, and where the two value buffers start in the file. ``examples[i]`` then reads exactly that
+    row's bytes with ``os.pread``. The file is not memory-mapped on purpose: training reads rows in random
+    order, and a mapping pages in, and counts in the process's resident memory, 64 KiB or more around every
+    row read (the kernel's fault-around), so a mapped corpus grows every process's resident set towards the
+    corpus size over an epoch. With ``pread`` the pages stay in the operating system's file cache, shared by
+    every worker and rank and reclaimable, and the process holds about 10 bytes per example.
+    Picklable by folder (DataLoader workers and spawned ranks read the same files).
     """
 
-    def __init__(self, folder: str | os.PathLike[str], nsp: bool, limit: int | None = None):
-        import datasets
+    _MAX_OPEN_FILES = 64  # shard files kept open per process (the others are reopened when read)
 
+    def __init__(self, folder: str | os.PathLike[str], nsp: bool, limit: int | None = None):
         self.folder = Path(folder)
         self.nsp = nsp
+        self.limit = limit
         self.meta = json.loads((self.folder / "meta.json").read_text())
-        parts = [datasets.Dataset.from_file(str(self.folder / name)) for name in self.meta["shard_files"]]
-        ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-        if limit is not None and limit < len(ds):
-            ds = ds.select(range(limit))
-        self.dataset = ds
+        self._files = [self.folder / name for name in self.meta["shard_files"]]
+        self._chunks = [c for k, path in enumerate(self._files) for c in _record_batches(k, path)]
+        starts = np.cumsum([0] + [len(c.length) for c in self._chunks])
+        self._starts = starts[:-1]
+        self._len = int(starts[-1]) if limit is None else min(limit, int(starts[-1]))
+        self._fds: dict[int, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fds": {}}  # descriptors are per process
+
+    def __del__(self) -> None:
+        for fd in getattr(self, "_fds", {}).values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __len__(self) -> int:
-        return len(self.dataset)
+        return self._len
 
     def lengths(self) -> np.ndarray:
-        # The column as Arrow, converted at once: indexing the dataset by column name gives a lazy column
-        # that numpy would read one row at a time (37 s for 1.1 million examples).
-        column = self.dataset.select_columns(["length"]).with_format("arrow")[:]["length"]
-        return column.to_numpy().astype(np.int64)
+        if not self._chunks:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([c.length for c in self._chunks]).astype(np.int64)[: self._len]
 
-    def _feature(self, i: int, row: dict[str, Any]) -> dict[str, Any]:
-        f = {"input_ids": row["input_ids"], "token_type_ids": row["token_type_ids"], "index": i}
-        if self.nsp:
-            f["next_sentence_label"] = int(row["next_sentence_label"])
-        return f
+    def _fd(self, k: int) -> int:
+        fd = self._fds.get(k)
+        if fd is None:
+            if len(self._fds) >= self._MAX_OPEN_FILES:
+                os.close(self._fds.pop(next(iter(self._fds))))
+            fd = self._fds[k] = os.open(self._files[k], os.O_RDONLY)
+        return fd
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = int(i)
-        return self._feature(i, self.dataset[i])
+        if not 0 <= i < self._len:
+            raise IndexError(f"example {i} of {self._len}")
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        c, row = self._chunks[k], i - int(self._starts[k])
+        lo, n = int(c.offsets[row]), int(c.length[row])
+        fd = self._fd(c.file)
+        ids = np.frombuffer(os.pread(fd, 4 * n, c.ids_at + 4 * lo), dtype="<i4")
+        types = np.frombuffer(os.pread(fd, n, c.types_at + lo), dtype=np.int8)
+        if len(ids) != n or len(types) != n:
+            raise DataError(f"{self._files[c.file]} is shorter than its own index: the prepared corpus was "
+                            f"modified or truncated; delete {self.folder} and run again to prepare it anew")
+        f = {"input_ids": ids, "token_type_ids": types, "index": i}
+        if self.nsp:
+            f["next_sentence_label"] = int(c.next_sentence_label[row])
+        return f
 
     def __iter__(self):
         for i in range(len(self)):
             yield self[i]
+
+
+class _Chunk:
+    """One record batch of a shard file: its rows' offsets, lengths and labels (copied out of the batch),
+    and the file positions of its ``input_ids`` (int32) and ``token_type_ids`` (int8) values."""
+
+    __slots__ = ("file", "offsets", "length", "next_sentence_label", "ids_at", "types_at")
+
+
+def _record_batches(file: int, path: Path) -> list[_Chunk]:
+    import pyarrow as pa
+
+    chunks = []
+    with pa.OSFile(str(path)) as source:
+        schema = pa.ipc.read_schema(pa.ipc.read_message(source))
+        while True:
+            try:
+                message = pa.ipc.read_message(source)
+            except EOFError:
+                break
+            body_at = source.tell() - message.body.size  # the message body ends where the reader stands
+            batch = pa.ipc.read_record_batch(message, schema)
+            if not batch.num_rows:
+                continue
+            c = _Chunk()
+            c.file = file
+            positions = []
+            for name in ("input_ids", "token_type_ids"):
+                column = batch.column(name)
+                values = column.values
+                at = values.buffers()[1].address - message.body.address + values.offset * values.type.bit_width // 8
+                if column.null_count or values.null_count or not 0 <= at <= message.body.size:
+                    raise DataError(f"{path}: the {name} column is not laid out as bertlab writes it; delete "
+                                    f"the prepared folder and run again to prepare it anew")
+                positions.append(body_at + at)
+            c.ids_at, c.types_at = positions
+            c.offsets = np.array(batch.column("input_ids").offsets.to_numpy(), dtype=np.int64)
+            c.length = np.array(batch.column("length").to_numpy(), dtype=np.int32)
+            c.next_sentence_label = np.array(batch.column("next_sentence_label").to_numpy(), dtype=np.int16)
+            chunks.append(c)
+    return chunks
