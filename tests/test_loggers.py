@@ -4,6 +4,7 @@ configs, each on a tiny run over the fixtures."""
 from __future__ import annotations
 
 import csv
+import os
 import time
 from pathlib import Path
 
@@ -172,6 +173,41 @@ def test_samples_per_second_goes_to_the_progress_bar(tmp_path):
     assert shown["train/samples_per_s"] > 0 and shown["train/tokens_per_s"] > shown["train/samples_per_s"]
     with pytest.raises(ValueError, match="every_n_steps"):
         SamplesPerSecond(every_n_steps=0)
+
+
+@pytest.mark.parametrize("mode, family, accumulate, trims", [
+    ("auto", "mlm", 1, 6),        # pre-training on the CPU: after every optimizer step
+    ("auto", "clm", 2, 3),        # with accumulation: per optimizer step, not per batch
+    ("auto", "sequence", 1, 0),   # fine-tuning: off unless asked
+    (True, "sequence", 1, 6),     # YAML's true
+    ("false", "mlm", 1, 0),
+])
+def test_release_heap_trims_once_per_optimizer_step(tmp_path, monkeypatch, mode, family, accumulate, trims):
+    import lightning as L
+
+    from bertlab.training.callbacks import ReleaseFreedHeap
+
+    calls = []
+    monkeypatch.setattr(ReleaseFreedHeap, "_malloc_trim", staticmethod(lambda: calls.append))
+    callback = ReleaseFreedHeap(mode, family)
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        accumulate_grad_batches=accumulate, callbacks=[callback])
+    trainer.fit(_TinyModule.build())
+    assert len(calls) == trims and set(calls) <= {0}
+    assert callback.enabled == (trims > 0)
+
+
+def test_release_heap_finds_glibc_and_rejects_other_values():
+    import sys
+
+    from bertlab.training.callbacks import ReleaseFreedHeap
+
+    if sys.platform.startswith("linux") and os.path.exists("/lib/x86_64-linux-gnu/libc.so.6"):
+        trim = ReleaseFreedHeap._malloc_trim()
+        assert trim is not None and trim(0) in (0, 1)  # 1: memory was released
+    with pytest.raises(ValueError, match="release_heap must be auto, true or false"):
+        ReleaseFreedHeap("sometimes", "mlm")
 
 
 # ---------------------------------------------------------------- debug configs

@@ -46,7 +46,7 @@ from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
 from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
-from bertlab.training.callbacks import FreezeModeGuard, Throughput
+from bertlab.training.callbacks import FreezeModeGuard, ReleaseFreedHeap, Throughput
 from bertlab.training.checkpoints import (
     AtomicCheckpointIO,
     CheckpointInfo,
@@ -139,6 +139,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if not cfg.train and cfg.get("predict") and not data_cfg.val_file:
         # Prediction only: the checkpoint brings its tokenizer and label set; no training or validation data.
         return predict_checkpoint(_resolve_ckpt(cfg.get("ckpt_path"), run_dir), task, data_cfg, run_dir)
+    release_heap = ReleaseFreedHeap(cfg.get("release_heap", "auto"), task.family)  # checked before any work
     check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
     data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
         data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
@@ -216,6 +217,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
     callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop, TokenizerFingerprint(tokenizer)]
+    callbacks.append(release_heap)
     callbacks += _instantiate_group(cfg.get("callbacks"))
     # A finished run's logs stay as they are: evaluating it again adds nothing to its learning curves.
     loggers = (build_loggers(cfg.get("logger"), run_dir, cfg.get("ckpt_path"), quiet_wandb=mode != "verbose")

@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
+from bertlab.runtime.errors import ConfigError
 from bertlab.training.freeze import FreezePlan
 
 
@@ -180,3 +182,60 @@ class FreezeModeGuard(Callback):
         plan = self._plan(pl_module)
         if plan is not None:
             plan.set_modes()
+
+
+class ReleaseFreedHeap(Callback):
+    """After every optimizer step, hands the memory the C heap holds free back to the operating system
+    (glibc's ``malloc_trim(0)``): ``release_heap`` in the root config.
+
+    On the CPU a training step allocates and frees its activations, gradients and optimizer temporaries
+    through the C allocator. glibc keeps freed blocks in its heap, and the heap fragments: what a step frees
+    is not always reusable by the next step's requests, so the heap grows step after step. Measured on the
+    pre-training preset (``task=mlm model=bert_mini``, batch 32 × 128, docs/pretraining.md) the process gained
+    about 9 MB per step without a plateau (1.1 GB after the first step, 2.6 GB after 150); with this
+    callback it stays at its first-step size. Releasing costs time (the next step faults its pages in again),
+    which is why ``auto`` turns it on only where the growth was measured: pre-training tasks (``mlm``,
+    ``clm``) on the CPU; fine-tuning grew far less (SST-2: 0.84 → 1.01 GB over 100 steps).
+    Elsewhere (macOS, musl, GPU memory) it does nothing.
+    """
+
+    PRETRAINING_FAMILIES = ("mlm", "clm")
+
+    def __init__(self, mode: str | bool, family: str) -> None:
+        mode = {True: "true", False: "false"}.get(mode, mode)  # type: ignore[arg-type]
+        if mode not in ("auto", "true", "false"):
+            raise ConfigError(f"release_heap must be auto, true or false, got {mode!r}: auto releases the freed "
+                              "heap after every step when pre-training on the CPU; true everywhere; false never")
+        self.mode = mode
+        self.family = family
+        self.enabled = False
+        self._trim = None
+        self._step = -1
+
+    @staticmethod
+    def _malloc_trim():
+        import ctypes
+        import ctypes.util
+
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            return libc.malloc_trim  # glibc only: musl has no malloc_trim (AttributeError)
+        except (OSError, AttributeError):
+            return None
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        from lightning.pytorch.accelerators import CPUAccelerator
+
+        wanted = self.mode == "true" or (self.mode == "auto" and self.family in self.PRETRAINING_FAMILIES
+                                          and isinstance(trainer.accelerator, CPUAccelerator))
+        self._trim = self._malloc_trim() if wanted else None
+        self.enabled = self._trim is not None
+        self._step = trainer.global_step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if self.enabled and trainer.global_step != self._step:  # an optimizer step happened
+            self._step = trainer.global_step
+            self._trim(0)
