@@ -274,6 +274,52 @@ def _rows(folder):
     return [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in ex[i].items()} for i in range(len(ex))], ex
 
 
+def test_rows_are_read_by_row_not_mapped_and_survive_pickling(tmp_path, tokenizer):
+    # Rows come back as the Arrow files hold them (compared with pyarrow's own reading), the shard files are
+    # never memory-mapped (a mapping would grow the resident set with every row read in random order), and
+    # a pickled copy (a spawned rank or worker) reads the same rows.
+    import pickle
+
+    import pyarrow as pa
+
+    corpus = write_corpus(tmp_path / "c.txt", 60, seed=5)
+    folder = prep(corpus, tokenizer, tmp_path / "cache", shard_bytes=1500, block_documents=5)
+    ex = pretrain.ArrowExamples(folder, nsp=True)
+    expected = []
+    for name in ex.meta["shard_files"]:
+        with pa.OSFile(str(folder / name)) as f:
+            expected += pa.ipc.open_stream(f).read_all().to_pylist()
+    assert len(ex) == len(expected) > 100 and ex.meta["shards"] > 2
+    order = np.random.default_rng(0).permutation(len(ex))
+    for i in order:
+        row = ex[i]
+        assert row["index"] == i and row["input_ids"].tolist() == expected[i]["input_ids"]
+        assert row["token_type_ids"].tolist() == expected[i]["token_type_ids"]
+        assert row["next_sentence_label"] == expected[i]["next_sentence_label"]
+    assert ex.lengths().tolist() == [r["length"] for r in expected]
+    if os.path.exists("/proc/self/maps"):
+        maps = Path("/proc/self/maps").read_text()
+        assert str(folder) not in maps and "examples/00000.arrow" not in maps
+    copy = pickle.loads(pickle.dumps(ex))
+    assert [copy[i]["input_ids"].tolist() for i in order[:20]] == [ex[i]["input_ids"].tolist() for i in order[:20]]
+    with pytest.raises(IndexError):
+        ex[len(ex)]
+    limited = pretrain.ArrowExamples(folder, nsp=False, limit=7)
+    assert len(limited) == 7 and len(limited.lengths()) == 7 and "next_sentence_label" not in limited[6]
+
+
+def test_a_truncated_shard_is_an_error_that_says_to_prepare_again(tmp_path, tokenizer):
+    folder = prep(write_corpus(tmp_path / "c.txt", 20, seed=6), tokenizer, tmp_path / "cache")
+    ex = pretrain.ArrowExamples(folder, nsp=True)
+    last = folder / ex.meta["shard_files"][-1]
+    last.write_bytes(last.read_bytes()[: last.stat().st_size - 600])  # the tail of the last record batch
+    with pytest.raises(DataError, match="shorter than its own index.*prepare it anew"):
+        for i in range(len(ex)):
+            ex[i]
+    with pytest.raises(DataError, match="cannot be read.*prepare it anew"):
+        pretrain.ArrowExamples(folder, nsp=True)
+
+
 def test_nsp_pairs_are_half_is_next_and_within_max_seq_length(tmp_path, tokenizer):
     corpus = write_corpus(tmp_path / "c.txt", 400, seed=3)
     rows, ex = _rows(prep(corpus, tokenizer, tmp_path / "cache", max_seq_length=48, block_documents=50))

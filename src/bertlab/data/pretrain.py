@@ -487,13 +487,21 @@ def _record_batches(file: int, path: Path) -> list[_Chunk]:
     import pyarrow as pa
 
     chunks = []
-    with pa.OSFile(str(path)) as source:
+    try:
+        source = pa.OSFile(str(path))
         schema = pa.ipc.read_schema(pa.ipc.read_message(source))
+    except (OSError, pa.ArrowException) as err:
+        raise DataError(f"{path} cannot be read as a prepared shard ({err}); delete {path.parent.parent} and "
+                        f"run again to prepare it anew") from None
+    with source:
         while True:
             try:
                 message = pa.ipc.read_message(source)
             except EOFError:
                 break
+            except (OSError, pa.ArrowException) as err:
+                raise DataError(f"{path} cannot be read as a prepared shard ({err}); delete "
+                                f"{path.parent.parent} and run again to prepare it anew") from None
             body_at = source.tell() - message.body.size  # the message body ends where the reader stands
             batch = pa.ipc.read_record_batch(message, schema)
             if not batch.num_rows:
