@@ -1,6 +1,7 @@
 """Lightning callbacks: ``SamplesPerSecond`` (optional, from ``conf/callbacks``; each entry there needs a
-``_target_``), and two every run installs: ``Throughput`` (metrics.json's ``train`` timings) and
-``FreezeModeGuard`` (frozen modules stay in eval mode)."""
+``_target_``), and three every run installs: ``Throughput`` (metrics.json's ``train`` timings),
+``FreezeModeGuard`` (frozen modules stay in eval mode) and ``ReleaseFreedHeap`` (``release_heap``: freed C-heap
+memory handed back after each step, by default when pre-training on the CPU)."""
 
 from __future__ import annotations
 
