@@ -49,6 +49,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -406,10 +407,11 @@ class ArrowExamples:
     with ``pyarrow`` and keeps, per record batch, only what finds a row: the list offsets, the labels and
     lengths, and where the two value buffers start in the file. ``examples[i]`` then reads exactly that
     row's bytes with ``os.pread``. The file is not memory-mapped on purpose: training reads rows in random
-    order, and a mapping pages in, and counts in the process's resident memory, 64 KiB or more around every
-    row read (the kernel's fault-around), so a mapped corpus grows every process's resident set towards the
-    corpus size over an epoch. With ``pread`` the pages stay in the operating system's file cache, shared by
-    every worker and rank and reclaimable, and the process holds about 10 bytes per example.
+    order, and a mapping pages in, and counts in the process's resident memory, the neighbouring pages of
+    every row read as well (about 100 KB per row, measured: docs/pretraining.md), so a mapped corpus grows
+    every process's resident set towards the corpus size over an epoch. With ``pread`` the pages stay in the
+    operating system's file cache, shared by every worker and rank and reclaimable, and the process holds
+    about 10 bytes per example (a row's offset and its NSP label).
     Picklable by folder (DataLoader workers and spawned ranks read the same files).
     """
 
@@ -422,7 +424,7 @@ class ArrowExamples:
         self.meta = json.loads((self.folder / "meta.json").read_text())
         self._files = [self.folder / name for name in self.meta["shard_files"]]
         self._chunks = [c for k, path in enumerate(self._files) for c in _record_batches(k, path)]
-        starts = np.cumsum([0] + [len(c.length) for c in self._chunks])
+        starts = np.cumsum([0] + [c.rows for c in self._chunks])
         self._starts = starts[:-1]
         self._len = int(starts[-1]) if limit is None else min(limit, int(starts[-1]))
         self._fds: dict[int, int] = {}
@@ -443,7 +445,7 @@ class ArrowExamples:
     def lengths(self) -> np.ndarray:
         if not self._chunks:
             return np.zeros(0, dtype=np.int64)
-        return np.concatenate([c.length for c in self._chunks]).astype(np.int64)[: self._len]
+        return np.concatenate([np.diff(c.offsets) for c in self._chunks])[: self._len]
 
     def _fd(self, k: int) -> int:
         fd = self._fds.get(k)
@@ -459,13 +461,13 @@ class ArrowExamples:
             raise IndexError(f"example {i} of {self._len}")
         k = int(np.searchsorted(self._starts, i, side="right")) - 1
         c, row = self._chunks[k], i - int(self._starts[k])
-        lo, n = int(c.offsets[row]), int(c.length[row])
+        lo, hi = int(c.offsets[row]), int(c.offsets[row + 1])
+        n = hi - lo
         fd = self._fd(c.file)
         ids = np.frombuffer(os.pread(fd, 4 * n, c.ids_at + 4 * lo), dtype="<i4")
         types = np.frombuffer(os.pread(fd, n, c.types_at + lo), dtype=np.int8)
         if len(ids) != n or len(types) != n:
-            raise DataError(f"{self._files[c.file]} is shorter than its own index: the prepared corpus was "
-                            f"modified or truncated; delete {self.folder} and run again to prepare it anew")
+            raise _prepare_again(self._files[c.file], "is shorter than its own index (modified or truncated)")
         f = {"input_ids": ids, "token_type_ids": types, "index": i}
         if self.nsp:
             f["next_sentence_label"] = int(c.next_sentence_label[row])
@@ -476,50 +478,65 @@ class ArrowExamples:
             yield self[i]
 
 
+@dataclass(frozen=True, slots=True)
 class _Chunk:
-    """One record batch of a shard file: its rows' offsets, lengths and labels (copied out of the batch),
-    and the file positions of its ``input_ids`` (int32) and ``token_type_ids`` (int8) values."""
+    """One record batch of a shard file: its rows' list offsets and NSP labels (copied out of the batch; a
+    row's length is the difference of two offsets), and the file positions of its ``input_ids`` (int32) and
+    ``token_type_ids`` (int8) values."""
 
-    __slots__ = ("file", "offsets", "length", "next_sentence_label", "ids_at", "types_at")
+    file: int  # index into ArrowExamples._files
+    offsets: np.ndarray  # (rows + 1,) int64
+    next_sentence_label: np.ndarray  # (rows,) int16
+    ids_at: int
+    types_at: int
+
+    @property
+    def rows(self) -> int:
+        return len(self.offsets) - 1
+
+
+def _prepare_again(path: Path, problem: str) -> DataError:
+    """The error for a prepared shard that cannot be read as bertlab wrote it (the folder is
+    ``<split>-<key>/examples/NNNNN.arrow``: removing the whole ``<split>-<key>`` makes the next run prepare it)."""
+    return DataError(f"{path} {problem}: delete {path.parent.parent} and run again to prepare it anew")
 
 
 def _record_batches(file: int, path: Path) -> list[_Chunk]:
     import pyarrow as pa
 
-    chunks = []
+    def next_message(source):
+        try:
+            return pa.ipc.read_message(source)
+        except EOFError:
+            return None
+        except (OSError, pa.ArrowException) as err:
+            raise _prepare_again(path, f"cannot be read as a prepared shard ({err})") from None
+
     try:
         source = pa.OSFile(str(path))
-        schema = pa.ipc.read_schema(pa.ipc.read_message(source))
-    except (OSError, pa.ArrowException) as err:
-        raise DataError(f"{path} cannot be read as a prepared shard ({err}); delete {path.parent.parent} and "
-                        f"run again to prepare it anew") from None
+    except OSError as err:
+        raise _prepare_again(path, f"cannot be read as a prepared shard ({err})") from None
+    chunks = []
     with source:
-        while True:
-            try:
-                message = pa.ipc.read_message(source)
-            except EOFError:
-                break
-            except (OSError, pa.ArrowException) as err:
-                raise DataError(f"{path} cannot be read as a prepared shard ({err}); delete "
-                                f"{path.parent.parent} and run again to prepare it anew") from None
+        first = next_message(source)
+        if first is None:
+            raise _prepare_again(path, "is empty")
+        schema = pa.ipc.read_schema(first)
+        while (message := next_message(source)) is not None:
             body_at = source.tell() - message.body.size  # the message body ends where the reader stands
             batch = pa.ipc.read_record_batch(message, schema)
             if not batch.num_rows:
                 continue
-            c = _Chunk()
-            c.file = file
             positions = []
             for name in ("input_ids", "token_type_ids"):
                 column = batch.column(name)
                 values = column.values
                 at = values.buffers()[1].address - message.body.address + values.offset * values.type.bit_width // 8
                 if column.null_count or values.null_count or not 0 <= at <= message.body.size:
-                    raise DataError(f"{path}: the {name} column is not laid out as bertlab writes it; delete "
-                                    f"the prepared folder and run again to prepare it anew")
+                    raise _prepare_again(path, f"holds a {name} column not laid out as bertlab writes it")
                 positions.append(body_at + at)
-            c.ids_at, c.types_at = positions
-            c.offsets = np.array(batch.column("input_ids").offsets.to_numpy(), dtype=np.int64)
-            c.length = np.array(batch.column("length").to_numpy(), dtype=np.int32)
-            c.next_sentence_label = np.array(batch.column("next_sentence_label").to_numpy(), dtype=np.int16)
-            chunks.append(c)
+            chunks.append(_Chunk(
+                file=file, offsets=np.array(batch.column("input_ids").offsets.to_numpy(), dtype=np.int64),
+                next_sentence_label=np.array(batch.column("next_sentence_label").to_numpy(), dtype=np.int16),
+                ids_at=positions[0], types_at=positions[1]))
     return chunks
