@@ -94,14 +94,20 @@ class EncoderConfig:
 UNPAD_MODES = ("auto", "true", "false")
 
 
-def unpad_mode(value: Any, key: str = "model.unpad") -> str:
-    """``model.unpad`` as one of auto | true | false (YAML's true/false arrive as booleans)."""
+def auto_true_false(value: Any, key: str, meaning: str) -> str:
+    """A switch ``key`` as one of auto | true | false (YAML's true/false arrive as booleans); ``meaning`` ends
+    the error message: what each choice does."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str) and value.lower() in UNPAD_MODES:
         return value.lower()
-    raise ConfigError(f"{key} must be auto, true or false, got {value!r}: auto packs the real tokens where that "
-                      "is faster (docs/performance.md), true always, false keeps the padded path")
+    raise ConfigError(f"{key} must be auto, true or false, got {value!r}: {meaning}")
+
+
+def unpad_mode(value: Any, key: str = "model.unpad") -> str:
+    """``model.unpad`` as one of auto | true | false."""
+    return auto_true_false(value, key, "auto packs the real tokens where that is faster (docs/performance.md), "
+                                       "true always, false keeps the padded path")
 
 
 @dataclass

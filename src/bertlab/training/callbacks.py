@@ -13,7 +13,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
-from bertlab.runtime.errors import ConfigError
+from bertlab.runtime.config import auto_true_false
 from bertlab.training.freeze import FreezePlan
 
 
@@ -204,11 +204,8 @@ class ReleaseFreedHeap(Callback):
     PRETRAINING_FAMILIES = ("mlm", "clm")
 
     def __init__(self, mode: str | bool, family: str) -> None:
-        mode = {True: "true", False: "false"}.get(mode, mode)  # type: ignore[arg-type]
-        if mode not in ("auto", "true", "false"):
-            raise ConfigError(f"release_heap must be auto, true or false, got {mode!r}: auto releases the freed "
-                              "heap after every step when pre-training on the CPU; true everywhere; false never")
-        self.mode = mode
+        self.mode = auto_true_false(mode, "release_heap", "auto releases the freed heap after every step when "
+                                    "pre-training on the CPU; true everywhere; false never")
         self.family = family
         self.enabled = False
         self._trim = None
