@@ -408,7 +408,7 @@ class ArrowExamples:
     lengths, and where the two value buffers start in the file. ``examples[i]`` then reads exactly that
     row's bytes with ``os.pread``. The file is not memory-mapped on purpose: training reads rows in random
     order, and a mapping pages in, and counts in the process's resident memory, the neighbouring pages of
-    every row read as well (about 100 KB per row, measured: docs/pretraining.md), so a mapped corpus grows
+    every row read as well (about 76 KB per row, measured: docs/pretraining.md), so a mapped corpus grows
     every process's resident set towards the corpus size over an epoch. With ``pread`` the pages stay in the
     operating system's file cache, shared by every worker and rank and reclaimable, and the process holds
     about 10 bytes per example (a row's offset and its NSP label).
