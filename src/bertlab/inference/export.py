@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.models.bert import BertModel
+from bertlab.models.assemble import assemble
+from bertlab.models.families import family_spec
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CONFIG_NAME,
-    HF_ARCHITECTURES,
     SAFETENSORS_NAME,
     CheckpointError,
     export_state_dict,
@@ -93,9 +93,8 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     family = build_family(task, num_labels, labels, data_cfg=None)
     # The pooler exists exactly when the trained model had one (pooler head, or NSP). A slim LoRA checkpoint
     # leaves the frozen pooler out of its tensors, so the hyper-parameters say it.
-    bert = BertModel(config, add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
-    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
-    model = TaskModel(bert, head, hp["head_kind"], output_hidden_states=head_cfg.reads_all_layers)
+    model = assemble(config, head_cfg, family.build_head, hp["head_kind"],
+                     add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
     base = ckpt.get("bertlab_base_weights")
     if base is not None:  # a LoRA checkpoint: frozen base weights come from the referenced checkpoint
         _load_base_weights(model, base, path)
@@ -137,13 +136,14 @@ def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
             raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
         tensors, source = read_state_dict(directory)
         converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
-                                                  source=source)
+                                                  source=source, spec=family_spec(model.bert.config.model_type))
         load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
     log.info("LoRA base weights: %s", report.summary())
 
 
 def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
-    config = loaded.model.bert.config.to_hf_dict()
+    encoder_config = loaded.model.bert.config
+    config = family_spec(encoder_config.model_type).write_config(encoder_config)
     config["architectures"] = [architecture]
     if loaded.task.regression:
         config.update(num_labels=1, problem_type="regression")
@@ -191,13 +191,14 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     _copy_tokenizer(tok_dir, out_dir, ckpt_path)
 
+    spec = family_spec(model.bert.config.model_type)
+    architecture = spec.architecture(head_kind)
     if head_kind is not None:
-        tensors = export_state_dict(state, head_kind)
-        architecture = HF_ARCHITECTURES[head_kind]
+        tensors = export_state_dict(state, head_kind, spec)
     else:
-        # No stock class computes this head: the encoder alone as a BertModel (no prefix, as HF saves it).
-        tensors = {k[len("bert."):]: v for k, v in export_state_dict(state, None).items()}
-        architecture = HF_ARCHITECTURES[None]
+        # No stock class computes this head: the encoder alone as <Family>Model (no prefix, as HF saves it).
+        prefix = spec.prefix + "."
+        tensors = {k[len(prefix):]: v for k, v in export_state_dict(state, None, spec).items()}
         head_tensors = {k[len("head."):]: v.detach().contiguous().cpu() for k, v in state.items()
                         if k.startswith("head.")}
         save_file(head_tensors, str(out_dir / HEAD_WEIGHTS_NAME), metadata={"format": "pt"})
@@ -208,13 +209,13 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
             "head": asdict(loaded.head),
             "labels": loaded.labels,
             "encoder_has_pooler": model.bert.pooler is not None,
-            "note": "no transformers class computes this head: load the encoder as BertModel and apply the "
+            "note": f"no transformers class computes this head: load the encoder as {architecture} and apply the "
                     "head tensors as bertlab's heads.py does (or bertlab.export.load_checkpoint_model)",
         }
         (out_dir / HEAD_CONFIG_NAME).write_text(json.dumps(head_info, indent=2) + "\n")
         log.info("export: head %s (pooling=%s, layers=%s, hidden_layers=%d) has no stock transformers class: "
-                 "wrote the encoder as BertModel and the head to %s + %s", type(model.head).__name__,
-                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, HEAD_WEIGHTS_NAME,
+                 "wrote the encoder as %s and the head to %s + %s", type(model.head).__name__,
+                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, architecture, HEAD_WEIGHTS_NAME,
                  HEAD_CONFIG_NAME)
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")

@@ -230,10 +230,11 @@ class Predictor:
         from safetensors.torch import load_file
 
         from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
-        from bertlab.models.bert import BertModel
+        from bertlab.models.assemble import assemble, needs_pooler
+        from bertlab.models.families import family_spec
         from bertlab.models.hf_weights import (
-            ARCHITECTURE_TO_HEAD,
             LoadReport,
+            architecture_to_head,
             convert_hf_state_dict,
             load_into,
             read_encoder_config,
@@ -244,21 +245,22 @@ class Predictor:
 
         config: EncoderConfig = read_encoder_config(path)
         hf = read_hf_config(path)
-        architecture = (hf.get("architectures") or ["BertModel"])[0]
+        spec = family_spec(config.model_type)
+        architecture = (hf.get("architectures") or [spec.base_architecture])[0]
         custom = path / HEAD_CONFIG_NAME
         if custom.is_file():
             info = json.loads(custom.read_text())
             task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
             head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
         else:
-            head_kind = ARCHITECTURE_TO_HEAD.get(architecture)
+            head_kind = architecture_to_head(architecture)[1]
             family = {"sequence": "sequence", "token": "token", "span": "qa",
                       "multiple_choice": "multiple_choice"}.get(head_kind or "")
             if family is None:
                 raise CheckpointError(
                     f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
-                    "with BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering and "
-                    "BertForMultipleChoice exports (or BertModel with bertlab's own head file)"
+                    f"with {', '.join(spec.heads[k].architecture for k in ('sequence', 'token', 'span', 'multiple_choice'))} "
+                    f"exports (or {spec.base_architecture} with bertlab's own head file)"
                 )
             regression = hf.get("problem_type") == "regression"
             id2label = hf.get("id2label") or {}
@@ -266,14 +268,12 @@ class Predictor:
                 else [str(id2label[str(i)]) for i in range(len(id2label))]
             task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
             head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
-            has_pooler = family in ("sequence", "multiple_choice")
+            has_pooler = needs_pooler(config, family, head_cfg)
         num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
         family_obj = build_family(task, num_labels, labels, None)
-        bert = BertModel(config, add_pooling_layer=has_pooler)
-        head = family_obj.build_head(config, head_cfg, bert.embeddings.word_embeddings)
-        model = TaskModel(bert, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
+        model = assemble(config, head_cfg, family_obj.build_head, head_kind, add_pooling_layer=has_pooler)
         tensors, source = read_state_dict(path)
-        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source)
+        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source, spec=spec)
         if head_kind is None:
             state = {k: v for k, v in state.items() if k.startswith("bert.")}
             head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
@@ -285,10 +285,10 @@ class Predictor:
                                   "not a complete export of a fine-tuned model")
         if tokenizer is None:
             tokenizer = load_tokenizer(path)
-        settings = PredictSettings(max_seq_length=min(512, config.max_position_embeddings),
+        settings = PredictSettings(max_seq_length=min(512, config.max_sequence_length),
                                    max_query_length=64, pair=None)
         if task.family == "qa":
-            settings.max_seq_length = min(384, config.max_position_embeddings)
+            settings.max_seq_length = min(384, config.max_sequence_length)
         return cls(model, tokenizer, task, labels, settings, str(path))
 
     # ------------------------------------------------------------------------------------------------

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
-from bertlab.models.bert import BertModel, Kernels
+from bertlab.models.assemble import assemble, needs_pooler
+from bertlab.models.bert import Kernels
+from bertlab.models.families import family_spec
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CheckpointError,
     LoadReport,
+    architecture_to_head,
     convert_hf_state_dict,
     load_into,
     normalize_hf_keys,
@@ -173,25 +176,26 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         raise ConfigError(
             f"head.layers={head_cfg.layers} is outside 0..{config.num_hidden_layers} (0 = embeddings output)"
         )
-    head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family in ("sequence", "multiple_choice") else \
-        (family.task.family == "mlm" and family.task.nsp)
+    spec = family_spec(config.model_type)
+    if family.task.family == "mlm" and family.task.nsp and not spec.nsp:
+        raise ConfigError(f"task.nsp=true: {spec.display} was pre-trained without next-sentence prediction and has "
+                          "no NSP head in transformers; pre-train it with masked LM alone (task.nsp=false)")
     execution = ExecutionConfig.from_model_cfg(model_cfg)
     kernels = Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
                       cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
-    bert = BertModel(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad, kernels=kernels)
-    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
-    model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
+    model = assemble(config, head_cfg, family.build_head, family.stock_head_kind(head_cfg),
+                     add_pooling_layer=needs_pooler(config, family.task.family, head_cfg, family.task.nsp),
+                     unpad=execution.unpad, kernels=kernels)
+    bert = model.bert
     report = None
     if pretrained is not None:
         state, source = read_state_dict(pretrained)
         hf_config = read_hf_config(pretrained)
-        arch = (hf_config.get("architectures") or ["BertModel"])[0]
-        from bertlab.models.hf_weights import ARCHITECTURE_TO_HEAD
-
         # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
-        ckpt_head = ARCHITECTURE_TO_HEAD.get(arch)
-        head_kind = model.head_kind if ckpt_head == model.head_kind else None
-        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source)
+        ckpt_type, ckpt_head = architecture_to_head((hf_config.get("architectures") or [None])[0])
+        head_kind = model.head_kind if ckpt_head == model.head_kind and ckpt_type == config.model_type else None
+        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source,
+                                              spec=spec)
         load_into(model, state, report)
     elif init_kind == "ckpt":
         report = _load_from_lightning_ckpt(model, init_path)
