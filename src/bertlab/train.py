@@ -27,6 +27,7 @@ from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
+from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
 from bertlab.runtime.checks import preflight
 from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
@@ -162,7 +163,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
     family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
     model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
-    preflight(task, data_cfg, getattr(model.bert.config, "max_position_embeddings", None))  # recurrent: none
+    preflight(task, data_cfg, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
     _read_splits(datamodule, cfg, data_cfg)
@@ -244,7 +245,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
-    log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer))
+    log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer,
+                                 describe_encoder(model.bert)))
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -422,7 +424,8 @@ def positive_label(task: TaskSpec, labels: list[str] | None) -> str | None:
     return labels[1] if task.family == "sequence" and not task.regression and labels and len(labels) == 2 else None
 
 
-def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer) -> str:
+def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer,
+                  encoder: str = "") -> str:
     """The run's resolved choices in one line: what a reader of the log needs to know it ran what they meant."""
     if task.regression:
         label_text = "regression"
@@ -433,7 +436,8 @@ def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, pol
     else:
         label_text = task.family
     accelerator = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
-    return (f"task={task.name} ({label_text}) · model={cfg.model.get('name')} · freeze={policy} · seed={cfg.seed} · "
+    model = f"{cfg.model.get('name')} ({encoder})" if encoder else cfg.model.get("name")
+    return (f"task={task.name} ({label_text}) · model={model} · freeze={policy} · seed={cfg.seed} · "
             f"{accelerator} × {trainer.num_devices * trainer.num_nodes}, precision {trainer.precision}")
 
 

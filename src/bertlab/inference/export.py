@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.models.assemble import assemble
+from bertlab.models.assemble import assemble, config_from_record
 from bertlab.models.families import family_spec
+from bertlab.models.families.generic import GENERIC, GenericEncoderConfig
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CONFIG_NAME,
@@ -35,7 +36,7 @@ from bertlab.models.lora import (
     inject_lora,
     merge_lora,
 )
-from bertlab.runtime.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
+from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
 
@@ -81,11 +82,11 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     missing = [k for k in ("encoder_config", "task", "head", "head_kind") if k not in hp]
     if missing:
         raise CheckpointError(f"{path}: hyper_parameters lack {missing} (not a bertlab checkpoint?)")
-    if hp["encoder_config"].get("encoder", "bert") != "bert":
-        raise CheckpointError(f"{path}: a {hp['encoder_config']['encoder']} encoder; only BERT encoders have a "
+    if hp["encoder_config"].get("encoder", "bert") not in ("bert", GENERIC):
+        raise CheckpointError(f"{path}: a {hp['encoder_config']['encoder']} encoder; only transformer encoders have a "
                               "Hugging Face layout to export to")
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    config = EncoderConfig(**hp["encoder_config"])
+    config = config_from_record(hp["encoder_config"])
     task = TaskSpec(**hp["task"])
     head_cfg = HeadConfig(**hp["head"])
     labels = hp.get("labels")
@@ -143,7 +144,8 @@ def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
 
 def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
     encoder_config = loaded.model.bert.config
-    config = family_spec(encoder_config.model_type).write_config(encoder_config)
+    config = dict(encoder_config.hf_config) if isinstance(encoder_config, GenericEncoderConfig) else \
+        family_spec(encoder_config.model_type).write_config(encoder_config)
     config["architectures"] = [architecture]
     if loaded.task.regression:
         config.update(num_labels=1, problem_type="regression")
@@ -191,14 +193,20 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     _copy_tokenizer(tok_dir, out_dir, ckpt_path)
 
-    spec = family_spec(model.bert.config.model_type)
-    architecture = spec.architecture(head_kind)
+    if getattr(model.bert, "generic", False):
+        # The generic path: the AutoModel's own names, as transformers saves the base model.
+        architecture = type(model.bert._model[0]).__name__
+        tensors = {k[len("bert."):]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith("bert.")}
+    else:
+        spec = family_spec(model.bert.config.model_type)
+        architecture = spec.architecture(head_kind)
     if head_kind is not None:
         tensors = export_state_dict(state, head_kind, spec)
     else:
-        # No stock class computes this head: the encoder alone as <Family>Model (no prefix, as HF saves it).
-        prefix = spec.prefix + "."
-        tensors = {k[len(prefix):]: v for k, v in export_state_dict(state, None, spec).items()}
+        if not getattr(model.bert, "generic", False):
+            # No stock class computes this head: the encoder alone as <Family>Model (no prefix, as HF saves it).
+            prefix = spec.prefix + "."
+            tensors = {k[len(prefix):]: v for k, v in export_state_dict(state, None, spec).items()}
         head_tensors = {k[len("head."):]: v.detach().contiguous().cpu() for k, v in state.items()
                         if k.startswith("head.")}
         save_file(head_tensors, str(out_dir / HEAD_WEIGHTS_NAME), metadata={"format": "pt"})
@@ -221,3 +229,26 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
     return out_dir
+
+
+def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | None]:
+    """An export of the generic path (the AutoModel folder transformers saved + bertlab's head file) as a
+    ``TaskModel`` in eval mode, with its task and labels."""
+    from safetensors.torch import load_file
+
+    from bertlab.models.assemble import with_head
+    from bertlab.models.families.generic import AutoEncoder
+
+    if not (path / HEAD_CONFIG_NAME).is_file():
+        raise CheckpointError(f"{path}: a generic-path folder without bertlab's head file ({HEAD_CONFIG_NAME}): "
+                              "bertlab predicts with exports of its own runs")
+    info = json.loads((path / HEAD_CONFIG_NAME).read_text())
+    task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+    num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
+    model = with_head(AutoEncoder.from_pretrained(path), head_cfg,
+                      build_family(task, num_labels, labels, None).build_head, None)
+    head_state = {"head." + k: v for k, v in load_file(str(path / HEAD_WEIGHTS_NAME)).items()}
+    missing, unexpected = model.load_state_dict(head_state, strict=False)
+    if unexpected or any(k.startswith("head.") for k in missing):
+        raise CheckpointError(f"{path}: {HEAD_WEIGHTS_NAME} does not match the head {HEAD_CONFIG_NAME} describes")
+    return model.eval(), task, labels

@@ -231,7 +231,7 @@ class Predictor:
 
         from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
         from bertlab.models.assemble import assemble, needs_pooler
-        from bertlab.models.families import family_spec
+        from bertlab.models.families import family_spec, is_native
         from bertlab.models.hf_weights import (
             LoadReport,
             architecture_to_head,
@@ -243,8 +243,10 @@ class Predictor:
         )
         from bertlab.tasks.families import build_family
 
-        config: EncoderConfig = read_encoder_config(path)
         hf = read_hf_config(path)
+        if not is_native(hf.get("model_type") or "bert"):
+            return cls._from_generic_export(path, tokenizer)
+        config: EncoderConfig = read_encoder_config(path)
         spec = family_spec(config.model_type)
         architecture = (hf.get("architectures") or [spec.base_architecture])[0]
         custom = path / HEAD_CONFIG_NAME
@@ -290,6 +292,16 @@ class Predictor:
         if task.family == "qa":
             settings.max_seq_length = min(384, config.max_sequence_length)
         return cls(model, tokenizer, task, labels, settings, str(path))
+
+    @classmethod
+    def _from_generic_export(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
+        from bertlab.inference.export import load_generic_export
+
+        model, task, labels = load_generic_export(path)
+        settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
+                                   max_query_length=64, pair=None)
+        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     # ------------------------------------------------------------------------------------------------
     # Device

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
-from bertlab.models.assemble import assemble, needs_pooler
+from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
-from bertlab.models.families import family_spec
+from bertlab.models.families import family_spec, is_native
+from bertlab.models.families.generic import AutoEncoder, GenericEncoderConfig
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CheckpointError,
@@ -23,6 +24,8 @@ from bertlab.models.hf_weights import (
     convert_hf_state_dict,
     load_into,
     normalize_hf_keys,
+    not_native_message,
+    read_config_json,
     read_encoder_config,
     read_hf_config,
     read_state_dict,
@@ -85,6 +88,9 @@ def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_t
                     ) -> BertTokenizer:
     """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
     on the training split only (cached by content hash)."""
+    if model_cfg.get("name") == "auto" and not any(model_cfg.get(k) for k in ("pretrained", "init_from")):
+        raise ConfigError("model=auto reads the family and the tokenizer from a checkpoint: give it one with "
+                          "model.pretrained=<hub id | local Hugging Face folder> (e.g. model.pretrained=roberta-base)")
     return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
                          vocab_size=int(model_cfg.get("vocab_size") or 8000),
                          lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir)
@@ -153,6 +159,8 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     init_kind, init_path = _init_source(model_cfg.get("init_from"))
     if init_kind == "hf":
         pretrained, init_kind = init_path, None
+    if pretrained is not None and not is_native(read_config_json(pretrained).get("model_type") or "bert"):
+        return build_generic_model(pretrained, head_cfg, family, tokenizer)
     if pretrained is not None:
         config = read_encoder_config(pretrained)
         overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -176,8 +184,8 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         raise ConfigError(
             f"head.layers={head_cfg.layers} is outside 0..{config.num_hidden_layers} (0 = embeddings output)"
         )
-    spec = family_spec(config.model_type)
-    if family.task.family == "mlm" and family.task.nsp and not spec.nsp:
+    spec = None if isinstance(config, GenericEncoderConfig) else family_spec(config.model_type)
+    if spec is not None and family.task.family == "mlm" and family.task.nsp and not spec.nsp:
         raise ConfigError(f"task.nsp=true: {spec.display} was pre-trained without next-sentence prediction and has "
                           "no NSP head in transformers; pre-train it with masked LM alone (task.nsp=false)")
     execution = ExecutionConfig.from_model_cfg(model_cfg)
@@ -205,6 +213,30 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         # In place (nn.Module.compile): parameter names, checkpoints and exports stay those of the eager module.
         # dynamic=True: batch size and sequence length change from batch to batch.
         bert.compile(dynamic=True)
+    return model, report
+
+
+def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+                        ) -> tuple[TaskModel, LoadReport | None]:
+    """Any other encoder of the hub (a model_type that is not a native family) through transformers' AutoModel:
+    its weights as transformers loads them, bertlab's heads on top (exported as the encoder + bertlab's head
+    file: no stock class is assumed for it)."""
+    model_type = str(read_config_json(directory).get("model_type"))
+    from bertlab.models.families import is_encoder_type
+
+    if not is_encoder_type(model_type):
+        raise ConfigError(not_native_message(model_type, str(directory / "config.json")))
+    encoder = AutoEncoder.from_pretrained(directory)
+    if head_cfg.pooling == "pooler" and encoder.pooler is None and family.task.family in ("sequence",
+                                                                                         "multiple_choice"):
+        log.info("head.pooling=pooler → cls: %s has no pooler of its own (generic path)", model_type)
+        head_cfg = dataclasses.replace(head_cfg, pooling="cls")
+    if tokenizer.vocab_size > encoder.config.vocab_size:
+        raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but {directory}'s vocabulary holds "
+                          f"{encoder.config.vocab_size}: use the checkpoint's own tokenizer")
+    model = with_head(encoder, head_cfg, family.build_head, None)
+    report = LoadReport(source=str(directory), loaded=[f"bert.{k}" for k in encoder.state_dict()])
+    log.info("weights: %s (transformers.AutoModel)", report.summary())
     return model, report
 
 
@@ -274,7 +306,7 @@ def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> 
     if encoder.get("encoder") == "recurrent":
         raise ConfigError(f"model.init_from={path} holds a recurrent encoder: start from it with the same "
                           "recurrent model (model=bilstm|gru|lstm and its sizes)")
-    return EncoderConfig(**encoder)
+    return config_from_record(encoder)
 
 
 def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
