@@ -394,7 +394,7 @@ def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
     encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
     converted = {k[len("bert."):]: v for k, v in converted.items()}
     load_into(encoder, converted, report)
-    log.info("%s encoder from_pretrained: %s", spec.display, report.summary())
+    log.info("%s.from_pretrained: %s", spec.base_architecture, report.summary())
     encoder.load_report = report
     return encoder
 

@@ -144,11 +144,16 @@ class AutoEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, directory: Path) -> AutoEncoder:
         transformers = _transformers()
+        progress = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()  # bertlab logs what it loaded, once
         try:
             model = transformers.AutoModel.from_pretrained(str(directory))
         except Exception as err:  # an unknown model_type for this transformers version, missing weights, ...
             raise CheckpointError(f"{directory}: transformers.AutoModel could not load it ({type(err).__name__}: "
                                   f"{err})") from err
+        finally:
+            if progress:
+                transformers.utils.logging.enable_progress_bar()
         config = GenericEncoderConfig.from_hf(model.config.to_dict(), str(directory / "config.json"))
         return cls(model, config)
 
