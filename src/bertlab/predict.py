@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from bertlab.inference.inputs import read_inputs, write_records
-from bertlab.inference.predictor import FORMATS, Predictor
+from bertlab.inference.predictor import BACKENDS, FORMATS, Predictor
 from bertlab.runtime.errors import user_errors
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="how to read INPUT_FILE (default: detected from its name and first lines)")
     parser.add_argument("--device", default=None,
                         help="cpu, cuda, cuda:1 ... (default: cuda when available, else cpu)")
+    parser.add_argument("--backend", default="auto", choices=BACKENDS,
+                        help="auto (what the folder holds: an ONNX export's gated int8 graph, else its fp32 one, "
+                             "else PyTorch), torch, onnx or onnx-int8")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
@@ -42,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
 
     with user_errors():
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size)
+        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size, backend=args.backend)
         items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)
         if args.output:
             out_path = Path(args.output)

@@ -27,6 +27,7 @@ from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
+from bertlab.inference.onnx import export_format, export_onnx, gate_line
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
 from bertlab.runtime.checks import preflight
@@ -141,6 +142,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         # Prediction only: the checkpoint brings its tokenizer and label set; no training or validation data.
         return predict_checkpoint(_resolve_ckpt(cfg.get("ckpt_path"), run_dir), task, data_cfg, run_dir)
     release_heap = ReleaseFreedHeap(cfg.get("release_heap", "auto"), task.family)  # checked before any work
+    export = export_format(cfg.get("export"), cfg.get("export_quantize"))  # checked before any work
     check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
     data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
         data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
@@ -293,8 +295,12 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
         (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         _print_summary(run_dir, result, trained=trains)
-    if cfg.get("export") and trainer.is_global_zero:
+    if export == "hf" and trainer.is_global_zero:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
+    elif export == "onnx" and trainer.is_global_zero:
+        report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
+                             max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer")
+        print(f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}")
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
 

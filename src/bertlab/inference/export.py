@@ -252,3 +252,34 @@ def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | No
     if unexpected or any(k.startswith("head.") for k in missing):
         raise CheckpointError(f"{path}: {HEAD_WEIGHTS_NAME} does not match the head {HEAD_CONFIG_NAME} describes")
     return model.eval(), task, labels
+
+
+def load_recurrent_checkpoint(path: Path) -> CheckpointModel:
+    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
+    export covers BERT encoders only, as transformers has no recurrent layout)."""
+    from dataclasses import fields
+
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
+
+    ckpt = read_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    names = {f.name for f in fields(RecurrentConfig)}
+    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
+    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
+    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
+    # not read again.
+    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
+    config = RecurrentConfig(**values)
+    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
+    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
+    encoder = RecurrentEncoder(config)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
