@@ -215,6 +215,8 @@ def dev_evaluator(loaded) -> Any:
     def evaluate(model: nn.Module) -> tuple[dict[str, float], list[torch.Tensor], float]:
         state, outputs, seconds = EvalState(), [], 0.0
         with torch.inference_mode():
+            if batches:  # one untimed batch first: every side is timed warm (allocator, thread pool, caches)
+                model(batches[0], **family.head_kwargs(batches[0]))
             for batch in batches:
                 started = time.perf_counter()
                 out = model(batch, **family.head_kwargs(batch))
