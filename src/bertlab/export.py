@@ -10,6 +10,7 @@ import logging
 from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, export_checkpoint
 from bertlab.inference.onnx import export_onnx, gate_line
 from bertlab.models.hf_weights import CONFIG_NAME
+from bertlab.runtime.console import configure_console
 from bertlab.runtime.errors import user_errors
 
 
@@ -32,8 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true", help="keep an int8 graph that fails the gate")
     parser.add_argument("--no-dev-check", action="store_true",
                         help="skip the dev-set check (no gate: only the graph is written)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="export into a folder that is not empty, replacing files of the export's names")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configure_console("normal")  # a user error is printed once, as its paragraph, not logged again
     if args.format == "onnx":
         with user_errors():
             report = export_onnx(args.ckpt, args.out, quantize=args.quantize, max_drop=args.max_drop,
@@ -42,7 +46,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.quantize:
         parser.error("--quantize needs --format onnx")
-    out = export_checkpoint(args.ckpt, args.out, tokenizer_dir=args.tokenizer)
+    with user_errors():
+        out = export_checkpoint(args.ckpt, args.out, tokenizer_dir=args.tokenizer, overwrite=args.overwrite)
     config = json.loads((out / CONFIG_NAME).read_text())
     print(f"exported {config['architectures'][0]} to {out}")
     if (out / HEAD_CONFIG_NAME).is_file():

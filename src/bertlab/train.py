@@ -296,7 +296,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         _print_summary(run_dir, result, trained=trains)
     if export == "hf" and trainer.is_global_zero:
-        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
+        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
     elif export == "onnx" and trainer.is_global_zero:
         report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
                              max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer")

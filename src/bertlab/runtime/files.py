@@ -1,6 +1,6 @@
 """Files that several processes, or a killed process, may leave half done: a lock around "build unless it
 exists", writing through a temporary file renamed into place, and removing the temporaries a killed writer
-left behind."""
+left behind; and the check that an output is never a file the command reads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from bertlab.runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +98,38 @@ def _alive(pid: int) -> bool:
         return True
     return True
 
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Outputs never replace inputs
+
+
+def _file_ids(path: Path) -> set[tuple[int, int]]:
+    """(device, inode) of ``path``, or of every file under it when it is a folder: the identity that every
+    spelling of a file shares (``a/../a/./x``, a symbolic link, a hard link)."""
+    try:
+        if path.is_dir():
+            return {(st.st_dev, st.st_ino) for st in (p.stat() for p in path.rglob("*") if p.is_file())}
+        st = path.stat()
+    except OSError:
+        return set()
+    return {(st.st_dev, st.st_ino)}
+
+
+def refuse_writing_over(output: str | Path, reads: Iterable[tuple[str | Path, str]], what: str, fix: str) -> None:
+    """Raise :class:`ConfigError` when ``output`` is one of the files a command reads.
+
+    ``reads`` pairs a path (a file, or a folder: every file in it) with what it is ("the input file");
+    ``what`` names the output as the user gave it ("--output in.txt"), ``fix`` says what to do. Opening an
+    output for writing empties it at once: were it the input, the command would read nothing and replace the
+    user's file with an empty result.
+    """
+    output = Path(output).expanduser()
+    mine = _file_ids(output) if not output.is_dir() else set()
+    if not mine:
+        return  # a new file cannot be anything that is read
+    for path, description in reads:
+        path = Path(path).expanduser()
+        if mine & _file_ids(path):
+            raise ConfigError(f"{what} is {description} ({path}), which this command reads: writing there would "
+                              f"destroy it. {fix}")
