@@ -43,7 +43,7 @@ from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
-from bertlab.runtime.run_dir import TokenizerFingerprint
+from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
@@ -107,6 +107,7 @@ def run(cfg: DictConfig) -> float | None:
     the tokenizers' thread pool and forked DataLoader workers do not mix (the library warns and stops using it).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hold_log_files(cfg)  # train.log gets this run's lines only once the run dir is claimed
     failed = True
     try:
         with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here

@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from bertlab.runtime.errors import ConfigError
 
@@ -32,6 +33,32 @@ def cache_lock(path: Path | None) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         yield
+
+
+class _NoLock:
+    """Stands in for a lock on a file system that has none (the run goes on unprotected, with a warning)."""
+
+    def release(self) -> None:
+        pass
+
+
+def try_lock(path: Path) -> Any | None:
+    """Take an exclusive lock on ``path`` without waiting: an object whose ``release()`` frees it, or None when
+    another process holds it. The lock ends with the process that holds it (killed or not): no stale locks.
+    The lock file stays (removing it would let a process that opened it just before lock a file no longer
+    there while a third locks a new one)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return None
+    except (NotImplementedError, OSError) as err:  # a file system without locks (some network mounts)
+        log.warning("%s: cannot be locked (%s): a second run started in this folder at the same time would not "
+                    "be stopped", path, err)
+        return _NoLock()
+    return lock
 
 
 def temporary_path(path: Path) -> Path:

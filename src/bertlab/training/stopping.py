@@ -134,14 +134,15 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
 
 def end_of_run(failed: bool = False) -> None:
     """Give the stop signals back to whoever handled them before the run (multirun jobs share a process),
-    and record a run that ended without error as finished in its run dir."""
-    from bertlab.runtime.run_dir import finish_run_dir
+    and record a run that ended without error as finished in its run dir; then free the run dir."""
+    from bertlab.runtime.run_dir import finish_run_dir, release_run_dir
 
     while _ACTIVE_STOP:
         stop = _ACTIVE_STOP.pop()
         stop.uninstall()
         if not failed:
             finish_run_dir(stop.run_dir)
+    release_run_dir()
 
 
 def resume_command(run_dir: Path) -> str:
