@@ -15,7 +15,7 @@ from bertlab.inference.inputs import model_files, read_inputs, write_records
 from bertlab.inference.predictor import BACKENDS, FORMATS, Predictor
 from bertlab.runtime.console import configure_console
 from bertlab.runtime.errors import user_errors
-from bertlab.runtime.files import atomic_path, refuse_writing_over
+from bertlab.runtime.files import atomic_path, refuse_writing_over, writing
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,11 @@ def main(argv: list[str] | None = None) -> None:
                 count = write_records(predictor, items, f, total, not args.no_progress)
         elif args.output:
             out_path = Path(os.path.realpath(Path(args.output).expanduser()))  # through a link to its target
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            # Through a temporary file: a failed or stopped prediction leaves the previous output whole.
-            with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-                count = write_records(predictor, items, f, total, not args.no_progress)
+            with writing(args.output, "the predictions", "give --output a path on a disk with room"):
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                # Through a temporary file: a failed or stopped prediction leaves the previous output whole.
+                with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                    count = write_records(predictor, items, f, total, not args.no_progress)
         else:
             count = write_records(predictor, items, sys.stdout, total, not args.no_progress)
         log.info("%d examples → %s (%s)", count, args.output or "standard output", predictor.source)

@@ -40,6 +40,7 @@ from bertlab.runtime.console import (
     format_value,
 )
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
@@ -253,7 +254,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
-        tokenizer.save(run_dir / "tokenizer")
+        with writing(run_dir / "tokenizer", "the run's tokenizer", RUN_DIR_FIX):
+            tokenizer.save(run_dir / "tokenizer")
     resumed_from = ckpt_step if cfg.train else None
     best_path = ckpt_path
     train_block: dict[str, Any] | None = None
@@ -294,7 +296,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_block, metrics,
                                best_path)
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
-        (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        with writing(run_dir / "metrics.json", "the run's results", RUN_DIR_FIX):  # never half a metrics.json
+            write_text_atomic(run_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
         _print_summary(run_dir, result, trained=trains)
     if export == "hf" and trainer.is_global_zero:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from bertlab.runtime.errors import TokenizerError
-from bertlab.runtime.files import cache_lock
+from bertlab.runtime.files import CACHE_FIX, cache_lock, write_failure, write_failure_message
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,16 @@ def tokenizer_for(folder: Path | None, training_texts: Callable[[], list[str]], 
         tokenizer = train_wordpiece(texts, vocab_size=vocab_size, lowercase=lowercase)
         if cached is not None:
             tmp = cached.with_name(cached.name + f".tmp{os.getpid()}-{id(tokenizer)}")
-            tokenizer.save(tmp)
+            try:
+                tokenizer.save(tmp)
+            except Exception as err:  # a full or read-only cache disk: this run goes on, uncached
+                failure = write_failure(err)
+                if failure is None:
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)
+                log.warning("tokenizer not cached: %s. The run goes on without the cache",
+                            write_failure_message(cached, "the cached tokenizer", failure[0], CACHE_FIX))
+                return tokenizer
             try:
                 tmp.rename(cached)
             except OSError:  # another process won the race (a file system without locks): same content

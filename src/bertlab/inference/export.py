@@ -39,7 +39,7 @@ from bertlab.models.lora import (
 )
 from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
-from bertlab.runtime.files import refuse_writing_over
+from bertlab.runtime.files import refuse_writing_over, writing
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
 
@@ -215,13 +215,19 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
     ``out_dir`` must be new or empty unless ``overwrite`` (see :func:`check_export_folder`). Returns ``out_dir``.
     """
-    from safetensors.torch import save_file
-
     ckpt_path = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir).expanduser()
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
     loaded = load_checkpoint_model(ckpt_path)
+    with writing(out_dir, "the export folder", "export to a folder on a disk with room"):
+        _write_export(loaded, ckpt_path, out_dir, tok_dir)
+    return out_dir
+
+
+def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_dir: Path) -> None:
+    from safetensors.torch import save_file
+
     model = loaded.model
     state = merge_lora(model)  # plain keys, adapters folded in (a no-op without LoRA)
     head_kind = model.head_kind
@@ -263,7 +269,6 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
-    return out_dir
 
 
 def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | None]:

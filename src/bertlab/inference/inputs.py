@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
 from bertlab.inference.predictor import FAMILIES, FORMATS, PREDICTIONS_FILE, Predictor, PredictSettings
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
-from bertlab.runtime.files import atomic_path, refuse_writing_over
+from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, refuse_writing_over, writing
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +195,10 @@ def predict_file(predictor: Predictor, source: str | Path, out_path: Path, fmt: 
                  progress: bool = False) -> int:
     """Records for ``source`` written to ``out_path`` (through a temporary file: never half a file)."""
     items, total = read_inputs(source, predictor.task.family, predictor.settings, fmt)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        count = write_records(predictor, items, f, total, progress)
+    with writing(out_path, "the predictions", RUN_DIR_FIX):
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            count = write_records(predictor, items, f, total, progress)
     return count
 
 

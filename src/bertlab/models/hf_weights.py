@@ -43,6 +43,7 @@ from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is
 from bertlab.models.families.bert import BERT
 from bertlab.runtime.config import ConfigError, EncoderConfig
 from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.files import writing
 
 log = logging.getLogger(__name__)
 
@@ -404,13 +405,14 @@ def save_encoder(encoder: nn.Module, directory: str | Path) -> None:
     from safetensors.torch import save_file
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     spec = family_spec(encoder.config.model_type)
     config = spec.write_config(encoder.config)
     config["architectures"] = [spec.base_architecture]
-    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
     tensors = {spec.encoder_keys.to_theirs(k): v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
-    save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
+    with writing(directory, "the encoder folder", "save it to a folder on a disk with room"):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+        save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
 
 
 def export_state_dict(model_state: Mapping[str, torch.Tensor], head_kind: str | None,

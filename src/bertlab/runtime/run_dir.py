@@ -37,7 +37,7 @@ from lightning.pytorch.callbacks import Callback
 
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.errors import CheckpointError
-from bertlab.runtime.files import try_lock, write_text_atomic
+from bertlab.runtime.files import RUN_DIR_FIX, try_lock, write_text_atomic, writing
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +163,9 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
     record = {"fingerprint": config_fingerprint(cfg), "status": "running",
               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": socket.gethostname(), "pid": os.getpid(),
               "config": training_config(cfg)}
-    write_text_atomic(run_dir / MARKER, json.dumps(record, indent=1, default=str) + "\n")
-    _record_hydra_config(run_dir, cfg)
+    with writing(run_dir / MARKER, "the run's record", RUN_DIR_FIX):
+        write_text_atomic(run_dir / MARKER, json.dumps(record, indent=1, default=str) + "\n")
+        _record_hydra_config(run_dir, cfg)
     release_log_files(write=True)
 
 

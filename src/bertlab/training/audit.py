@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from bertlab.models.lora import ADAPTER_PARAMETER_NAMES
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 
 log = logging.getLogger(__name__)
 
@@ -281,8 +282,9 @@ class ScopeAudit:
     def write(self, path: str | Path) -> Path:
         """Write ``report()`` as JSON (the caller decides the rank: write on global rank 0 only)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.report(), indent=2) + "\n")
+        with writing(path, "the update-scope report", RUN_DIR_FIX):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, json.dumps(self.report(), indent=2) + "\n")
         return path
 
 

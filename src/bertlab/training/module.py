@@ -18,6 +18,7 @@ from bertlab.models.hf_weights import CheckpointError
 from bertlab.models.lora import base_changed_message, base_fingerprint
 from bertlab.runtime.config import OptimConfig
 from bertlab.runtime.errors import NonFiniteLossError
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.tasks.base import EvalState, Evaluation, Family
 from bertlab.training.checkpoints import last_checkpoint
 from bertlab.training.distributed import gather_objects
@@ -223,8 +224,9 @@ class BertTaskModule(L.LightningModule):
         self.last_metrics[stage] = scores
         if predictions is not None and self.output_dir is not None and self.trainer.is_global_zero:
             out = self.output_dir / "predictions" / f"{stage}_predictions.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
+            with writing(out, "the predictions", RUN_DIR_FIX):
+                out.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(out, json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
 
 
 def evaluate_extra_split(trainer: L.Trainer, module: BertTaskModule, datamodule: Any, name: str,
