@@ -298,6 +298,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
         with writing(run_dir / "metrics.json", "the run's results", RUN_DIR_FIX):  # never half a metrics.json
             write_text_atomic(run_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
+        graceful_stop.results_complete(run_dir / "metrics.json")  # a stop signal now ends the run normally
         _print_summary(run_dir, result, trained=trains)
     if export == "hf" and trainer.is_global_zero:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
