@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.format == "onnx":
         with user_errors():
             report = export_onnx(args.ckpt, args.out, quantize=args.quantize, max_drop=args.max_drop,
-                                 force=args.force, check_dev=not args.no_dev_check, tokenizer_dir=args.tokenizer)
+                                 force=args.force, check_dev=not args.no_dev_check, tokenizer_dir=args.tokenizer,
+                                 overwrite=args.overwrite)
         print(f"exported ONNX to {args.out}" + (f": {gate_line(report)}" if gate_line(report) else ""))
         return
     if args.quantize:

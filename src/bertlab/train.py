@@ -304,7 +304,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
     elif export == "onnx" and trainer.is_global_zero:
         report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
-                             max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer")
+                             max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer",
+                             overwrite=True)
         print(f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}")
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None

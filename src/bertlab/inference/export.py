@@ -183,17 +183,19 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool) -> None:
-    """An export writes only a folder of its own: never inside the run it reads (except ``<run>/export``,
-    what ``export=true`` writes), never over the files it reads, and over files already in ``out_dir`` only
-    when asked to (``overwrite``: ``--overwrite``)."""
+def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
+                        written: list[str] | None = None, run_subdir: str = "export") -> None:
+    """An export writes only a folder of its own: never inside the run it reads (except ``<run>/<run_subdir>``,
+    what ``export=true`` / ``export=onnx`` writes), never over the files it reads, and over files already in
+    ``out_dir`` only when asked to (``overwrite``: ``--overwrite``). ``written``: the file names it writes."""
     run = ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else None
-    if run is not None and _inside(out_dir, run) and not _inside(out_dir, run / "export"):
+    if run is not None and _inside(out_dir, run) and not _inside(out_dir, run / run_subdir):
         raise ConfigError(
             f"{out_dir} is inside the run dir {run} whose checkpoint is exported: a run dir holds what its run "
-            f"wrote (its checkpoints, tokenizer and records, which the export reads). Export to {run / 'export'} "
-            "(what export=true writes) or to a folder outside the run")
-    written = [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, *TOKENIZER_FILES]
+            f"wrote (its checkpoints, tokenizer and records, which the export reads). Export to "
+            f"{run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes) or to a "
+            "folder outside the run")
+    written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, *TOKENIZER_FILES]
     for name in written:
         refuse_writing_over(out_dir / name, [(ckpt_path, "the checkpoint"), (tok_dir, "a file of the tokenizer")],
                             f"the export's {out_dir / name}", "Export to another folder")

@@ -272,19 +272,30 @@ def _size_mb(path: Path) -> float:
 
 
 def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None = None, max_drop: float = 1.0,
-                force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None) -> dict[str, Any]:
-    """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report."""
-    from bertlab.inference.export import _copy_tokenizer, load_checkpoint_model, resolve_checkpoint
+                force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None,
+                overwrite: bool = False) -> dict[str, Any]:
+    """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report.
+    ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``."""
+    from bertlab.inference.export import (
+        TOKENIZER_FILES,
+        _copy_tokenizer,
+        check_export_folder,
+        load_checkpoint_model,
+        resolve_checkpoint,
+    )
 
     require_onnx()
     if quantize not in (None, "int8"):
         raise ConfigError(f"--quantize must be int8 (or left out), got {quantize!r}")
     ckpt = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir)
+    tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
+    check_export_folder(out_dir, ckpt, tok_dir, overwrite,
+                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx")
     loaded = load_checkpoint_model(ckpt)
     task = loaded.task
     out_dir.mkdir(parents=True, exist_ok=True)
-    _copy_tokenizer(Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer", out_dir, ckpt)
+    _copy_tokenizer(tok_dir, out_dir, ckpt)
     reference = load_checkpoint_model(ckpt).model.eval()  # PyTorch, as the run evaluates it
     fp32_path = out_dir / ONNX_NAME
     inputs = export_graph(loaded.model, task, fp32_path)
