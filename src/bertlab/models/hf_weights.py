@@ -254,10 +254,7 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT
     dropped: list[str] = []
     own_prefix = spec.prefix + "."
     for key, tensor in state.items():
-        new = key
-        for prefix in _STRIP_PREFIXES:
-            if new.startswith(prefix) and not new.startswith(own_prefix):
-                new = new[len(prefix):]
+        new = _strip_wrappers(key, own_prefix)
         new = _LEGACY_LN.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", new)
         if new != key:
             renamed.append(key)  # a legacy LayerNorm name or a wrapper prefix
@@ -270,6 +267,19 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT
             continue
         out[new] = tensor
     return out, renamed, dropped
+
+
+def _strip_wrappers(key: str, own_prefix: str) -> str:
+    """``key`` without the wrapper prefixes of :data:`_STRIP_PREFIXES`, read before the family's own prefix: a
+    family whose encoder prefix is itself one of them (ModernBERT's ``model.``) keeps it, unless what follows is a
+    bertlab ``TaskModel``'s own root (``model.bert.``, ``model.head.``: a Lightning checkpoint's state dict)."""
+    for prefix in _STRIP_PREFIXES:
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix):]
+        if prefix != own_prefix or rest.startswith(("bert.", "head.")):
+            key = rest
+    return key
 
 
 def hf_key_to_bertlab(key: str, head_kind: str | None, spec: FamilySpec = BERT) -> str | None:
@@ -383,15 +393,13 @@ def _tied_aliases(model: nn.Module) -> set[str]:
 
 def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
     """A native family's checkpoint folder (or hub id) as a bertlab encoder; the load report is logged."""
-    from bertlab.models.bert import BertModel
-
     directory = resolve_checkpoint_dir(path_or_hub_id)
     config = read_encoder_config(directory)
     spec = family_spec(config.model_type)
     state, source = read_state_dict(directory)
-    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=add_pooling_layer, source=source,
-                                              spec=spec)
-    encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
+    encoder = spec.build_encoder(config, add_pooling_layer=add_pooling_layer)
+    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=encoder.pooler is not None,
+                                              source=source, spec=spec)
     converted = {k[len("bert."):]: v for k, v in converted.items()}
     load_into(encoder, converted, report)
     log.info("%s.from_pretrained: %s", spec.base_architecture, report.summary())
