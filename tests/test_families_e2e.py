@@ -36,6 +36,10 @@ def tiny_folder(root: Path, model_type: str) -> Path:
     vocab = tok.vocab_size
     if model_type == "distilbert":
         kw = dict(dim=32, n_layers=2, n_heads=4, hidden_dim=37)
+    elif model_type == "modernbert":
+        # A local window (4 tokens each side) the SST-2 sample sentences are longer than; global layers 0 and 2.
+        kw = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, local_attention=8,
+                  global_attn_every_n_layers=2, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
     elif model_type == "mpnet":
         kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
     else:
@@ -60,6 +64,7 @@ def folders(tmp_path_factory):
     ("roberta", "RobertaForSequenceClassification"),
     ("distilbert", "DistilBertForSequenceClassification"),
     ("electra", "ElectraForSequenceClassification"),
+    ("modernbert", "ModernBertForSequenceClassification"),
 ])
 def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, architecture, caplog):
     folder = folders(model_type)
@@ -67,7 +72,8 @@ def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, arch
     with caplog.at_level(logging.INFO):
         metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=sst2", "export=true"], run_dir)
     assert metrics["val"]["accuracy"] is not None
-    spec_display = {"roberta": "RoBERTa", "distilbert": "DistilBERT", "electra": "ELECTRA"}[model_type]
+    spec_display = {"roberta": "RoBERTa", "distilbert": "DistilBERT", "electra": "ELECTRA",
+                    "modernbert": "ModernBERT"}[model_type]
     assert f"model=auto ({spec_display})" in caplog.text
     export = run_dir / "export"
     config = json.loads((export / "config.json").read_text())
