@@ -278,3 +278,31 @@ def test_run_dirs_recorded_with_the_old_fixed_rate_still_resume(tmp_path):
     (new / "metrics.json").write_text("{}")
     with pytest.raises(ConfigError, match="task.mlm_probability: None there, 0.15 now"):
         claim_run_dir(new, cfg(0.15))
+
+
+def test_a_bpe_tokenizer_like_modernberts_round_trips(tmp_path):
+    """ModernBERT's tokenizer is a byte-level BPE with BERT's special names: bertlab reads its tokenizer.json with
+    the ids transformers gives (single texts and pairs), and the folder bertlab saves (the run's tokenizer/, the
+    export) loads in AutoTokenizer as that BPE, not as a WordPiece rebuilt from vocab.txt."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    from bertlab.data.tokenizer import load_tokenizer
+
+    texts = ["A Sample sentence, with Capitals.", "another one: it's byte-level BPE!", "Short."] * 20
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=[
+        "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+                                         mask_token="[MASK]", unk_token="[UNK]").save_pretrained(tmp_path / "hub")
+    ours = load_tokenizer(tmp_path / "hub")
+    ours.save(tmp_path / "saved")
+    text, pair = "Capitals In A Sample", "it's BPE"
+    for folder in ("hub", "saved"):
+        hf = transformers.AutoTokenizer.from_pretrained(tmp_path / folder)
+        assert hf(text)["input_ids"] == ours.encode_batch([text])[0].ids
+        assert hf(text, pair)["input_ids"] == ours.encode_batch([text], [pair])[0].ids

@@ -143,7 +143,7 @@ def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float, dtype: t
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (..., nh, hd) rotated by the angles of its position (cos, sin broadcast as (..., 1, hd)), in float32."""
+    """x (..., hd) rotated by the angles of its position (cos, sin (..., hd), broadcast), in float32 (as HF)."""
     xf = x.float()
     half = xf.shape[-1] // 2
     rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
@@ -193,21 +193,21 @@ class ModernBertAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None,
                 rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """hidden (B, T, H) with a key mask, or packed (N, H) with its Packing; rope: cos, sin (T or N, 1, hd)."""
+        """hidden (B, T, H) with a key mask, or packed (N, H) with its Packing; rope: cos, sin (T or N, 1, 1, hd)."""
         p = self.dropout_p if self.training else 0.0
         qkv = self.Wqkv(hidden).view(*hidden.shape[:-1], 3, self.num_heads, self.head_dim)  # (..., 3, nh, hd)
-        cos, sin = rope
-        q, k, v = rotate(qkv[..., 0, :, :], cos, sin), rotate(qkv[..., 1, :, :], cos, sin), qkv[..., 2, :, :]
-        if isinstance(mask, Packing):  # (N, nh, hd) each
+        # q and k rotated in one product, v as it is: (..., 3, nh, hd) again, the repad kernel's layout.
+        qkv = torch.cat((rotate(qkv[..., :2, :, :], *rope), qkv[..., 2:, :, :]), dim=-3)
+        if isinstance(mask, Packing):
             if varlen_kernel(hidden.device.type, hidden.dtype, setting=self.kernels.varlen_attention) == "repad":
-                ctx = repad_attention(torch.stack((q, k, v), 1), mask, p, self.kernels, window=self.window)
+                ctx = repad_attention(qkv, mask, p, self.kernels, window=self.window)  # (N, nh, hd)
             else:
-                ctx = varlen_attention(q, k, v, mask, p, self.kernels, window=self.window)
+                ctx = varlen_attention(*qkv.unbind(1), mask, p, self.kernels, window=self.window)
             ctx = ctx.reshape(hidden.shape[0], -1)  # (N, H)
         else:
             b, t = hidden.shape[:2]
-            ctx = attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, p, self.kernels,
-                            window=self.window)  # (B, nh, T, hd)
+            q, k, v = (x.transpose(1, 2) for x in qkv.unbind(2))  # (B, nh, T, hd) each
+            ctx = attention(q, k, v, mask, p, self.kernels, window=self.window)  # (B, nh, T, hd)
             ctx = ctx.transpose(1, 2).reshape(b, t, -1)  # (B, T, H)
         return self.out_drop(self.Wo(ctx))
 
@@ -317,7 +317,7 @@ class ModernBertModel(nn.Module):
         ropes = {}
         for local, theta in ((False, cfg.global_rope_theta), (True, cfg.local_rope_theta)):
             cos, sin = rotary_tables(positions, cfg.head_dim, theta, hidden.dtype)
-            ropes[local] = (cos[:, None, :], sin[:, None, :])  # (T or N, 1, hd): broadcast over the heads
+            ropes[local] = (cos[:, None, None], sin[:, None, None])  # (T or N, 1, 1, hd): over q/k and heads
         all_hidden = [hidden] if output_hidden_states else None
         for layer in self.layers:
             hidden = layer(hidden, mask, ropes[layer.local])
