@@ -96,9 +96,12 @@ def test_long_rows_padded_and_unpadded_forward_and_backward():
     with torch.no_grad():
         want = hf(input_ids=ids, attention_mask=mask).last_hidden_state
     grads = {}
-    for unpad in ("false", "true"):
+    for unpad in ("false", "true", "nested"):  # nested: CUDA's default kernel (the local layers fall back to repad)
         config = SPEC.read_config(hf.config.to_dict(), "test")
-        enc = SPEC.build_encoder(dataclasses.replace(config, attention_probs_dropout_prob=2**-20), unpad=unpad)
+        kernels = Kernels(varlen_attention="nested" if unpad == "nested" else "auto")
+        p = 0.0 if unpad == "nested" else 2**-20  # nested SDPA on CPU has no dropout kernel
+        enc = SPEC.build_encoder(dataclasses.replace(config, attention_probs_dropout_prob=p),
+                                 unpad="true" if unpad == "nested" else unpad, kernels=kernels)
         state, report = convert_hf_state_dict(hf.state_dict(), None, has_pooler=False, spec=SPEC)
         load_into(enc, {k[len("bert."):]: v for k, v in state.items()}, report)
         enc.train()
@@ -110,6 +113,7 @@ def test_long_rows_padded_and_unpadded_forward_and_backward():
         assert all(torch.isfinite(g).all() for g in grads[unpad].values())
     for name, g in grads["false"].items():
         torch.testing.assert_close(grads["true"][name], g, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(grads["nested"][name], g, atol=5e-5, rtol=1e-3)  # another summation order
 
 
 def test_context_of_8192_positions():
@@ -146,6 +150,9 @@ def test_window_in_every_kernel(mask_kind):
     torch.testing.assert_close(varlen_attention(*qkv.unbind(1), packing, 0.0, Kernels(varlen_attention="nested"),
                                                 window=w), want_packed, atol=1e-5, rtol=0)
     assert torch.equal(attention(q, k, v, key_mask, 0.0, window=t - 1), attention(q, k, v, key_mask, 0.0))
+    # A window every row fits in: nested SDPA (CUDA's default) on views of one fused q/k/v tensor.
+    nested = varlen_attention(*qkv.unbind(1), packing, 0.0, Kernels(varlen_attention="nested"), window=t - 1)
+    torch.testing.assert_close(nested, repad_attention(qkv, packing, 0.0), atol=1e-5, rtol=0)
 
 
 def test_config_json_both_ways():

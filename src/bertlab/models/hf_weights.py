@@ -1,9 +1,11 @@
 """Hugging Face checkpoints of every native family ↔ bertlab, through each family's explicit key map.
 
-bertlab's canonical names are ``bert.<encoder key>`` for the encoder (BERT's module names, whatever the family:
-``bertlab.models.bert.BertModel`` computes every BERT-shaped family) and ``head.<leaf>`` for the task head. A
-family's :class:`~bertlab.models.families.FamilySpec` holds the whole map, applied before anything else touches a
-key: its encoder prefix (``bert.``, ``roberta.``, ``distilbert.``, ``electra.``) or a bare encoder's keys, its
+bertlab's canonical names are ``bert.<encoder key>`` for the encoder (BERT's module names for every BERT-shaped
+family, which ``bertlab.models.bert.BertModel`` computes; a family with a module of its own, ModernBERT, its HF
+names) and ``head.<leaf>`` for the task head. A family's :class:`~bertlab.models.families.FamilySpec` holds the
+whole map, applied before anything else touches a key: its encoder prefix (``bert.``, ``roberta.``,
+``distilbert.``, ``electra.``, ModernBERT's ``model.``, kept although Lightning's wrapper prefix is stripped
+otherwise) or a bare encoder's keys, its
 encoder renames (DistilBERT's ``transformer.layer.N.attention.q_lin`` ↔ ``encoder.layer.N.attention.self.query``)
 and, per head kind, its head's names. For BERT:
 

@@ -226,8 +226,9 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
         offsets = packing.cu_seqlens.long()
         with warnings.catch_warnings():  # nested tensors are marked prototype: torch warns on each construction
             warnings.simplefilter("ignore", UserWarning)
-            # The row lengths given, so SDPA need not read them back from the device.
-            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x, offsets, min_seqlen=packing.min_len,
+            # The row lengths given, so SDPA need not read them back from the device. Nested SDPA takes only
+            # contiguous values (q, k, v may be views of one fused projection: ModernBERT's Wqkv).
+            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x.contiguous(), offsets, min_seqlen=packing.min_len,
                                                                  max_seqlen=packing.max_len).transpose(1, 2)
                           for x in (q, k, v))  # (B, nh, j, hd), j jagged
             ctx = F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p)  # (B, nh, j, hd) jagged
