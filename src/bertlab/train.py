@@ -48,7 +48,13 @@ from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
-from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
+from bertlab.training.build import (
+    build_model,
+    build_tokenizer,
+    init_dir_for_tokenizer,
+    resolve_head_config,
+    resolve_task_defaults,
+)
 from bertlab.training.callbacks import FreezeModeGuard, ReleaseFreedHeap, Throughput
 from bertlab.training.checkpoints import (
     AtomicCheckpointIO,
@@ -153,6 +159,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     optim_cfg = build_typed(OptimConfig, _plain(cfg.optim), "optim")
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
+    task = resolve_task_defaults(task, model_cfg)  # task.mlm_probability=null → the encoder family's rate
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
     # the configuration and the training files, built before the data module that uses it.

@@ -33,7 +33,7 @@ from bertlab.data.files import DataFiles
 from bertlab.data.readers import DataError
 from bertlab.data.safe_cache import cached
 from bertlab.data.tokenizer import BertTokenizer, content_hash
-from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import DEFAULT_MLM_PROBABILITY, ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.files import cache_lock
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,8 @@ class TaskDataModule(L.LightningDataModule):
             generator = torch.Generator().manual_seed(self.seed) if train else None
             mlm = {"vocab_size": self.tokenizer.vocab_size, "mask_id": self.tokenizer.mask_id,
                    "special_ids": torch.tensor(sorted(self.tokenizer.special_ids)),
-                   "probability": self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
+                   "probability": DEFAULT_MLM_PROBABILITY if self.task.mlm_probability is None
+                   else self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
                    "continuation": continuation, "generator": generator, "fixed_eval_masks": not train,
                    "seed": self.seed}
         return Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm)

@@ -92,7 +92,11 @@ class BertTokenizer:
         return self.tokenizer.decode(list(ids))
 
     def save(self, directory: str | Path) -> None:
-        """tokenizer.json + vocab.txt + tokenizer_config.json: loadable by bertlab and by HF AutoTokenizer."""
+        """tokenizer.json + vocab.txt + tokenizer_config.json: loadable by bertlab and by HF AutoTokenizer.
+
+        A WordPiece vocabulary is declared a ``BertTokenizer``; any other model (ModernBERT's byte-level BPE) a
+        ``PreTrainedTokenizerFast``, which reads tokenizer.json as it is (a ``BertTokenizer`` would rebuild a
+        WordPiece tokenizer from vocab.txt and give other ids)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.tokenizer.save(str(directory / "tokenizer.json"))
@@ -101,7 +105,8 @@ class BertTokenizer:
         (directory / "tokenizer_config.json").write_text(
             json.dumps(
                 {
-                    "tokenizer_class": "BertTokenizer",
+                    "tokenizer_class": "BertTokenizer" if type(self.tokenizer.model).__name__ == "WordPiece"
+                    else "PreTrainedTokenizerFast",
                     "do_lower_case": self.do_lower_case,
                     "unk_token": "[UNK]",
                     "sep_token": "[SEP]",

@@ -242,6 +242,8 @@ class OptimConfig:
 
 
 TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
+# BERT's masking rate: task.mlm_probability=null where no encoder family says otherwise (bertlab.train resolves it).
+DEFAULT_MLM_PROBABILITY = 0.15
 
 
 @dataclass
@@ -256,7 +258,7 @@ class TaskSpec:
     mode: str = "min"
     nsp: bool = False  # mlm: next-sentence prediction pairs
     whole_word_masking: bool = False  # mlm
-    mlm_probability: float = 0.15  # mlm
+    mlm_probability: float | None = None  # mlm; None = the encoder family's rate (15 %, ModernBERT 30 %)
     label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
     prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
     max_new_tokens: int = 20  # clm: at most this many pieces per continuation
@@ -268,7 +270,7 @@ class TaskSpec:
             raise ConfigError(f"task.mode must be 'min' or 'max', got {self.mode!r}")
         if self.labels is not None:
             self.labels = [str(x) for x in self.labels]
-        if not 0.0 < self.mlm_probability < 1.0:
+        if self.mlm_probability is not None and not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(f"task.mlm_probability must be in (0, 1), got {self.mlm_probability}")
         if self.prompts is not None:
             self.prompts = [str(p) for p in self.prompts]

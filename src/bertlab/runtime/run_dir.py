@@ -55,6 +55,10 @@ IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_sum
 IGNORED_MODEL = {"cpu_fast_dropout", "cpu_attention_slice_mb", "varlen_attention"}
 # Keys bertlab no longer has (data.hub_dataset was never read): a run recorded with them is the same run.
 RETIRED_KEYS = {"data.hub_dataset"}
+# Keys whose fixed default became null, resolved when a run is built to the value every run recorded before had:
+# such a recorded value and null now are the same run (task.mlm_probability: null = the encoder family's rate,
+# 0.15 for every family that existed when 0.15 was the default).
+DEFAULTS_NOW_NULL = {"task.mlm_probability": 0.15}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
@@ -97,7 +101,7 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
             continue
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, name + ".")
-        elif a != b:
+        elif a != b and not (b is None and name in DEFAULTS_NOW_NULL and a == DEFAULTS_NOW_NULL[name]):
             out.append(f"{name}: {a!r} there, {b!r} now")
     return out
 

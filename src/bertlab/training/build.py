@@ -32,7 +32,14 @@ from bertlab.models.hf_weights import (
     resolve_checkpoint_dir,
     sentence_transformers_pooling,
 )
-from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
+from bertlab.runtime.config import (
+    DEFAULT_MLM_PROBABILITY,
+    ConfigError,
+    EncoderConfig,
+    ExecutionConfig,
+    HeadConfig,
+    TaskSpec,
+)
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
@@ -144,6 +151,34 @@ def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> Head
              f"the checkpoint's sentence-transformers Pooling module in {pretrained}" if declared
              else "no sentence-transformers Pooling module: BERT's pooler")
     return dataclasses.replace(head_cfg, pooling=pooling)
+
+
+def encoder_model_type(model_cfg: dict[str, Any]) -> str | None:
+    """The family (``model_type``) of the encoder a run's ``model.*`` builds, read before it is built: the
+    checkpoint's config.json, or the encoder config an ``init_from`` run recorded; None for a recurrent encoder
+    or a scratch BERT."""
+    if model_cfg.get("encoder", "bert") != "bert":
+        return None
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "ckpt":
+        recorded = (read_checkpoint(init_path, "model.init_from").get("hyper_parameters") or {}).get("encoder_config")
+        return (recorded or {}).get("model_type")
+    pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
+    return read_config_json(pretrained).get("model_type") if pretrained is not None else model_cfg.get("model_type")
+
+
+def resolve_task_defaults(task: TaskSpec, model_cfg: dict[str, Any]) -> TaskSpec:
+    """``task.mlm_probability=null`` (conf/task/mlm.yaml) → the masking rate of the encoder's family: 15 %, 30 % for
+    ModernBERT (``FamilySpec.mlm_probability``). A rate the task or the command line sets is kept."""
+    if task.family != "mlm" or task.mlm_probability is not None:
+        return task
+    model_type = encoder_model_type(model_cfg)
+    rate = family_spec(model_type).mlm_probability if model_type and is_native(model_type) \
+        else DEFAULT_MLM_PROBABILITY
+    log.info("task.mlm_probability=null → %g (%s)", rate,
+             f"{family_spec(model_type).display}'s masking rate" if model_type and is_native(model_type)
+             else "BERT's masking rate")
+    return dataclasses.replace(task, mlm_probability=rate)
 
 
 def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
