@@ -160,10 +160,16 @@ class FamilySpec:
 
 
 def _registry() -> dict[str, FamilySpec]:
-    from bertlab.models.families import bert, distilbert, electra, roberta
+    from bertlab.models.families import bert, distilbert, electra, modernbert, roberta
 
-    specs = [bert.BERT, roberta.ROBERTA, roberta.XLM_ROBERTA, distilbert.DISTILBERT, electra.ELECTRA]
-    from bertlab.models.families.modernbert import MODERNBERT; specs.append(MODERNBERT)  # noqa: E702, I001
+    specs = [  # one line per family
+        bert.BERT,
+        roberta.ROBERTA,
+        roberta.XLM_ROBERTA,
+        distilbert.DISTILBERT,
+        electra.ELECTRA,
+        modernbert.MODERNBERT,
+    ]
     return {spec.model_type: spec for spec in specs}
 
 
