@@ -78,6 +78,14 @@ class Template:
                  *([self.pair_b_type] * len(b)), *self.pair_suffix_types]
         return ids, types
 
+    def layout(self, a: Sequence[int], b: Sequence[int] | None = None, fill: int = 0) -> list[int]:
+        """Per-position values of A (and B) laid out as :meth:`pair` lays out their ids, ``fill`` at every special
+        token (e.g. word-start flags of a pre-training pair)."""
+        if not b:
+            return [*[fill] * len(self.prefix), *a, *[fill] * len(self.suffix)]
+        return [*[fill] * len(self.pair_prefix), *a, *[fill] * len(self.pair_middle), *b,
+                *[fill] * len(self.pair_suffix)]
+
     def second_start(self, len_a: int) -> int:
         """The position of B's first token in a pair whose A has ``len_a`` tokens (QA: the context's start)."""
         return len(self.pair_prefix) + len_a + len(self.pair_middle)
