@@ -457,3 +457,31 @@ def test_random_pairs_keep_their_shape_under_truncation(folders):
         a, b = rng.sample(TEXTS, 2)
         enc = tok.encode_batch([a], [b])[0]
         assert len(enc.ids) <= 16 and enc.ids[0] == tok.cls_id and enc.ids[-1] == tok.sep_id
+
+
+def test_the_folders_add_prefix_space_wins_as_in_hf(folders, tmp_path):
+    """tokenizer_config.json's add_prefix_space=true over tokenizer.json's false: HF's fast tokenizer reads text
+    with a leading space then, and so does bertlab."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_text((folders["roberta"] / name).read_text())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "add_prefix_space": True}))
+    tok, hf = load_tokenizer(tmp_path), _hf(tmp_path)
+    assert [e.ids for e in tok.encode_batch(TEXTS[:8])] == hf(TEXTS[:8])["input_ids"]
+    assert tok.encode_batch(TEXTS[:1])[0].tokens[1].startswith("\u0120")
+    assert load_tokenizer(folders["roberta"]).encode_batch(TEXTS[:1])[0].ids != tok.encode_batch(TEXTS[:1])[0].ids
+
+
+@pytest.mark.parametrize("hf_class", ["DistilBertTokenizerFast", "ElectraTokenizerFast"])
+def test_saving_keeps_the_folders_tokenizer_class(tmp_path, hf_class):
+    """DistilBERT and ELECTRA use WordPiece like BERT: a run's tokenizer/ folder names the class the checkpoint's
+    folder named, not always BertTokenizer."""
+    getattr(transformers, hf_class)(tokenizer_object=build_wordpiece(TEXTS, 300, True, 2)).save_pretrained(
+        tmp_path / "hub")
+    load_tokenizer(tmp_path / "hub").save(tmp_path / "run")
+    config = json.loads((tmp_path / "run" / "tokenizer_config.json").read_text())
+    # The class the hub folder names (transformers 5 writes ELECTRA's as BertTokenizer, DistilBERT's as its own).
+    assert config["tokenizer_class"] == json.loads((tmp_path / "hub" / "tokenizer_config.json").read_text())[
+        "tokenizer_class"]
+    assert type(_hf(tmp_path / "run")) is type(_hf(tmp_path / "hub"))
+    assert (tmp_path / "run" / "vocab.txt").is_file()

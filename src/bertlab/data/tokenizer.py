@@ -36,7 +36,8 @@ from bertlab.runtime.files import cache_lock
 log = logging.getLogger(__name__)
 
 __all__ = ["KINDS", "SPECIAL_TOKENS", "BertTokenizer", "EncoderTokenizer", "TokenizerError", "content_hash",
-           "load_tokenizer", "tokenizer_for", "train_tokenizer", "train_wordpiece", "wordpiece_from_vocab"]
+           "holds_tokenizer", "load_tokenizer", "tokenizer_for", "train_tokenizer", "train_wordpiece",
+           "wordpiece_from_vocab"]
 
 ROLES = ("cls", "sep", "pad", "mask", "unk")
 # Where a role is looked up when the folder's configuration does not name it: BERT's names, then RoBERTa's.
@@ -351,6 +352,13 @@ def load_tokenizer(directory: str | Path) -> EncoderTokenizer:
         return EncoderTokenizer(_converted(directory, slow), do_lower_case=bool(lowercase), config=config)
     raise TokenizerError(f"no tokenizer in {directory}: looked for tokenizer.json, vocab.txt, vocab.json + merges.txt "
                          "and a SentencePiece *.model")
+
+
+def holds_tokenizer(directory: str | Path) -> bool:
+    """Whether :func:`load_tokenizer` finds a tokenizer's files in ``directory`` (it may still find them damaged)."""
+    directory = Path(directory)
+    return any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")) or \
+        any(directory.glob("*.model"))
 
 
 def _converted(directory: Path, files: list[str]) -> Tokenizer:

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
 from bertlab.models.families import family_spec, is_native
@@ -79,7 +79,7 @@ def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path |
     checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
     if model_cfg.get("tokenizer"):
         return Path(model_cfg["tokenizer"])
-    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+    if init_dir is not None and holds_tokenizer(init_dir):
         return init_dir
     return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
 
