@@ -227,12 +227,11 @@ def prepare_qa_features(
         template = Template(prefix=(cls_id,), suffix=(sep_id,), prefix_types=(0,), suffix_types=(0,),
                             pair_prefix=(cls_id,), pair_middle=(sep_id,), pair_suffix=(sep_id,),
                             pair_prefix_types=(0,), pair_middle_types=(0,), pair_suffix_types=(1,), pair_b_type=1)
-    specials = template.num_pair
+    specials = template.num_pair  # the pair's special tokens (BERT 3, RoBERTa 4)
     if max_seq_length - max_query_length - specials <= doc_stride:
         raise ValueError(
             f"data.doc_stride {doc_stride} must be smaller than the smallest context window, "
-            f"max_seq_length - max_query_length - {specials} special tokens = "
-            f"{max_seq_length - max_query_length - specials}: lower "
+            f"max_seq_length - max_query_length - {specials} = {max_seq_length - max_query_length - specials}: lower "
             "data.doc_stride or data.max_query_length, or raise data.max_seq_length"
         )
     for ex in examples:
