@@ -365,7 +365,9 @@ class Predictor:
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
         truncated = self.tokenizer.truncated(self.settings.max_seq_length)
-        return truncated.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
+        if pretokenized:  # words: byte-level BPE reads each with its leading space (encode_words_batch)
+            return truncated.encode_words_batch(inputs)
+        return truncated.tokenizer.encode_batch(inputs)
 
     @staticmethod
     def _features(encodings) -> list[dict[str, Any]]:
@@ -545,8 +547,8 @@ class Predictor:
         # Own ids for decoding: ids given by users need not be unique.
         examples = [QAExample(id=str(k), question=e.question, context=e.context) for k, e in enumerate(given)]
         try:
-            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, cls_id=self.tokenizer.cls_id,
-                                     sep_id=self.tokenizer.sep_id, train=False, max_seq_length=s.max_seq_length,
+            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, template=self.tokenizer.template,
+                                     train=False, max_seq_length=s.max_seq_length,
                                      doc_stride=s.doc_stride, max_query_length=s.max_query_length)
         except ValueError as err:
             raise ConfigError(str(err)) from None

@@ -59,6 +59,8 @@ RETIRED_KEYS = {"data.hub_dataset"}
 # such a recorded value and null now are the same run (task.mlm_probability: null = the encoder family's rate,
 # 0.15 for every family that existed when 0.15 was the default).
 DEFAULTS_NOW_NULL = {"task.mlm_probability": 0.15}
+# Keys added later, with the value every run recorded before them had: unset there and this value now is the same run.
+ADDED_KEYS = {"model.tokenizer_kind": "wordpiece"}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
@@ -97,7 +99,7 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     for key in sorted(set(old) | set(new), key=lambda k: (_FIRST.get(str(k), 9), str(k))):
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
         name = f"{prefix}{key}"
-        if name in RETIRED_KEYS:
+        if name in RETIRED_KEYS or (a == "<unset>" and name in ADDED_KEYS and ADDED_KEYS[name] == b):
             continue
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, name + ".")

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
 from bertlab.models.families import family_spec, is_native
@@ -86,21 +86,23 @@ def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path |
     checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
     if model_cfg.get("tokenizer"):
         return Path(model_cfg["tokenizer"])
-    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+    if init_dir is not None and holds_tokenizer(init_dir):
         return init_dir
     return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
 
 
 def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
                     ) -> BertTokenizer:
-    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
-    on the training split only (cached by content hash)."""
+    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a vocabulary of
+    ``model.tokenizer_kind`` (wordpiece | bpe | unigram) trained on the training split only (cached by content
+    hash)."""
     if model_cfg.get("name") == "auto" and not any(model_cfg.get(k) for k in ("pretrained", "init_from")):
         raise ConfigError("model=auto reads the family and the tokenizer from a checkpoint: give it one with "
                           "model.pretrained=<hub id | local Hugging Face folder> (e.g. model.pretrained=roberta-base)")
     return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
                          vocab_size=int(model_cfg.get("vocab_size") or 8000),
-                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir)
+                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir,
+                         kind=str(model_cfg.get("tokenizer_kind") or "wordpiece"))
 
 
 # ----------------------------------------------------------------------------------------------------------
