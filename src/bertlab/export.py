@@ -7,9 +7,6 @@ import argparse
 import json
 import logging
 
-from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, export_checkpoint
-from bertlab.models.hf_weights import CONFIG_NAME
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
@@ -22,6 +19,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer folder (default: <run_dir>/tokenizer next to the checkpoint)")
     args = parser.parse_args(argv)
+    # Imported here, not at the top: they load torch (seconds), and --help or a wrong argument answers at once.
+    from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, export_checkpoint
+    from bertlab.models.hf_weights import CONFIG_NAME
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export_checkpoint(args.ckpt, args.out, tokenizer_dir=args.tokenizer)
     config = json.loads((out / CONFIG_NAME).read_text())

@@ -8,10 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-import torch
-
-from bertlab.inference.inputs import read_inputs, write_records
-from bertlab.inference.predictor import FORMATS, Predictor
+from bertlab.inference.text import FORMATS
 from bertlab.runtime.errors import user_errors
 
 log = logging.getLogger(__name__)
@@ -39,6 +36,11 @@ def main(argv: list[str] | None = None) -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
     logging.getLogger("bertlab").setLevel(logging.INFO)
+
+    import torch  # here, not at the top: --help and argument errors answer without loading torch
+
+    from bertlab.inference.inputs import read_inputs, write_records
+    from bertlab.inference.predictor import Predictor
 
     with user_errors():
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -38,6 +37,7 @@ from bertlab.data.batching import Collator
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.inference.text import split_words
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("sequence", "token", "qa", "multiple_choice")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
-FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
-_WORD = re.compile(r"\S+")
 
 
 @dataclass
@@ -463,7 +461,7 @@ class Predictor:
             x = x.get("tokens", x.get("words", x.get("text")))
         if isinstance(x, str):
             text = x
-            words = [(m.group(), m.start()) for m in _WORD.finditer(x)]
+            words = split_words(x)
         elif isinstance(x, list | tuple) and all(isinstance(w, str) for w in x):
             words, at = [], 0
             for w in x:
