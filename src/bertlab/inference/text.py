@@ -11,9 +11,10 @@ The word rule (raw text given to a tagging model; a list of words is taken as it
    ``P*`` and ``S*``: ``. , ; : ! ? " ' “ ” ‘ ’ ( ) [ ] … $ % € + = @ #`` and the like). A run becomes one word
    per group of repeated characters: ``."`` gives ``.`` and ``"``, while ``...``, ``!!!`` and ``--`` stay one
    word each.
-3. Punctuation inside a word stays: ``U.S``, ``don't``, ``e-mail``, ``3.5``, ``AT&T``. A trailing full stop
-   also stays on a word that has one inside (``U.S.``, ``e.g.``, ``Ph.D.``), as CoNLL-2003 writes
-   abbreviations.
+3. What stays on a word: punctuation inside it (``U.S``, ``don't``, ``e-mail``, ``3.5``, ``AT&T``); a sign or
+   point right before a digit (``-3``, ``+44``, ``.500``); a trailing full stop after a single letter or a
+   word with a full stop inside (``J.``, ``U.S.``, ``e.g.``, ``Ph.D.``), as CoNLL-2003 writes initials and
+   abbreviations. Other abbreviations (``Inc.``, ``vs.``) lose their full stop: no list of them is kept.
 
 Each word keeps its character offsets into the original text: ``text[start:end] == word``.
 """
@@ -26,6 +27,7 @@ import unicodedata
 FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
 
 _PIECE = re.compile(r"\S+")
+_NUMBER_PREFIX = "+-\u2212."  # stays on a number it starts; \u2212 is the minus sign
 
 
 def _is_mark(char: str) -> bool:
@@ -49,6 +51,8 @@ def split_words(text: str) -> list[tuple[str, int]]:
         head = 0
         while head < len(piece) and _is_mark(piece[head]):
             head += 1
+        while head and piece[head - 1] in _NUMBER_PREFIX and piece[head:head + 1].isdigit():
+            head -= 1  # -3, +44, .500
         if head == len(piece):  # only punctuation and symbols: "--", "...", "“"
             words.extend(_runs(piece, at))
             continue
@@ -56,7 +60,7 @@ def split_words(text: str) -> list[tuple[str, int]]:
         while _is_mark(piece[tail - 1]):
             tail -= 1
         core = piece[head:tail]
-        if piece[tail:tail + 1] == "." and "." in core:  # an abbreviation keeps its full stop: U.S., e.g.
+        if piece[tail:tail + 1] == "." and ("." in core or (len(core) == 1 and core.isalpha())):  # U.S., J.
             tail += 1
             core += "."
         words.extend(_runs(piece[:head], at))
