@@ -402,7 +402,7 @@ def test_predict_only_needs_no_training_or_validation_files(tmp_path):
     records = [json.loads(line) for line in
                (out_dir / "predictions" / "predict_predictions.jsonl").read_text().splitlines()]
     assert [r["text"].split(" ") for r in records] == sentences
-    assert records == Predictor.from_run(run_dir)([" ".join(s) for s in sentences])
+    assert records == Predictor.from_run(run_dir)(sentences)  # the file's words, as a list of words each
     # Evaluating needs the label set of a training file: without one, a message that says how to predict.
     with pytest.raises(ConfigError, match=r"data\.train_file is not set.*data\.val_file=null"):
         run(compose(["model=bert_tiny", "task=token_classification", "train=false", "predict=true",
