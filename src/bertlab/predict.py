@@ -9,11 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
-from bertlab.inference.inputs import model_files, read_inputs, write_records
-from bertlab.inference.predictor import BACKENDS, FORMATS, Predictor
-from bertlab.runtime.console import configure_console
+from bertlab.inference.text import BACKENDS, FORMATS
 from bertlab.runtime.errors import user_errors
 from bertlab.runtime.files import atomic_path, refuse_writing_over, writing
 
@@ -50,6 +46,12 @@ def main(argv: list[str] | None = None) -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
     logging.getLogger("bertlab").setLevel(logging.INFO)
+    import torch  # here, not at the top: --help and argument errors answer without loading torch
+
+    from bertlab.inference.inputs import model_files, read_inputs, write_records
+    from bertlab.inference.predictor import Predictor
+    from bertlab.runtime.console import configure_console
+
     configure_console("normal")  # a user error is printed once, as its paragraph, not logged again
 
     with user_errors():

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
-from bertlab.inference.predictor import FAMILIES, FORMATS, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.text import FORMATS
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, refuse_writing_over, writing
 

@@ -6,9 +6,11 @@ needs no training or validation data. Calling it on inputs gives one JSON-ready 
 
 - classification ``{"text", "label", "score", "scores": {label: probability}}`` with the label strings of the
   data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
-- tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags"}``: one IOB2 tag per
-  whitespace-separated word (the prediction at the word's first sub-word, an ``I-X`` that would start an
-  entity written ``B-X``), entities with character offsets into ``text``;
+- tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags", "words", "offsets"}``:
+  one IOB2 tag per word (the prediction at the word's first sub-word, an ``I-X`` that would start an entity
+  written ``B-X``); raw text is split into words by :func:`bertlab.inference.text.split_words` (whitespace,
+  then punctuation off the ends of words), ``offsets`` are each word's ``[start, end)`` in ``text``, and
+  entities carry character offsets into ``text`` too;
 - QA ``{"id", "question", "answer", "start", "score"}``: the best span over all windows, ``start`` its first
   character in the context and ``score`` the probability of its start times that of its end.
 
@@ -25,7 +27,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -38,6 +39,7 @@ from bertlab.data.batching import Collator
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.inference.text import BACKENDS, split_words
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
@@ -47,11 +49,7 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("sequence", "token", "qa", "multiple_choice")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
-FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
-_WORD = re.compile(r"\S+")
 
-
-BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 
 
 @dataclass
@@ -472,7 +470,7 @@ class Predictor:
             x = x.get("tokens", x.get("words", x.get("text")))
         if isinstance(x, str):
             text = x
-            words = [(m.group(), m.start()) for m in _WORD.finditer(x)]
+            words = split_words(x)
         elif isinstance(x, list | tuple) and all(isinstance(w, str) for w in x):
             words, at = [], 0
             for w in x:
@@ -503,7 +501,8 @@ class Predictor:
             cut += bool(enc.overflowing)
             scores = [float(probs[first[w], ids[w]]) if w in first else None for w in range(len(words))]
             tags, entities = word_tags_to_entities(text, words, [self.labels[i] for i in ids], scores)
-            record = {"text": text, "entities": entities, "tags": tags}
+            record = {"text": text, "entities": entities, "tags": tags, "words": [w for w, _ in words],
+                      "offsets": [[at, at + len(w)] for w, at in words]}
             if word_scores:
                 record["word_scores"] = scores
             yield record

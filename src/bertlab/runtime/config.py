@@ -322,11 +322,11 @@ class DataConfig:
     # raw text (mlm / clm)
     text_format: str = "plain"  # plain | wikitext
     short_seq_prob: float = 0.1
-    # pre-training at corpus scale (bertlab.data.pretrain, docs/pretraining.md): prepared once into
-    # memory-mapped Arrow shards instead of Python lists. auto: when the training files exceed
-    # stream_threshold_mb (and cache_dir is set).
+    # pre-training (bertlab.data.pretrain, docs/pretraining.md): prepared once into Arrow shards read by row
+    # instead of Python lists. auto: when the training files exceed stream_threshold_mb (0: any corpus) and
+    # cache_dir is set.
     stream: Any = "auto"  # auto | true | false
-    stream_threshold_mb: float = 64.0
+    stream_threshold_mb: float = 0.0
     nsp_block_documents: int = 1000  # NotNext B comes from another document of the same block
     prep_num_proc: int | None = None  # preparing processes; null = every core this process may use
 
