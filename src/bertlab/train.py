@@ -42,6 +42,7 @@ from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
+from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
@@ -215,6 +216,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
             enable_version_counter=False,
         )
         callbacks += [checkpoint, last, final_validation]
+    estimate = RunEstimate()  # the planned steps and the time left (train.log; the progress bar)
+    callbacks.append(estimate)
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
     callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop, TokenizerFingerprint(tokenizer)]
@@ -227,7 +230,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if mode == "quiet":
         trainer_kwargs["enable_progress_bar"] = False
     elif mode == "normal" and trainer_kwargs.get("enable_progress_bar", True):
-        callbacks.append(ProgressBar(task.monitor))
+        callbacks.append(ProgressBar(task.monitor, estimate))
     if mode != "verbose":  # parameter counts are in the freeze line; the table adds nothing in normal mode
         trainer_kwargs.setdefault("enable_model_summary", False)
     if trainer_kwargs.get("log_every_n_steps") is None:
