@@ -48,7 +48,7 @@ def fake_trainer(batches=100, accumulation=1, max_epochs=3, max_steps=-1, global
      13, 1, 1, "planned: 13 optimizer steps (1 epoch × 13 batches)"),
     # Resume: the steps left.
     ({"batches_per_epoch": 13, "accumulation": 1, "max_epochs": 2, "max_steps": -1, "start_step": 10},
-     26, 2, 1, "planned: 26 optimizer steps (2 epochs × 13 batches); resuming at step 10: 16 to go"),
+     26, 2, 2, "planned: 26 optimizer steps (2 epochs × 13 batches); resuming at step 10: 16 to go"),
     # val_check_interval: several validations per epoch.
     ({"batches_per_epoch": 100, "accumulation": 1, "max_epochs": 2, "max_steps": -1,
       "validations_per_epoch": 4.0}, 200, 2, 8, "planned: 200 optimizer steps (2 epochs × 100 batches)"),

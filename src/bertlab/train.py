@@ -264,6 +264,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
                  ckpt_path, finished.global_step, finished.epochs_done, best_path)
         train_block = _finished_train_block(run_dir, finished)
     elif cfg.train:
+        if resumed_from is not None and info is not None:
+            log.info("resuming from %s: global step %d, %d epoch%s done", ckpt_path, resumed_from,
+                     info.epochs_done, "" if info.epochs_done == 1 else "s")
         if resumed_from is not None and trainer.is_global_zero:
             continue_csv_logs(trainer.loggers, resumed_from)  # the resumed run extends the same metrics.csv
         with warnings.catch_warnings():
@@ -276,8 +279,14 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     with warnings.catch_warnings():
         # Evaluation loads the checkpoint's weights only; its training callbacks are not needed.
         warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used")
-        val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
-        metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
+        # The best weights are usually the final ones, which fit's last validation has just scored: scoring
+        # them again would only repeat every validation batch.
+        known = final_validation.scores_of(trainer, best_path) if trains else None
+        if known is None:
+            val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False,
+                                   weights_only=True)
+            known = module.last_metrics.get("val", val[0] if val else {})
+        metrics["val"] = known
         for name in data_cfg.val_extra_files or {}:  # MNLI's mismatched dev set: its own metrics.json block
             metrics[name] = evaluate_extra_split(trainer, module, datamodule, name, best_path)
         if cfg.test and data_cfg.test_file:

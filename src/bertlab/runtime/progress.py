@@ -39,6 +39,10 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("ch") else "s")
+
+
 def clock_text(seconds: float | None) -> str:
     """The progress bar's compact clock (as tqdm's): ``1:05`` under an hour, ``1:45:00`` past one; ``?`` when
     unknown."""
@@ -101,7 +105,8 @@ def plan_run(batches_per_epoch: float, accumulation: int, max_epochs: int | None
         return None
     total = min(s for s in (by_epochs, limit) if s is not None)
     remaining = max(0, total - start_step)
-    validations = round(validations_per_epoch * remaining / per_epoch) if per_epoch else 0
+    epoch_ends = max(0, total // per_epoch - start_step // per_epoch)  # each validates (check_val_every_n_epoch)
+    validations = round(validations_per_epoch * epoch_ends)
     limited = limit is not None and (by_epochs is None or limit < by_epochs)
     if limited and remaining and total % per_epoch:  # stopped mid-epoch: the final weights are validated too
         validations += 1
@@ -217,8 +222,7 @@ class RunEstimate(Callback):
             self._mark = (self._t_start, 0, 0.0)
         text = self.plan.describe()
         if self.plan.validations and self._val_batches:
-            text += f" · {self.plan.validations} validation{'s' if self.plan.validations != 1 else ''} of " \
-                    f"{self._val_batches} batches"
+            text += f" · {_count(self.plan.validations, 'validation')} of {_count(self._val_batches, 'batch')}"
         if self.plan.remaining_steps > self._first_point():
             text += f" · time estimate after step {self.plan.start_step + self._first_point()}"
         log.info("%s", text)
@@ -275,7 +279,8 @@ class RunEstimate(Callback):
         step = self.plan.start_step + self._steps_seen
         per_step = self.seconds_per_step() or 0.0
         measured = self._steps_seen - self._mark[1]
-        text = (f"{what}: ~{format_duration(left)} to go at step {step} of {self.plan.total_steps} "
+        about = "" if left < 0.5 else "~"
+        text = (f"{what}: {about}{format_duration(left)} to go at step {step} of {self.plan.total_steps} "
                 f"({per_step:.3g} s/step over {measured} step{'s' if measured != 1 else ''}")
         val = self.validation_s()
         if self.plan.validations and val is not None:

@@ -83,6 +83,7 @@ class ValidateFinalStep(L.Callback):
 
     def __init__(self) -> None:
         self.validated_step: int | None = None
+        self.scores: dict[str, Any] | None = None  # the validation scores of the weights at validated_step
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -92,6 +93,24 @@ class ValidateFinalStep(L.Callback):
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:
             self.validated_step = trainer.global_step
+            scores = getattr(pl_module, "last_metrics", {}).get("val")
+            self.scores = dict(scores) if scores is not None else None
+
+    def scores_of(self, trainer: L.Trainer, path: str | Path | None) -> dict[str, Any] | None:
+        """The scores of ``path`` when they are already known: it holds the weights in memory now (written
+        at this step) and fit's last validation scored exactly those. None when they must be evaluated."""
+        if path is None or self.scores is None or self.validated_step != trainer.global_step:
+            return None
+        return self.scores if checkpoint_step(path) == trainer.global_step else None
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    """The global step a checkpoint file was written at (its pickle is read; its tensors are not), else None."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return int(ckpt["global_step"])
+    except Exception:  # a folder (DeepSpeed), an unreadable file: its scores are evaluated, not assumed
+        return None
 
 
 @dataclass(frozen=True)
