@@ -55,6 +55,8 @@ from bertlab.training.checkpoints import (
     LastCheckpoint,
     ValidateFinalStep,
     check_resume_checkpoint,
+    checkpoint_settings,
+    disk_use,
     last_checkpoint,
 )
 from bertlab.training.debug_hooks import debug_hooks_from_env
@@ -193,7 +195,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         raise ConfigError("train=false needs ckpt_path=<checkpoint to evaluate>")
     ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
     # Another architecture's checkpoint is refused here, with what differs, not by a strict load mid-fit.
-    info = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    info = check_resume_checkpoint(ckpt_path, module, resume=bool(cfg.train)) if ckpt_path is not None else None
     ckpt_step = info.global_step if info is not None else None
     finished = None  # a resume of a run that had already reached its end: nothing to train, nothing to log
     if cfg.train and info is not None and info.finished(cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")):
@@ -204,7 +206,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     throughput.feature_extraction_s = feature_extraction_s
     callbacks: list[Callback] = []
     checkpoint: ModelCheckpoint | None = None
-    last = LastCheckpoint(run_dir / "checkpoints", every_n_steps=cfg.get("save_every_n_steps"))
+    keep = checkpoint_settings(cfg.get("checkpoint"))
     final_validation = ValidateFinalStep()
     if trains:  # an evaluation-only run writes no checkpoints (and restores no checkpointing state)
         checkpoint = ModelCheckpoint(
@@ -213,8 +215,11 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
             filename="epoch_{epoch:03d}_step_{step:06d}",
             auto_insert_metric_name=False,
             monitor=task.monitor, mode=task.mode, save_top_k=1,
-            enable_version_counter=False,
+            enable_version_counter=False, save_weights_only=keep["best_weights_only"],
         )
+    last = LastCheckpoint(run_dir / "checkpoints", every_n_steps=cfg.get("save_every_n_steps"), best=checkpoint,
+                          **keep)
+    if trains:
         callbacks += [checkpoint, last, final_validation]
     estimate = RunEstimate()  # the planned steps and the time left (train.log; the progress bar)
     callbacks.append(estimate)
@@ -304,9 +309,12 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
                                best_path)
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
         (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
-        _print_summary(run_dir, result, trained=trains)
     if cfg.get("export") and trainer.is_global_zero:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
+    if trains and trainer.is_global_zero:
+        last.finish(best_path)  # checkpoint.keep_last=0: the training states go now
+    if trainer.is_global_zero:
+        _print_summary(run_dir, result, trained=trains)
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
 
@@ -473,6 +481,7 @@ def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) 
         lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
     for sample in result.get("samples", []):
         lines.append(f"sample:           {sample['prompt']!r} → {sample['continuation']!r}")
+    lines.append(f"disk:             {disk_use(run_dir)}")
     if result.get("note"):
         lines.append(f"NOTE: {result['note']}")
     print("\n".join(lines))
