@@ -55,7 +55,11 @@ def config_from_record(encoder_config: dict) -> EncoderConfig | GenericEncoderCo
     (checkpoints from before families existed are BERT's) or the generic path's."""
     if is_generic_record(encoder_config):
         return generic_config_from_record(encoder_config)
-    return EncoderConfig(**encoder_config)
+    model_type = encoder_config.get("model_type") or "bert"
+    # A family computed by its own module records that module's config class (DeBERTa's adds fields).
+    spec = family_spec(model_type) if is_native(model_type) else None
+    config_class = getattr(spec.encoder_class, "config_class", None) if spec is not None else None
+    return (config_class or EncoderConfig)(**encoder_config)
 
 
 def describe_encoder(encoder: nn.Module) -> str:

@@ -326,9 +326,13 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
     """
     own = model.state_dict()
     tied = _tied_aliases(model)
+    optional = _optional_keys(model)
     to_load: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         name = key[len(prefix):] if prefix and key.startswith(prefix) else key
+        if name not in own and name.removeprefix("bert.").startswith(optional):
+            report.dropped.append(key)  # a tensor the family's checkpoints carry and this model does not use
+            continue
         if name not in own:
             raise CheckpointError(
                 f"{report.source}: key {key!r} has no place in the model "
@@ -358,6 +362,13 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
     return report
 
 
+def _optional_keys(model: nn.Module) -> tuple[str, ...]:
+    """The encoder keys of the model's family that a checkpoint may hold without the model having them."""
+    config = getattr(getattr(model, "bert", model), "config", None)
+    model_type = getattr(config, "model_type", None)
+    return family_spec(model_type).optional_keys if model_type and is_native(model_type) else ()
+
+
 def _is_encoder_key(name: str) -> bool:
     # A pooler may be absent from a checkpoint (token/QA/MLM models have none): it is then newly
     # initialised, as in transformers. Every other encoder tensor must be on disk.
@@ -383,15 +394,13 @@ def _tied_aliases(model: nn.Module) -> set[str]:
 
 def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
     """A native family's checkpoint folder (or hub id) as a bertlab encoder; the load report is logged."""
-    from bertlab.models.bert import BertModel
-
     directory = resolve_checkpoint_dir(path_or_hub_id)
     config = read_encoder_config(directory)
     spec = family_spec(config.model_type)
     state, source = read_state_dict(directory)
-    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=add_pooling_layer, source=source,
-                                              spec=spec)
-    encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
+    encoder = spec.build_encoder(config, add_pooling_layer=add_pooling_layer)
+    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=encoder.pooler is not None,
+                                              source=source, spec=spec)
     converted = {k[len("bert."):]: v for k, v in converted.items()}
     load_into(encoder, converted, report)
     log.info("%s.from_pretrained: %s", spec.base_architecture, report.summary())

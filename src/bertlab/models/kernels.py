@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,8 @@ from bertlab.runtime.errors import ConfigError
 # measures the effect). The price is RSS: freed heap memory is kept for reuse, so a large batch peaks higher
 # than one SDPA call. ``Kernels.cpu_attention_slice_bytes`` is the budget; 0 = one slice.
 DEFAULT_ATTENTION_SLICE_BYTES = 32 * 2**20
+# An additive score bias computed from a group's q and k (rows, nh, L, hd) → (rows or 1, nh, L, L).
+ScoreBias = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 VARLEN_KERNELS = ("auto", "repad", "nested", "flash_attn")
 
 
@@ -111,15 +114,21 @@ class Dropout(nn.Dropout):
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
+              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, bias: torch.Tensor | None = None,
+              scale: float | None = None) -> torch.Tensor:
     """Scaled dot-product attention: q (B, nh, Tq, hd), k and v (B, nh, T, hd), mask (B, 1, 1, T) bool or None →
     (B, nh, Tq, hd). Tq is T, or fewer query rows (the [CLS] rows of the last layer: :class:`BertModel`).
 
-    SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
-    · v, over slices of (batch, head) rows (each row attends only within itself).
+    ``bias`` (B or 1, nh or 1, Tq, T): an additive score bias (DeBERTa's relative-position scores), added after
+    the scaling; ``scale``: the factor of q kᵀ (None: 1/√hd).
+
+    SDPA, except for dropout on CPU: softmax(q kᵀ · scale + bias) with masked keys at -inf, then :func:`dropout`,
+    then · v, over slices of (batch, head) rows (each row attends only within itself).
     """
+    if bias is not None:  # one additive float mask: the bias with masked keys at -inf
+        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
     if dropout_p == 0.0 or q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     b, nh, tq, hd = q.shape
     t = k.shape[2]
     rows = b * nh
@@ -127,11 +136,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (tq * t * q.element_size())))
     qs = q.reshape(b * nh, tq, hd).split(rows)  # slices of (rows, Tq, hd)
     ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (k, v))  # slices of (rows, T, hd)
-    masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
-             else (None,) * len(qs))  # (rows, 1, T)
+    masks = (None,) * len(qs)
+    if mask is not None:  # (rows, 1 or Tq, T): a key mask, or a bias per query row
+        mq = mask.shape[-2]
+        masks = mask.expand(b, nh, mq, t).reshape(b * nh, mq, t).split(rows)
+    scale = hd**-0.5 if scale is None else scale
     ctx = []
     for qi, ki, vi, mi in zip(qs, ks, vs, masks):
-        scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, Tq, T)
+        scores = torch.matmul(qi, ki.transpose(1, 2)) * scale  # (rows, Tq, T)
         if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
             scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
         ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, Tq, hd)
@@ -201,7 +213,8 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
 
 
 def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kernels: Kernels = DEFAULT_KERNELS,
-                    queries: torch.Tensor | None = None) -> torch.Tensor:
+                    queries: torch.Tensor | None = None, score_bias: ScoreBias | None = None,
+                    scale: float | None = None) -> torch.Tensor:
     """The ``repad`` kernel: packed q, k, v stacked (N, 3, nh, hd) → attention within each sequence (N, nh, hd).
 
     Per attention group of ``packing`` (rows of similar length), one scatter of the group's q, k and v into a
@@ -210,6 +223,10 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
 
     ``queries`` (B, nh, hd): one query per packed row instead (qkv then holds k and v only, (N, 2, nh, hd)) →
     (B, nh, hd), each row's query attending to its row's tokens.
+
+    ``score_bias(q, k)``: an additive score bias of a group's q and k (rows, nh, L, hd) → (rows or 1, nh, L, L),
+    each row's tokens at positions 0..L-1 of the compact layout (DeBERTa's relative positions); ``scale`` as in
+    :func:`attention`. Not with ``queries``.
     """
     _, parts, nh, hd = qkv.shape
     out = []
@@ -218,7 +235,8 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
         compact = compact.view(g.rows, g.max_len, parts, nh, hd).permute(2, 0, 3, 1, 4)  # (parts, rows, nh, L, hd)
         if queries is None:
             q, k, v = compact
-            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels)  # (rows, nh, L, hd)
+            bias = score_bias(q, k) if score_bias is not None else None
+            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels, bias=bias, scale=scale)  # (rows, nh, L, hd)
             out.append(ctx.transpose(1, 2).reshape(g.rows * g.max_len, nh, hd)[g.compact_index])  # (n_g, nh, hd)
         else:
             k, v = compact

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertlab.models.families import family_spec, is_native
 from bertlab.runtime.config import ConfigError, LoraConfig
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,12 @@ def inject_lora(encoder: nn.Module, config: LoraConfig) -> list[str]:
     Only exact ``nn.Linear`` instances are replaced: subclasses such as ``nn.MultiheadAttention.out_proj``
     (``NonDynamicallyQuantizableLinear``) are read as raw weights by their parent, so an adapter there
     would never run.
+
+    The targets name roles as BERT's attributes do (``query``, ``key``, ``value``, ``dense``); an encoder family
+    whose modules are named otherwise (DeBERTa's ``query_proj``) maps them (:func:`family_targets`), so the same
+    ``freeze.lora.target_modules`` adapts the same roles in every family and old run configurations still resume.
     """
-    targets = set(config.target_modules)
+    targets = family_targets(encoder, config.target_modules)
     adapted: list[str] = []
     for name, module in list(encoder.named_modules()):
         attr = name.rsplit(".", 1)[-1]
@@ -146,6 +151,14 @@ def inject_lora(encoder: nn.Module, config: LoraConfig) -> list[str]:
     log.info("LoRA r=%d alpha=%g on %d modules (%s)", config.r, config.alpha, len(adapted),
              ", ".join(sorted(targets)))
     return adapted
+
+
+def family_targets(encoder: nn.Module, names: list[str] | tuple[str, ...]) -> set[str]:
+    """``freeze.lora.target_modules`` as the encoder's attribute names: each role its family renames (the family
+    spec's ``lora_roles``) replaced by the family's name; any other name kept as it is."""
+    model_type = getattr(getattr(encoder, "config", None), "model_type", None)
+    roles = dict(family_spec(model_type).lora_roles) if model_type and is_native(model_type) else {}
+    return {roles.get(name, name) for name in names}
 
 
 def lora_modules(module: nn.Module) -> dict[str, LoRALinear]:

@@ -25,7 +25,8 @@ from bertlab.runtime.errors import ConfigError
 HEAD_KINDS = ("sequence", "token", "span", "multiple_choice", "mlm", "pretraining")
 # First-token transforms of classification heads (``FamilySpec.sequence_pooler``): "encoder" reads the
 # encoder's pooler (BERT: dense + tanh inside the encoder); the others are a dense layer of the head itself.
-POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu")
+# "context_pooler" is DeBERTa's: its own dropout (pooler_dropout) → dense → GELU, then the classifier's dropout.
+POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu", "context_pooler")
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,12 @@ class FamilySpec:
     sequence_pooler: str = "encoder"  # head.pooling=pooler for sequence classification (POOLER_STYLES)
     choice_pooler: str = "encoder"  # the same for multiple choice
     lora_targets: tuple[str, ...] = ("query", "value")  # freeze=lora's default targets
+    # freeze.lora.target_modules names roles (BERT's attribute names query/key/value/dense); a family whose
+    # modules are named otherwise maps each role to its attribute name here ((role, name) pairs).
+    lora_roles: tuple[tuple[str, str], ...] = ()
+    # Encoder keys (bertlab names, prefixes) a checkpoint may hold that a model of the family need not have
+    # (transformers' _keys_to_ignore_on_load_unexpected): dropped and reported where the model has no such tensor.
+    optional_keys: tuple[str, ...] = ()
     nsp: bool = False  # pre-trained with next-sentence prediction (task.nsp's default)
     tokenizer_kind: str = "wordpiece"  # wordpiece | bpe | unigram: the vocabulary a scratch model trains
     max_positions: str = "max_position_embeddings"  # config.json key of the context length
@@ -152,6 +159,7 @@ def _registry() -> dict[str, FamilySpec]:
     from bertlab.models.families import bert, distilbert, electra, roberta
 
     specs = [bert.BERT, roberta.ROBERTA, roberta.XLM_ROBERTA, distilbert.DISTILBERT, electra.ELECTRA]
+    specs.append(__import__("bertlab.models.families.deberta", fromlist=["DEBERTA_V2"]).DEBERTA_V2)
     return {spec.model_type: spec for spec in specs}
 
 
