@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from bertlab.data.spm import SPM_NAME, tokenizer_from_spm_folder
 from bertlab.runtime.errors import TokenizerError
 from bertlab.runtime.files import cache_lock
 
@@ -137,7 +138,8 @@ def _lowercase_from_config(directory: Path) -> bool:
 
 
 def load_tokenizer(directory: str | Path) -> BertTokenizer:
-    """``tokenizer.json`` when present, else ``vocab.txt`` (WordPiece, lower-casing as the checkpoint says).
+    """``tokenizer.json`` when present, else a SentencePiece ``spm.model`` (converted: :mod:`bertlab.data.spm`),
+    else ``vocab.txt`` (WordPiece, lower-casing as the checkpoint says).
 
     Any file that cannot be read as such (damaged, truncated, not JSON, unreadable) is a :class:`TokenizerError`
     naming it."""
@@ -159,12 +161,15 @@ def load_tokenizer(directory: str | Path) -> BertTokenizer:
                 "or pass model.tokenizer=<a folder with a good tokenizer.json or vocab.txt>"
             ) from None
         return BertTokenizer(tokenizer, do_lower_case=lowercase)
+    if (directory / SPM_NAME).is_file():  # DeBERTa-v3's hub folders: a SentencePiece model only
+        tokenizer, spm_lowercase = tokenizer_from_spm_folder(directory)
+        return BertTokenizer(tokenizer, do_lower_case=spm_lowercase)
     if vocab_txt.is_file():
         try:
             return BertTokenizer(wordpiece_from_vocab(vocab_txt, lowercase), do_lower_case=lowercase)
         except (OSError, UnicodeDecodeError) as err:
             raise TokenizerError(f"{vocab_txt} could not be read: {type(err).__name__}: {err}") from None
-    raise TokenizerError(f"no tokenizer in {directory}: looked for tokenizer.json and vocab.txt")
+    raise TokenizerError(f"no tokenizer in {directory}: looked for tokenizer.json, {SPM_NAME} and vocab.txt")
 
 
 def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:

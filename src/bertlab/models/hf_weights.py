@@ -127,7 +127,7 @@ def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
         return Path(
             snapshot_download(
                 str(path_or_hub_id),
-                allow_patterns=["*.json", "*.safetensors", "*.txt", TORCH_NAME],
+                allow_patterns=["*.json", "*.safetensors", "*.txt", "spm.model", TORCH_NAME],
                 local_files_only=unreachable is not None,
             )
         )
