@@ -210,3 +210,31 @@ def test_lora_roles_map_to_deberta_names(targets, adapted):
     ids, mask, _ = batch()
     ours(ids, mask).last_hidden_state.sum().backward()  # adapters in both paths of the attention
     assert all(m.lora_A.grad is not None for m in lora_modules(ours).values())
+
+
+@pytest.mark.parametrize("slice_bytes", [0, 3 * 23 * 23 * 4, 4 * 23 * 23 * 4 * 2, 2 * 23 * 23 * 4])
+@pytest.mark.parametrize("unpad", ["false", "true"])
+def test_cpu_attention_slices_compute_the_bias_per_slice(slice_bytes, unpad):
+    """Training on CPU computes attention with dropout over slices of (batch, head) rows, the position bias of each
+    slice within it (whole batch rows, or a range of heads of one row): the same values and gradients as one SDPA
+    call (dropout at 1e-9 keeps every score)."""
+    from bertlab.models.kernels import Kernels
+
+    hf = hf_encoder(**V3)
+    config = SPEC.read_config(hf.config.to_dict(), "test")
+    sliced = SPEC.build_encoder(config, unpad=unpad, kernels=Kernels(cpu_attention_slice_bytes=slice_bytes))
+    whole = ours_from(hf, unpad)
+    sliced.load_state_dict(whole.state_dict())
+    sliced.train()
+    for layer in sliced.encoder.layer:
+        layer.attention.self.dropout_p = 1e-9
+    ids, mask, _ = batch()
+    real = mask.bool()
+    got = sliced(ids, mask).last_hidden_state
+    want = whole(ids, mask).last_hidden_state
+    assert torch.allclose(got[real], want[real], atol=1e-5)
+    got[real].sum().backward()
+    want[real].sum().backward()
+    theirs = dict(whole.named_parameters())
+    for name, p in sliced.named_parameters():
+        assert torch.allclose(p.grad, theirs[name].grad, atol=1e-4, rtol=1e-4), name

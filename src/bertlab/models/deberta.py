@@ -203,31 +203,31 @@ class DisentangledSelfAttention(nn.Module):
         """(R, H) → (nh, R, hd)."""
         return x.view(x.shape[0], self.num_heads, self.head_dim).transpose(0, 1)
 
-    def position_bias(self, q: torch.Tensor, k: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
-        """The c2p + p2c scores of q, k (B, nh, L, hd), scaled: (B, nh, L, L); ``rel`` (2S, H) the relative
-        embeddings after their LayerNorm."""
-        length = q.shape[2]
+    def position_bias(self, q: torch.Tensor, k: torch.Tensor, heads: slice, rel: torch.Tensor) -> torch.Tensor:
+        """The c2p + p2c scores, scaled, of q, k (n, h, L, hd), the heads ``heads`` of n batch rows: (n, h, L, L);
+        ``rel`` (2S, H) the relative embeddings after their LayerNorm (:data:`kernels.ScoreBias`)."""
+        n, h, length, _ = q.shape
         index, lo, hi = self._relative_index(length, q.device)
         rows = self.pos_dropout(rel[lo:hi])  # (R, H): only the rows a length-L row reaches
-        expanded = index.expand(q.shape[0], self.num_heads, length, length)
+        expanded = index.expand(n, h, length, length)
         bias = None
         if "c2p" in self.terms:
-            pos_key = self._heads((self.key_proj if self.share_att_key else self.pos_key_proj)(rows))  # (nh, R, hd)
-            c2p = torch.matmul(q, pos_key.transpose(-1, -2) * self.scale)  # (B, nh, L, R)
+            pos_key = self._heads((self.key_proj if self.share_att_key else self.pos_key_proj)(rows))[heads]
+            c2p = torch.matmul(q, pos_key.transpose(-1, -2) * self.scale)  # (n, h, L, R)
             bias = torch.gather(c2p, -1, expanded)  # [i, j] = q_i · Pk[δ(i, j)]
         if "p2c" in self.terms:
-            pos_query = self._heads((self.query_proj if self.share_att_key else self.pos_query_proj)(rows))
-            p2c = torch.matmul(k, pos_query.transpose(-1, -2) * self.scale)  # (B, nh, L, R): [j, r] = k_j · Pq[r]
+            pos_query = self._heads((self.query_proj if self.share_att_key else self.pos_query_proj)(rows))[heads]
+            p2c = torch.matmul(k, pos_query.transpose(-1, -2) * self.scale)  # (n, h, L, R): [j, r] = k_j · Pq[r]
             # δ is odd (bucket(-d) = -bucket(d)): p2c[i, j] = k_j · Pq[δ(i, j)] = gathered[j, i] with index.T
             p2c = torch.gather(p2c, -1, expanded.transpose(-1, -2)).transpose(-1, -2)
-            bias = p2c if bias is None else bias + p2c
+            bias = p2c if bias is None else bias.add_(p2c)  # in place: no third (n, h, L, L) tensor
         return bias
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | Packing | None,
                 rel: torch.Tensor | None) -> torch.Tensor:
         p = self.dropout_p if self.training else 0.0
         nh, hd = self.num_heads, self.head_dim
-        bias_of = (lambda q, k: self.position_bias(q, k, rel)) if self.terms else None
+        bias_of = (lambda q, k, heads: self.position_bias(q, k, heads, rel)) if self.terms else None
         if isinstance(mask, Packing):  # packed (N, H): the repad layout, each row's tokens at 0..L-1
             n = hidden.shape[0]
             qkv = torch.stack([lin(hidden) for lin in (self.query_proj, self.key_proj, self.value_proj)], 1)
@@ -237,8 +237,7 @@ class DisentangledSelfAttention(nn.Module):
         b, t, _ = hidden.shape
         q, k, v = (lin(hidden).view(b, t, nh, hd).transpose(1, 2)
                    for lin in (self.query_proj, self.key_proj, self.value_proj))  # (B, nh, T, hd)
-        bias = bias_of(q, k) if bias_of is not None else None
-        ctx = attention(q, k, v, mask, p, self.kernels, bias=bias, scale=self.scale)  # (B, nh, T, hd)
+        ctx = attention(q, k, v, mask, p, self.kernels, bias=bias_of, scale=self.scale)  # (B, nh, T, hd)
         return ctx.transpose(1, 2).reshape(b, t, nh * hd)
 
 

@@ -28,8 +28,9 @@ from bertlab.runtime.errors import ConfigError
 # measures the effect). The price is RSS: freed heap memory is kept for reuse, so a large batch peaks higher
 # than one SDPA call. ``Kernels.cpu_attention_slice_bytes`` is the budget; 0 = one slice.
 DEFAULT_ATTENTION_SLICE_BYTES = 32 * 2**20
-# An additive score bias computed from a group's q and k (rows, nh, L, hd) → (rows or 1, nh, L, L).
-ScoreBias = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# An additive attention-score bias as a function of q (n, h, Tq, hd), k (n, h, T, hd) of n batch rows and the
+# heads they are (a slice of 0..nh-1) → a fresh (n, h, Tq, T) tensor (its caller may change it in place).
+ScoreBias = Callable[[torch.Tensor, torch.Tensor, slice], torch.Tensor]
 VARLEN_KERNELS = ("auto", "repad", "nested", "flash_attn")
 
 
@@ -114,36 +115,43 @@ class Dropout(nn.Dropout):
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, bias: torch.Tensor | None = None,
+              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, bias: ScoreBias | None = None,
               scale: float | None = None) -> torch.Tensor:
     """Scaled dot-product attention: q (B, nh, Tq, hd), k and v (B, nh, T, hd), mask (B, 1, 1, T) bool or None →
     (B, nh, Tq, hd). Tq is T, or fewer query rows (the [CLS] rows of the last layer: :class:`BertModel`).
 
-    ``bias`` (B or 1, nh or 1, Tq, T): an additive score bias (DeBERTa's relative-position scores), added after
-    the scaling; ``scale``: the factor of q kᵀ (None: 1/√hd).
+    ``bias``: an additive score bias (DeBERTa's relative-position scores) as a function of q and k of some batch
+    rows and a range of heads (:data:`ScoreBias`), added after the scaling; ``scale``: the factor of q kᵀ (None:
+    1/√hd).
 
     SDPA, except for dropout on CPU: softmax(q kᵀ · scale + bias) with masked keys at -inf, then :func:`dropout`,
-    then · v, over slices of (batch, head) rows (each row attends only within itself).
+    then · v, over slices of (batch, head) rows (each row attends only within itself). The bias is computed per
+    slice there, so that neither it nor the tensors it is made of exceed the slice budget at once.
     """
-    if bias is not None:  # one additive float mask: the bias with masked keys at -inf
-        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    if dropout_p == 0.0 or q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     b, nh, tq, hd = q.shape
+    if dropout_p == 0.0 or q.device.type != "cpu":
+        if bias is not None:  # one additive float mask: the bias (a fresh tensor) with masked keys at -inf
+            full = bias(q, k, slice(0, nh))
+            mask = full if mask is None else full.masked_fill_(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     t = k.shape[2]
     rows = b * nh
     if kernels.cpu_attention_slice_bytes:
         rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (tq * t * q.element_size())))
+    if bias is not None:  # slices of whole batch rows, or of heads within one batch row
+        rows = rows // nh * nh if rows >= nh else max(d for d in range(1, rows + 1) if nh % d == 0)
     qs = q.reshape(b * nh, tq, hd).split(rows)  # slices of (rows, Tq, hd)
     ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (k, v))  # slices of (rows, T, hd)
-    masks = (None,) * len(qs)
-    if mask is not None:  # (rows, 1 or Tq, T): a key mask, or a bias per query row
-        mq = mask.shape[-2]
-        masks = mask.expand(b, nh, mq, t).reshape(b * nh, mq, t).split(rows)
+    masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
+             else (None,) * len(qs))  # (rows, 1, T)
     scale = hd**-0.5 if scale is None else scale
     ctx = []
-    for qi, ki, vi, mi in zip(qs, ks, vs, masks):
+    for i, (qi, ki, vi, mi) in enumerate(zip(qs, ks, vs, masks)):
         scores = torch.matmul(qi, ki.transpose(1, 2)) * scale  # (rows, Tq, T)
+        if bias is not None:
+            n, h = (qi.shape[0] // nh, nh) if rows >= nh else (1, qi.shape[0])
+            first = 0 if rows >= nh else i * rows % nh
+            scores = scores + bias(qi.view(n, h, tq, hd), ki.view(n, h, t, hd), slice(first, first + h)).view_as(scores)
         if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
             scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
         ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, Tq, hd)
@@ -224,9 +232,8 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
     ``queries`` (B, nh, hd): one query per packed row instead (qkv then holds k and v only, (N, 2, nh, hd)) →
     (B, nh, hd), each row's query attending to its row's tokens.
 
-    ``score_bias(q, k)``: an additive score bias of a group's q and k (rows, nh, L, hd) → (rows or 1, nh, L, L),
-    each row's tokens at positions 0..L-1 of the compact layout (DeBERTa's relative positions); ``scale`` as in
-    :func:`attention`. Not with ``queries``.
+    ``score_bias``: :func:`attention`'s ``bias`` for a group, each row's tokens at positions 0..L-1 of the compact
+    layout (DeBERTa's relative positions); ``scale`` as in :func:`attention`. Not with ``queries``.
     """
     _, parts, nh, hd = qkv.shape
     out = []
@@ -235,8 +242,7 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
         compact = compact.view(g.rows, g.max_len, parts, nh, hd).permute(2, 0, 3, 1, 4)  # (parts, rows, nh, L, hd)
         if queries is None:
             q, k, v = compact
-            bias = score_bias(q, k) if score_bias is not None else None
-            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels, bias=bias, scale=scale)  # (rows, nh, L, hd)
+            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels, bias=score_bias, scale=scale)  # (rows, nh, L, hd)
             out.append(ctx.transpose(1, 2).reshape(g.rows * g.max_len, nh, hd)[g.compact_index])  # (n_g, nh, hd)
         else:
             k, v = compact
