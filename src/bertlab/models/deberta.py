@@ -118,6 +118,22 @@ def relative_index(length: int, span: int, buckets: int, max_relative: int) -> t
     return index - lo, lo, hi
 
 
+class _GatherLast(torch.autograd.Function):
+    """``torch.gather(x, -1, index)`` whose backward keeps the index and x's shape only: torch's gather keeps x
+    itself for its backward, here the (B, nh, L, R) products of every layer, as large as the scores."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.shape = x.shape
+        return torch.gather(x, -1, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (index,) = ctx.saved_tensors
+        return grad.new_zeros(ctx.shape).scatter_add_(-1, index, grad), None
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Modules
 
@@ -190,13 +206,14 @@ class DisentangledSelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
         # Every score is scaled by 1/√(hd·(1 + position terms)), transformers' scale.
         self.scale = (self.head_dim * (1 + len(self.terms))) ** -0.5
-        self._index: dict[tuple[int, torch.device], tuple[torch.Tensor, int, int]] = {}
+        self._index: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor, int, int]] = {}
 
-    def _relative_index(self, length: int, device: torch.device) -> tuple[torch.Tensor, int, int]:
+    def _relative_index(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """(index, its transpose (contiguous: a gather along a transposed index reads across rows), lo, hi)."""
         key = (length, device)
         if key not in self._index:
             index, lo, hi = relative_index(length, self.span, self.buckets, self.max_relative)
-            self._index[key] = (index.to(device), lo, hi)
+            self._index[key] = (index.to(device), index.t().contiguous().to(device), lo, hi)
         return self._index[key]
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -207,19 +224,18 @@ class DisentangledSelfAttention(nn.Module):
         """The c2p + p2c scores, scaled, of q, k (n, h, L, hd), the heads ``heads`` of n batch rows: (n, h, L, L);
         ``rel`` (2S, H) the relative embeddings after their LayerNorm (:data:`kernels.ScoreBias`)."""
         n, h, length, _ = q.shape
-        index, lo, hi = self._relative_index(length, q.device)
+        index, index_t, lo, hi = self._relative_index(length, q.device)
         rows = self.pos_dropout(rel[lo:hi])  # (R, H): only the rows a length-L row reaches
-        expanded = index.expand(n, h, length, length)
         bias = None
         if "c2p" in self.terms:
             pos_key = self._heads((self.key_proj if self.share_att_key else self.pos_key_proj)(rows))[heads]
             c2p = torch.matmul(q, pos_key.transpose(-1, -2) * self.scale)  # (n, h, L, R)
-            bias = torch.gather(c2p, -1, expanded)  # [i, j] = q_i · Pk[δ(i, j)]
+            bias = _GatherLast.apply(c2p, index.expand(n, h, length, length))  # [i, j] = q_i · Pk[δ(i, j)]
         if "p2c" in self.terms:
             pos_query = self._heads((self.query_proj if self.share_att_key else self.pos_query_proj)(rows))[heads]
             p2c = torch.matmul(k, pos_query.transpose(-1, -2) * self.scale)  # (n, h, L, R): [j, r] = k_j · Pq[r]
-            # δ is odd (bucket(-d) = -bucket(d)): p2c[i, j] = k_j · Pq[δ(i, j)] = gathered[j, i] with index.T
-            p2c = torch.gather(p2c, -1, expanded.transpose(-1, -2)).transpose(-1, -2)
+            # δ is odd (bucket(-d) = -bucket(d)): p2c[i, j] = k_j · Pq[δ(i, j)] = gathered[j, i] with indexᵀ
+            p2c = _GatherLast.apply(p2c, index_t.expand(n, h, length, length)).transpose(-1, -2)
             bias = p2c if bias is None else bias.add_(p2c)  # in place: no third (n, h, L, L) tensor
         return bias
 
