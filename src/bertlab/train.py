@@ -122,11 +122,11 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
     check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
-    L.seed_everything(cfg.seed, workers=True)
-    if cfg.trainer.get("deterministic"):
-        torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
     graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt
+    L.seed_everything(cfg.seed, workers=True)  # after the check: the seed is one of the settings
+    if cfg.trainer.get("deterministic"):
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
     policy_defaults = apply_policy_defaults(cfg)
     if policy_defaults:

@@ -71,7 +71,9 @@ def user_errors() -> Iterator[None]:
         sys.stderr.write(f"\nbertlab: stopped: {err}\n")
         sys.stderr.flush()
         sys.exit(128 + err.signum)
-    except user_error_types() as err:
+    except Exception as err:
+        if not isinstance(err, user_error_types()) and framework_setting_error(err) is None:
+            raise  # a bug: its traceback is what a report needs
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         in_multirun = _in_multirun()
@@ -79,9 +81,26 @@ def user_errors() -> Iterator[None]:
         log.error("%s: %s", type(err).__name__, err, extra={"console": in_multirun})
         if in_multirun:
             raise
-        sys.stderr.write(f"\nbertlab: error: {err}\n")
+        sys.stderr.write(f"\nbertlab: error: {framework_setting_error(err) or err}\n")
         sys.stderr.flush()
         sys.exit(1)
+
+
+# Lightning's ValueErrors that are about a setting (its other ValueErrors may be bugs: they keep the traceback).
+_LIGHTNING_SETTING_VALUE_ERRORS = ("`val_check_interval` (",)
+
+
+def framework_setting_error(err: BaseException) -> str | None:
+    """The one-paragraph message for an exception Lightning raises about a setting a user can change (its
+    ``MisconfigurationException``, e.g. an accelerator this machine lacks, or a ``val_check_interval`` longer
+    than the epoch), else None. Most are caught earlier by ``runtime.checks``; this is the net for the rest."""
+    names = {c.__name__ for c in type(err).__mro__}
+    text = " ".join(str(err).split())
+    if "MisconfigurationException" in names or (
+            isinstance(err, ValueError) and any(text.startswith(p) for p in _LIGHTNING_SETTING_VALUE_ERRORS)):
+        return (f"Lightning refused a setting: {text} (the trainer.* and callbacks.* keys, "
+                "`python train.py --cfg job --package trainer` lists them)")
+    return None
 
 
 def _in_multirun() -> bool:
