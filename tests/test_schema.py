@@ -356,7 +356,8 @@ def test_every_declared_key_is_a_key_of_some_preset_or_lightning(tmp_path):
     (["seed=-1"], "seed=-1: the random seed must be"),
     (["optim.lr=nan"], "optim.lr=nan: the learning rate must be a finite number above 0"),
     (["trainer=gpu"], "trainer.accelerator=gpu (trainer=gpu, ddp, fsdp and deepspeed) needs a CUDA GPU"),
-    (["trainer.max_epochs=-1", "trainer.max_steps=-1"], "the training would never end"),
+    (["trainer.max_epochs=-1", "trainer.max_steps=-1"], "trainer.max_epochs=-1 with trainer.max_steps=-1: the training "
+                                                        "would never end"),
     (["task.monitor=val/acc"], "task.monitor=val/acc: task sst2 (family sequence) never logs it"),
 ])
 def test_the_command_line_prints_one_paragraph_in_seconds(tmp_path, args, shown):
@@ -381,7 +382,7 @@ def test_the_declared_metrics_are_what_a_run_logs(train_run):
     assert set(metrics["val"]) == set(declared)
 
 
-def test_no_subprocess_needed_for_the_schema():
+def test_the_schema_imports_neither_torch_nor_lightning():
     out = subprocess.run([sys.executable, "-c", "import bertlab.runtime.schema, sys; "
                           "print('torch' in sys.modules, 'lightning' in sys.modules)"],
                          capture_output=True, text=True, cwd=Path(__file__).parent)

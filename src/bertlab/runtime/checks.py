@@ -277,6 +277,7 @@ def _check_devices(trainer: Mapping[str, Any], gpu_count: Callable[[], int] | No
     wanted = (max(devices) + 1 if isinstance(devices, list) and devices
               else devices if isinstance(devices, int) and devices > 0 else None)
     if wanted is not None and wanted > visible:
+        asked = f"GPU index {wanted - 1}" if isinstance(devices, list) else f"{wanted} GPUs"
         raise ConfigError(
-            f"trainer.devices={devices} asks for {'GPU index ' + str(wanted - 1) if isinstance(devices, list) else str(wanted) + ' GPUs'}, "
-            f"and this machine has {visible} visible: use trainer.devices={visible} or -1 (every visible GPU)")
+            f"trainer.devices={devices} asks for {asked}, and this machine has {visible} visible: use "
+            f"trainer.devices={visible} or -1 (every visible GPU)")

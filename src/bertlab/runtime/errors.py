@@ -87,7 +87,8 @@ def user_errors() -> Iterator[None]:
 
 
 # Lightning's ValueErrors that are about a setting (its other ValueErrors may be bugs: they keep the traceback).
-_LIGHTNING_SETTING_VALUE_ERRORS = ("`val_check_interval` (",)
+_LIGHTNING_SETTING_VALUE_ERRORS = ("`val_check_interval` (", "You selected an invalid strategy name",
+                                   "You selected an invalid accelerator name")
 
 
 def framework_setting_error(err: BaseException) -> str | None:
