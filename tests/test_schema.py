@@ -152,8 +152,8 @@ def test_every_kind_has_at_least_five_bad_cases():
                          "number); e.g. optim.lr=5e-5"),
     ({"optim__betas": [1.5, 0.999]}, "optim.betas=[1.5,0.999]: AdamW's betas must be a pair of numbers in [0, 1)"),
     ({"data__max_train_samples": 0}, "data.max_train_samples=0: the number of training examples to read must be a "
-                                     "positive integer (at most that many), or -1 or null for all of them (0 would "
-                                     "leave nothing), or null (all of them)"),
+                                     "positive integer (at most that many) or -1 for all of them (0 would leave "
+                                     "nothing), or null (all of them)"),
     ({"optim__warmup_ratio": 1.5}, "optim.warmup_ratio=1.5: the fraction of the training steps spent warming the "
                                    "learning rate up must be a number in [0, 1)"),
 ])
@@ -328,6 +328,22 @@ def test_a_refused_setting_leaves_the_run_dir_as_it_was(train_run, tmp_path):
     run = tmp_path / "run"
     assert not any((run / name).exists() for name in (".bertlab-run.json", "metrics.json", "checkpoints",
                                                         "tokenizer"))
+
+
+def test_a_validation_interval_longer_than_the_epoch_is_refused_before_anything_is_written(train_run, tmp_path):
+    from bertlab.runtime.checks import check_epoch_length
+
+    with pytest.raises(ConfigError, match=r"val_check_interval=1000 batches is past the end of an epoch: the "
+                                          r"training split \(\d+ examples, data\.batch_size=32\) makes \d+ batches"):
+        train_run("model=bert_tiny", "trainer.val_check_interval=1000")
+    assert not any((tmp_path / "run" / n).exists() for n in ("tokenizer", "checkpoints", "metrics.json"))
+    trainer = {"val_check_interval": 5, "check_val_every_n_epoch": 1}
+    check_epoch_length(trainer, 160, 32, 1)  # 5 batches: validates at the last one
+    with pytest.raises(ConfigError, match="makes 3 batches per epoch"):
+        check_epoch_length(trainer, 160, 32, 2)  # per process: ceil(5 / 2)
+    with pytest.raises(ConfigError, match="makes 2 batches per epoch"):
+        check_epoch_length({**trainer, "limit_train_batches": 0.5}, 160, 32, 1)
+    check_epoch_length({**trainer, "check_val_every_n_epoch": None}, 10, 32, 1)  # counts across epochs
 
 
 def test_every_declared_key_is_a_key_of_some_preset_or_lightning(tmp_path):

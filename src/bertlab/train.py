@@ -28,7 +28,7 @@ from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.models.bert import num_parameters
-from bertlab.runtime.checks import preflight
+from bertlab.runtime.checks import check_epoch_length, preflight
 from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.runtime.console import (
     AutoLogInterval,
@@ -244,6 +244,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
+    if trains:  # before anything is written: Lightning would refuse it when fit starts
+        check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
+                           trainer.world_size)
     log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer))
 
     if trainer.is_global_zero:

@@ -10,6 +10,7 @@ not have.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -281,3 +282,25 @@ def _check_devices(trainer: Mapping[str, Any], gpu_count: Callable[[], int] | No
         raise ConfigError(
             f"trainer.devices={devices} asks for {asked}, and this machine has {visible} visible: use "
             f"trainer.devices={visible} or -1 (every visible GPU)")
+
+
+def check_epoch_length(trainer: Mapping[str, Any], examples: int, batch_size: int, world_size: int) -> None:
+    """Once the training split is read: a ``val_check_interval`` (in batches) longer than an epoch never
+    validates; Lightning refuses it when ``fit`` starts, after the run dir has its tokenizer."""
+    interval = trainer.get("val_check_interval")
+    if not isinstance(interval, int) or isinstance(interval, bool) or trainer.get("check_val_every_n_epoch", 1) is None:
+        return
+    if trainer.get("fast_dev_run") or trainer.get("overfit_batches"):
+        return
+    batches = math.ceil(math.ceil(examples / batch_size) / world_size)  # per rank, as TrainBatchSampler cuts
+    limit = trainer.get("limit_train_batches")
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        batches = min(batches, limit)
+    elif isinstance(limit, float):
+        batches = int(batches * limit)
+    if interval > batches:
+        raise ConfigError(
+            f"trainer.val_check_interval={interval} batches is past the end of an epoch: the training split "
+            f"({examples} examples, data.batch_size={batch_size}{f' on {world_size} processes' if world_size > 1 else ''}) "
+            f"makes {batches} batches per epoch, so validation would never run there. Use at most {batches}, a "
+            "fraction of the epoch (e.g. 0.5), or null (once per epoch)")

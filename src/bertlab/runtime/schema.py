@@ -55,8 +55,8 @@ NONNEG_INT = Kind("nonneg_int", "0 or a positive integer", lambda v: _int(v) and
 INDEX = Kind("index", "an integer (a negative one counts from the end)", _int)
 SEED = Kind("seed", "an integer from 0 to 4294967295 (the range numpy's generator takes)",
             lambda v: _int(v) and 0 <= v < 2**32)
-LIMIT = Kind("limit", "a positive integer (at most that many), or -1 or null for all of them (0 would leave "
-             "nothing)", lambda v: _int(v) and (v >= 1 or v == -1))
+LIMIT = Kind("limit", "a positive integer (at most that many) or -1 for all of them (0 would leave nothing)",
+             lambda v: _int(v) and (v >= 1 or v == -1))
 RUN_LENGTH = Kind("run_length", "a positive integer, or -1 for no limit from this bound (the other one decides); "
                   "0 only with train=false", lambda v: _int(v) and v >= -1)
 PROB = Kind("prob", "a number in [0, 1)", lambda v: _num(v) and 0 <= v < 1)
@@ -90,8 +90,8 @@ def choice(*values: Any) -> Kind:
     """One of ``values`` (booleans and numbers compared with their type: true is not 1)."""
     def accepts(v: Any) -> bool:
         return any(type(v) is type(c) and v == c for c in values)
-    return Kind("choice", "one of " + ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in values),
-                accepts)
+    shown = dict.fromkeys(str(c).lower() if isinstance(c, bool) else str(c) for c in values)  # 32 and "32" once
+    return Kind("choice", "one of " + ", ".join(shown), accepts)
 
 
 COLUMN = Kind("column", "a column name, or a 0-based column position for a file without a header line",
@@ -139,7 +139,7 @@ SETTINGS: dict[str, Setting] = {
     "data.max_train_samples": S(LIMIT, "the number of training examples to read", null="all of them"),
     "data.max_eval_samples": S(LIMIT, "the number of examples to read from each evaluation split",
                                null="all of them"),
-    "data.group_by_length": S(BOOL, "length-grouped training batches"),
+    "data.group_by_length": S(BOOL, "whether training batches are grouped by length"),
     "data.pad_to_multiple_of": S(POSITIVE_INT, "the multiple batches are padded to",
                                  null="8 under mixed precision on a GPU, none otherwise", hint="1 = no padding"),
     "data.cache_dir": S(WRITABLE_DIR, "the cache folder (paths.cache_dir)", null="no cache"),
@@ -215,17 +215,17 @@ SETTINGS: dict[str, Setting] = {
     "model.tie_word_embeddings": S(BOOL, "tied input and output embeddings"),
     # trainer (Lightning's Trainer arguments)
     "trainer.accelerator": S(ACCELERATOR, "the accelerator"),
-    "trainer.devices": S(DEVICES, "the devices"),
+    "trainer.devices": S(DEVICES, "the devices to train on"),
     "trainer.num_nodes": S(POSITIVE_INT, "the number of machines"),
     "trainer.precision": S(PRECISION, "the precision"),
     "trainer.max_epochs": S(RUN_LENGTH, "the number of training epochs"),
     "trainer.max_steps": S(RUN_LENGTH, "the number of optimizer steps"),
     "trainer.min_epochs": S(NONNEG_INT, "the least number of epochs", null="none"),
     "trainer.min_steps": S(NONNEG_INT, "the least number of steps", null="none"),
-    "trainer.limit_train_batches": S(BATCHES, "the training batches per epoch", null="all of them"),
-    "trainer.limit_val_batches": S(BATCHES, "the validation batches", null="all of them"),
-    "trainer.limit_test_batches": S(BATCHES, "the test batches", null="all of them"),
-    "trainer.val_check_interval": S(VAL_INTERVAL, "how often to validate", null="once per epoch"),
+    "trainer.limit_train_batches": S(BATCHES, "the number of training batches per epoch", null="all of them"),
+    "trainer.limit_val_batches": S(BATCHES, "the number of validation batches", null="all of them"),
+    "trainer.limit_test_batches": S(BATCHES, "the number of test batches", null="all of them"),
+    "trainer.val_check_interval": S(VAL_INTERVAL, "the validation interval", null="once per epoch"),
     "trainer.check_val_every_n_epoch": S(POSITIVE_INT, "validate every this many epochs",
                                          null="val_check_interval counts batches across epochs"),
     "trainer.accumulate_grad_batches": S(POSITIVE_INT, "the number of batches whose gradients are summed before "
@@ -303,8 +303,6 @@ def message(key: str, value: Any, setting: Setting, where: str = "") -> str:
         text += f" ({writable_dir_problem(value)}); choose another folder"
     elif isinstance(value, float) and not math.isfinite(value):
         text += " (it is not a finite number)"
-    elif isinstance(value, str) and setting.kind not in (TEXT, WRITABLE_DIR) and not setting.kind.accepts(value):
-        text += f" (it is a text, {value!r})"
     return text + (f"; {setting.hint}" if setting.hint else "")
 
 
