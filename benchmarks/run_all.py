@@ -5,7 +5,7 @@ Each benchmark runs as its own process (threads set the same for every side) and
 collects them into ``benchmarks/results/RESULTS.md`` and ``benchmarks/results/results.json``
 (``--quick``: ``benchmarks/results/quick/``, so a smoke check never overwrites a full measurement).
 
-    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess,unpadded]
+    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess,unpadded,families]
                                  [--ablations] [--compile] [--data-dir ../shared/data] [--update encoder]
     python benchmarks/run_all.py --update unpadded     # the unpadded-path section alone, into the existing report
 
@@ -57,6 +57,9 @@ TARGETS = {
     "unpadded: encoder train 8x384 (no padding), unpad=true / padded": 0.97,
     "unpadded: encoder train 16x128 (no padding), unpad=auto / padded": 0.97,
     "unpadded: encoder train 8x384 (no padding), unpad=auto / padded": 0.97,
+    # Encoder families at their base shape (benchmarks/families.py).
+    "families: roberta-base encoder train, SST-2 random batches, vs transformers": 2.0,
+    "families: modernbert-base encoder train, SST-2 random batches, vs transformers": 2.0,
 }
 
 
@@ -111,6 +114,9 @@ def ratio_rows(results: dict[str, Any]) -> list[tuple[str, float | None, float |
     for r in (results.get("preprocess") or {}).get("rows", []):
         name = f"preprocessing {r['task']}"
         rows.append((name, r["ratio"], TARGETS.get(name)))
+    for model_type, r in ((results.get("families") or {}).get("families") or {}).items():
+        name = f"families: {model_type}-base encoder train, SST-2 random batches, vs transformers"
+        rows.append((name, r.get("ratio_vs_hf"), TARGETS.get(name)))
     return rows + unpadded_ratio_rows(results.get("unpadded") or {})
 
 
@@ -286,7 +292,7 @@ def render(results: dict[str, Any], quick: bool, threads: int, load_before, load
     out += ["", "## When each part was measured", ""]
     out.append(markdown_table(("part", "at", "load average (1 min) start → end", "wall s"), [
         (name, m["at"], f"{m['load_start']:.2f} → {m['load_end']:.2f}", m["wall_s"])
-        for name in ("encoder", "preprocess", "end_to_end", "unpadded", "ablations")
+        for name in ("encoder", "preprocess", "end_to_end", "unpadded", "families", "ablations")
         if isinstance(results.get(name), dict) and (m := results[name].get("measured"))]))
     out += ["", "## Machine", ""]
     peak = dict(machine.get("matmul_peak_gflops", {}))
@@ -309,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small shapes and a few steps: a smoke check")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded")
+    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded,families")
     p.add_argument("--ablations", action="store_true", help="also the mask / AdamW studies (benchmarks/ablations.py)")
     p.add_argument("--compile", action="store_true", help="the torch.compile measurements too (minutes of compiling): model.compile on "
                    "both encoder paths in the unpadded section, and with --ablations the fixed-shape study")
@@ -322,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = a.out or (RESULTS_DIR / "quick" if a.quick else RESULTS_DIR)
     quick = ["--quick"] if a.quick else []
     data = ["--data-dir", str(a.data_dir.resolve())]
-    sections = ["encoder", "preprocess", "end_to_end", "unpadded"] + (["ablations"] if a.ablations else [])
+    sections = ["encoder", "preprocess", "end_to_end", "unpadded", "families"] + (["ablations"] if a.ablations else [])
     sections = [s for s in sections if s not in a.skip.split(",")]
     if a.update:
         results: dict[str, Any] = json.loads((out_dir / "results.json").read_text())
@@ -338,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         "end_to_end": ("end_to_end", quick + data + ([] if a.quick else ["--bf16"])),
         "unpadded": ("unpadded", quick + data + (["--only", ",".join(unpadded_sections)] if a.compile else [])),
         "ablations": ("ablations", quick + (["--compile"] if a.compile else [])),
+        "families": ("families", (["--tiny"] if a.quick else []) + data),
     }
     with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:
         for section in sections:

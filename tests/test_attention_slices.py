@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import bertlab.models.bert as encoder
+import bertlab.models.kernels as kernels
 from bertlab.models.bert import Kernels, attention
 
 
@@ -99,7 +100,7 @@ def test_hidden_dropout_modules_use_the_cpu_masks(monkeypatch):
                                             num_attention_heads=2, intermediate_size=32))
     assert isinstance(layer.output.dropout, torch.nn.Dropout)  # same type checks as nn.Dropout
     calls = []
-    monkeypatch.setattr(encoder, "cpu_keep_mask", lambda shape, p: calls.append(shape) or torch.ones(shape, dtype=torch.bool))
+    monkeypatch.setattr(kernels, "cpu_keep_mask", lambda shape, p: calls.append(shape) or torch.ones(shape, dtype=torch.bool))
     layer.train()(torch.randn(2, 5, 16), None)
     assert (2, 5, 16) in [tuple(s) for s in calls]
     calls.clear()
@@ -120,7 +121,7 @@ def test_kernel_choices_belong_to_the_model_not_to_the_process(monkeypatch):
     model is built (model.cpu_fast_dropout, model.cpu_attention_slice_mb), not by a module global."""
     calls = []
     real = encoder.cpu_keep_mask
-    monkeypatch.setattr(encoder, "cpu_keep_mask", lambda shape, p: calls.append(tuple(shape)) or real(shape, p))
+    monkeypatch.setattr(kernels, "cpu_keep_mask", lambda shape, p: calls.append(tuple(shape)) or real(shape, p))
     ids = torch.randint(5, 50, (2, 6))
     fast, plain = _tiny_model(Kernels()), _tiny_model(Kernels(cpu_fast_dropout=False, cpu_attention_slice_bytes=0))
     plain.train()(ids)

@@ -179,3 +179,16 @@ def test_unpadded_end_to_end_ratios_reach_the_report():
     }
     text = "\n".join(run_all.render_unpadded(unp))
     assert "| SST-2 | auto_random | 100 × 32 |" in text and "| CoNLL-2003 | auto_random | 125 × 16 |" in text
+
+
+def test_families_bench_tiny():
+    """benchmarks/families.py at tiny shapes: one row per family and its ratio row in the report."""
+    import families
+    import run_all
+
+    result = families.main(["--tiny", "--threads", "1", "--repeats", "1", "--families",
+                            "roberta,distilbert,modernbert"])
+    assert set(result["families"]) == {"roberta", "distilbert", "modernbert"}
+    rows = {name: ratio for name, ratio, _ in run_all.ratio_rows({"families": result})}
+    assert rows["families: roberta-base encoder train, SST-2 random batches, vs transformers"] == \
+        result["families"]["roberta"]["ratio_vs_hf"]

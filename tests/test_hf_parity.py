@@ -207,7 +207,7 @@ def test_bad_checkpoint_folders(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         BertModel.from_pretrained(tmp_path / "nope")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "hidden_size": 8}))
-    with pytest.raises(CheckpointError, match="model_type is 'gpt2'"):
+    with pytest.raises(CheckpointError, match="model_type 'gpt2' is not an encoder"):
         BertModel.from_pretrained(tmp_path)
     BertModel(EncoderConfig(**TINY)).save_pretrained(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"\x00garbage")

@@ -358,7 +358,11 @@ def test_every_declared_key_is_a_key_of_some_preset_or_lightning(tmp_path):
         tree = OmegaConf.to_container(compose([f"{group}={option}"], tmp_path / "run"), resolve=True)
         seen |= {k for k, _ in leaves(tree)}
     trainer_args = {f"trainer.{p}" for p in inspect.signature(L.Trainer.__init__).parameters}
-    encoder_fields = {"model.layer_norm_eps", "model.initializer_range", "model.pad_token_id"}  # config.json
+    from dataclasses import fields
+
+    from bertlab.runtime.config import EncoderConfig
+
+    encoder_fields = {f"model.{f.name}" for f in fields(EncoderConfig)}  # read from a checkpoint's config.json
     stale = set(SETTINGS) - seen - trainer_args - encoder_fields
     assert not stale, stale
 

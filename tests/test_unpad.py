@@ -19,6 +19,7 @@ from test_hf_parity import HF_CLASSES, TINY, build_ours, hf_model  # noqa: E402
 
 from bertlab.data.mlm import IGNORE_INDEX  # noqa: E402
 from bertlab.models import bert as encoder_module  # noqa: E402
+from bertlab.models import kernels as kernels_module  # noqa: E402
 from bertlab.models import packing as packing_module  # noqa: E402
 from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
 from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
@@ -333,7 +334,7 @@ def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
         calls.append((tuple(q.shape), cu_q.tolist(), cu_k.tolist(), max_q, max_k, dropout_p, cu_q.dtype))
         return per_sequence_attention(q, k, v, cu_q)
 
-    monkeypatch.setattr(encoder_module, "_flash_attn_varlen", lambda: fake_flash_attn_varlen_func)
+    monkeypatch.setattr(kernels_module, "_flash_attn_varlen", lambda: fake_flash_attn_varlen_func)
     enc = BertModel(EncoderConfig(**TINY), kernels=encoder_module.Kernels(varlen_attention="flash_attn")).eval()
     b = padded_batch("sequence", True)
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
@@ -350,11 +351,11 @@ def test_flash_attn_varlen_is_called_with_the_packing(monkeypatch):
 
 def test_flash_attn_is_optional():
     """Without the package the lookup answers None (no ImportError), and CUDA falls back to nested SDPA."""
-    encoder_module._flash_attn_varlen.cache_clear()
+    kernels_module._flash_attn_varlen.cache_clear()
     try:
         import flash_attn  # noqa: F401
     except ImportError:
-        assert encoder_module._flash_attn_varlen() is None
+        assert kernels_module._flash_attn_varlen() is None
 
 
 def test_dropout_on_the_packed_tokens_keeps_its_rate():

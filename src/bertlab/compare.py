@@ -51,6 +51,8 @@ from bertlab.analysis.runs import (
     find_runs,
     group_runs,
 )
+from bertlab.runtime.errors import OutputError
+from bertlab.runtime.files import writing
 
 log = logging.getLogger(__name__)
 
@@ -261,9 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     group_by = [k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None
     try:
-        result = compare_runs(args.dirs, args.out, group_by, args.metric, args.baseline, args.alpha)
+        with writing(args.out or args.dirs[0], "the comparison's tables", "pass --out <a folder on a disk with room>"):
+            result = compare_runs(args.dirs, args.out, group_by, args.metric, args.baseline, args.alpha)
         checks = check_expectations(result, args.expect) if args.expect else []
-    except CompareError as err:
+    except (CompareError, OutputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print_table(result)

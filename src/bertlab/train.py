@@ -27,6 +27,8 @@ from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
+from bertlab.inference.onnx import export_format, export_onnx, gate_line
+from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
 from bertlab.runtime.checks import check_epoch_length, preflight
 from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
@@ -38,14 +40,21 @@ from bertlab.runtime.console import (
     format_value,
 )
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
-from bertlab.runtime.run_dir import TokenizerFingerprint
+from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
-from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
+from bertlab.training.build import (
+    build_model,
+    build_tokenizer,
+    init_dir_for_tokenizer,
+    resolve_head_config,
+    resolve_task_defaults,
+)
 from bertlab.training.callbacks import FreezeModeGuard, ReleaseFreedHeap, Throughput
 from bertlab.training.checkpoints import (
     AtomicCheckpointIO,
@@ -105,6 +114,7 @@ def run(cfg: DictConfig) -> float | None:
     the tokenizers' thread pool and forked DataLoader workers do not mix (the library warns and stops using it).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hold_log_files(cfg)  # train.log gets this run's lines only once the run dir is claimed
     failed = True
     try:
         with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here
@@ -140,6 +150,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         # Prediction only: the checkpoint brings its tokenizer and label set; no training or validation data.
         return predict_checkpoint(_resolve_ckpt(cfg.get("ckpt_path"), run_dir), task, data_cfg, run_dir)
     release_heap = ReleaseFreedHeap(cfg.get("release_heap", "auto"), task.family)  # checked before any work
+    export = export_format(cfg.get("export"), cfg.get("export_quantize"))  # checked before any work
     check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
     data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
         data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
@@ -148,6 +159,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     optim_cfg = build_typed(OptimConfig, _plain(cfg.optim), "optim")
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
+    task = resolve_task_defaults(task, model_cfg)  # task.mlm_probability=null → the encoder family's rate
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
     # the configuration and the training files, built before the data module that uses it.
@@ -162,7 +174,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
     family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
     model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
-    preflight(task, data_cfg, getattr(model.bert.config, "max_position_embeddings", None))  # recurrent: none
+    preflight(task, data_cfg, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
     _read_splits(datamodule, cfg, data_cfg)
@@ -247,11 +259,13 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if trains:  # before anything is written: Lightning would refuse it when fit starts
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
                            trainer.world_size)
-    log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer))
+    log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer,
+                                 describe_encoder(model.bert)))
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
-        tokenizer.save(run_dir / "tokenizer")
+        with writing(run_dir / "tokenizer", "the run's tokenizer", RUN_DIR_FIX):
+            tokenizer.save(run_dir / "tokenizer")
     resumed_from = ckpt_step if cfg.train else None
     best_path = ckpt_path
     train_block: dict[str, Any] | None = None
@@ -292,10 +306,17 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_block, metrics,
                                best_path)
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
-        (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        with writing(run_dir / "metrics.json", "the run's results", RUN_DIR_FIX):  # never half a metrics.json
+            write_text_atomic(run_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
+        graceful_stop.results_complete(run_dir / "metrics.json")  # a stop signal now ends the run normally
         _print_summary(run_dir, result, trained=trains)
-    if cfg.get("export") and trainer.is_global_zero:
-        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
+    if export == "hf" and trainer.is_global_zero:
+        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
+    elif export == "onnx" and trainer.is_global_zero:
+        report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
+                             max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer",
+                             overwrite=True)
+        print(f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}")
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
 
@@ -425,7 +446,8 @@ def positive_label(task: TaskSpec, labels: list[str] | None) -> str | None:
     return labels[1] if task.family == "sequence" and not task.regression and labels and len(labels) == 2 else None
 
 
-def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer) -> str:
+def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer,
+                  encoder: str = "") -> str:
     """The run's resolved choices in one line: what a reader of the log needs to know it ran what they meant."""
     if task.regression:
         label_text = "regression"
@@ -436,7 +458,8 @@ def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, pol
     else:
         label_text = task.family
     accelerator = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
-    return (f"task={task.name} ({label_text}) · model={cfg.model.get('name')} · freeze={policy} · seed={cfg.seed} · "
+    model = f"{cfg.model.get('name')} ({encoder})" if encoder else cfg.model.get("name")
+    return (f"task={task.name} ({label_text}) · model={model} · freeze={policy} · seed={cfg.seed} · "
             f"{accelerator} × {trainer.num_devices * trainer.num_nodes}, precision {trainer.precision}")
 
 

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.models.bert import BertModel
+from bertlab.models.assemble import assemble, config_from_record
+from bertlab.models.families import family_spec
+from bertlab.models.families.generic import GENERIC, GenericEncoderConfig
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CONFIG_NAME,
-    HF_ARCHITECTURES,
     SAFETENSORS_NAME,
     CheckpointError,
     export_state_dict,
@@ -35,7 +37,9 @@ from bertlab.models.lora import (
     inject_lora,
     merge_lora,
 )
-from bertlab.runtime.config import EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
+from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
+from bertlab.runtime.errors import ConfigError
+from bertlab.runtime.files import refuse_writing_over, writing
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
 
@@ -81,11 +85,11 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     missing = [k for k in ("encoder_config", "task", "head", "head_kind") if k not in hp]
     if missing:
         raise CheckpointError(f"{path}: hyper_parameters lack {missing} (not a bertlab checkpoint?)")
-    if hp["encoder_config"].get("encoder", "bert") != "bert":
-        raise CheckpointError(f"{path}: a {hp['encoder_config']['encoder']} encoder; only BERT encoders have a "
+    if hp["encoder_config"].get("encoder", "bert") not in ("bert", GENERIC):
+        raise CheckpointError(f"{path}: a {hp['encoder_config']['encoder']} encoder; only transformer encoders have a "
                               "Hugging Face layout to export to")
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    config = EncoderConfig(**hp["encoder_config"])
+    config = config_from_record(hp["encoder_config"])
     task = TaskSpec(**hp["task"])
     head_cfg = HeadConfig(**hp["head"])
     labels = hp.get("labels")
@@ -93,9 +97,8 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     family = build_family(task, num_labels, labels, data_cfg=None)
     # The pooler exists exactly when the trained model had one (pooler head, or NSP). A slim LoRA checkpoint
     # leaves the frozen pooler out of its tensors, so the hyper-parameters say it.
-    bert = BertModel(config, add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
-    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
-    model = TaskModel(bert, head, hp["head_kind"], output_hidden_states=head_cfg.reads_all_layers)
+    model = assemble(config, head_cfg, family.build_head, hp["head_kind"],
+                     add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
     base = ckpt.get("bertlab_base_weights")
     if base is not None:  # a LoRA checkpoint: frozen base weights come from the referenced checkpoint
         _load_base_weights(model, base, path)
@@ -137,13 +140,15 @@ def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
             raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
         tensors, source = read_state_dict(directory)
         converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
-                                                  source=source)
+                                                  source=source, spec=family_spec(model.bert.config.model_type))
         load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
     log.info("LoRA base weights: %s", report.summary())
 
 
 def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
-    config = loaded.model.bert.config.to_hf_dict()
+    encoder_config = loaded.model.bert.config
+    config = dict(encoder_config.hf_config) if isinstance(encoder_config, GenericEncoderConfig) else \
+        family_spec(encoder_config.model_type).write_config(encoder_config)
     config["architectures"] = [architecture]
     if loaded.task.regression:
         config.update(num_labels=1, problem_type="regression")
@@ -173,31 +178,78 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, ckpt_path: Path) 
     return copied
 
 
-def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None) -> Path:
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return path == folder or folder in path.parents
+
+
+def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
+                        written: list[str] | None = None, run_subdir: str = "export") -> None:
+    """An export writes only a folder of its own: never inside the run it reads (except ``<run>/<run_subdir>``,
+    what ``export=true`` / ``export=onnx`` writes), never over the files it reads, and over files already in
+    ``out_dir`` only when asked to (``overwrite``: ``--overwrite``). ``written``: the file names it writes."""
+    run = ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else None
+    if run is not None and _inside(out_dir, run) and not _inside(out_dir, run / run_subdir):
+        raise ConfigError(
+            f"{out_dir} is inside the run dir {run} whose checkpoint is exported: a run dir holds what its run "
+            f"wrote (its checkpoints, tokenizer and records, which the export reads). Export to "
+            f"{run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes) or to a "
+            "folder outside the run")
+    written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, *TOKENIZER_FILES]
+    for name in written:
+        refuse_writing_over(out_dir / name, [(ckpt_path, "the checkpoint"), (tok_dir, "a file of the tokenizer")],
+                            f"the export's {out_dir / name}", "Export to another folder")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} is a file, not a folder: give the export a folder to write")
+    present = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if present and not overwrite:
+        shown = ", ".join(present[:4]) + (f", … ({len(present)} in all)" if len(present) > 4 else "")
+        raise ConfigError(
+            f"{out_dir} is not empty (it holds {shown}): the export writes {', '.join(written[:2])} and the "
+            "tokenizer files and would replace files of those names there. Export to a new or empty folder, or "
+            "pass --overwrite to replace them (other files there are kept)")
+
+
+def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
+                      overwrite: bool = False) -> Path:
     """Write ``ckpt_path`` (a bertlab ``.ckpt`` or run dir) to ``out_dir`` as a Hugging Face folder.
 
     ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
-    Returns ``out_dir``.
+    ``out_dir`` must be new or empty unless ``overwrite`` (see :func:`check_export_folder`). Returns ``out_dir``.
     """
+    ckpt_path = resolve_checkpoint(ckpt_path)
+    out_dir = Path(out_dir).expanduser()
+    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
+    check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
+    loaded = load_checkpoint_model(ckpt_path)
+    with writing(out_dir, "the export folder", "export to a folder on a disk with room"):
+        _write_export(loaded, ckpt_path, out_dir, tok_dir)
+    return out_dir
+
+
+def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_dir: Path) -> None:
     from safetensors.torch import save_file
 
-    ckpt_path = resolve_checkpoint(ckpt_path)
-    out_dir = Path(out_dir)
-    loaded = load_checkpoint_model(ckpt_path)
     model = loaded.model
     state = merge_lora(model)  # plain keys, adapters folded in (a no-op without LoRA)
     head_kind = model.head_kind
     out_dir.mkdir(parents=True, exist_ok=True)
-    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     _copy_tokenizer(tok_dir, out_dir, ckpt_path)
 
-    if head_kind is not None:
-        tensors = export_state_dict(state, head_kind)
-        architecture = HF_ARCHITECTURES[head_kind]
+    if getattr(model.bert, "generic", False):
+        # The generic path: the AutoModel's own names, as transformers saves the base model.
+        architecture = type(model.bert._model[0]).__name__
+        tensors = {k[len("bert."):]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith("bert.")}
     else:
-        # No stock class computes this head: the encoder alone as a BertModel (no prefix, as HF saves it).
-        tensors = {k[len("bert."):]: v for k, v in export_state_dict(state, None).items()}
-        architecture = HF_ARCHITECTURES[None]
+        spec = family_spec(model.bert.config.model_type)
+        architecture = spec.architecture(head_kind)
+    if head_kind is not None:
+        tensors = export_state_dict(state, head_kind, spec)
+    else:
+        if not getattr(model.bert, "generic", False):
+            # No stock class computes this head: the encoder alone as <Family>Model (no prefix, as HF saves it).
+            prefix = spec.prefix + "."
+            tensors = {k[len(prefix):]: v for k, v in export_state_dict(state, None, spec).items()}
         head_tensors = {k[len("head."):]: v.detach().contiguous().cpu() for k, v in state.items()
                         if k.startswith("head.")}
         save_file(head_tensors, str(out_dir / HEAD_WEIGHTS_NAME), metadata={"format": "pt"})
@@ -208,15 +260,68 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
             "head": asdict(loaded.head),
             "labels": loaded.labels,
             "encoder_has_pooler": model.bert.pooler is not None,
-            "note": "no transformers class computes this head: load the encoder as BertModel and apply the "
+            "note": f"no transformers class computes this head: load the encoder as {architecture} and apply the "
                     "head tensors as bertlab's heads.py does (or bertlab.export.load_checkpoint_model)",
         }
         (out_dir / HEAD_CONFIG_NAME).write_text(json.dumps(head_info, indent=2) + "\n")
         log.info("export: head %s (pooling=%s, layers=%s, hidden_layers=%d) has no stock transformers class: "
-                 "wrote the encoder as BertModel and the head to %s + %s", type(model.head).__name__,
-                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, HEAD_WEIGHTS_NAME,
+                 "wrote the encoder as %s and the head to %s + %s", type(model.head).__name__,
+                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, architecture, HEAD_WEIGHTS_NAME,
                  HEAD_CONFIG_NAME)
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
-    return out_dir
+
+
+def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | None]:
+    """An export of the generic path (the AutoModel folder transformers saved + bertlab's head file) as a
+    ``TaskModel`` in eval mode, with its task and labels."""
+    from safetensors.torch import load_file
+
+    from bertlab.models.assemble import with_head
+    from bertlab.models.families.generic import AutoEncoder
+
+    if not (path / HEAD_CONFIG_NAME).is_file():
+        raise CheckpointError(f"{path}: a generic-path folder without bertlab's head file ({HEAD_CONFIG_NAME}): "
+                              "bertlab predicts with exports of its own runs")
+    info = json.loads((path / HEAD_CONFIG_NAME).read_text())
+    task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+    num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
+    model = with_head(AutoEncoder.from_pretrained(path), head_cfg,
+                      build_family(task, num_labels, labels, None).build_head, None)
+    head_state = {"head." + k: v for k, v in load_file(str(path / HEAD_WEIGHTS_NAME)).items()}
+    missing, unexpected = model.load_state_dict(head_state, strict=False)
+    if unexpected or any(k.startswith("head.") for k in missing):
+        raise CheckpointError(f"{path}: {HEAD_WEIGHTS_NAME} does not match the head {HEAD_CONFIG_NAME} describes")
+    return model.eval(), task, labels
+
+
+def load_recurrent_checkpoint(path: Path) -> CheckpointModel:
+    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
+    export covers BERT encoders only, as transformers has no recurrent layout)."""
+    from dataclasses import fields
+
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
+
+    ckpt = read_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    names = {f.name for f in fields(RecurrentConfig)}
+    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
+    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
+    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
+    # not read again.
+    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
+    config = RecurrentConfig(**values)
+    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
+    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
+    encoder = RecurrentEncoder(config)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)

@@ -51,6 +51,9 @@ FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
 _WORD = re.compile(r"\S+")
 
 
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
+
+
 @dataclass
 class PredictSettings:
     """What reading and windowing need, taken from the run's ``data.*`` settings (defaults for HF folders)."""
@@ -107,38 +110,6 @@ def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[st
     return fixed, entities
 
 
-def _load_recurrent_checkpoint(path: Path):
-    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
-    export covers BERT encoders only, as transformers has no recurrent layout)."""
-    from bertlab.inference.export import CheckpointModel
-    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
-    from bertlab.tasks.families import build_family
-    from bertlab.training.checkpoints import read_checkpoint
-
-    ckpt = read_checkpoint(path)
-    hp = ckpt["hyper_parameters"]
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    names = {f.name for f in fields(RecurrentConfig)}
-    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
-    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
-    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
-    # not read again.
-    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
-    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
-    config = RecurrentConfig(**values)
-    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
-    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
-    encoder = RecurrentEncoder(config)
-    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
-    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as err:
-        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
-            from err
-    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
-
-
 def _softmax(x: np.ndarray) -> np.ndarray:
     shifted = np.exp(x - x.max(axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
@@ -178,15 +149,27 @@ class Predictor:
 
     @classmethod
     def from_run(cls, path: str | Path, device: str | torch.device | None = None, batch_size: int | None = None,
-                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None) -> Predictor:
-        """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file or an exported HF folder.
+                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None,
+                 backend: str = "auto") -> Predictor:
+        """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file, an exported HF folder or an
+        ONNX export (``backend``: auto, torch, onnx (fp32) or onnx-int8; auto takes what the folder holds, the
+        gated int8 graph of an ONNX export first).
 
         ``data`` replaces the run's own ``data.*`` settings (max_seq_length, columns, QA windows);
         ``tokenizer`` the run's ``tokenizer/`` folder next to the checkpoint.
         """
+        from bertlab.inference.onnx import is_onnx_folder
+
+        if backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         path = Path(path).expanduser()
         is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
-        if path.is_dir() and (path / "config.json").is_file() and not is_run:
+        if backend.startswith("onnx") and not is_onnx_folder(path):
+            raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
+                              "--format onnx writes one)")
+        if is_onnx_folder(path) and backend != "torch":
+            predictor = cls._from_onnx_folder(path, tokenizer, backend)
+        elif path.is_dir() and (path / "config.json").is_file() and not is_run:
             predictor = cls._from_hf_folder(path, tokenizer)
         elif (path.is_file() and path.suffix == ".ckpt") or is_run:
             predictor = cls._from_checkpoint(path, tokenizer)
@@ -203,13 +186,17 @@ class Predictor:
 
     @classmethod
     def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
+        from bertlab.inference.export import (
+            load_checkpoint_model,
+            load_recurrent_checkpoint,
+            resolve_checkpoint,
+        )
         from bertlab.training.checkpoints import read_checkpoint
 
         ckpt = resolve_checkpoint(path)
         hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
         if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
-            loaded = _load_recurrent_checkpoint(ckpt)
+            loaded = load_recurrent_checkpoint(ckpt)
         else:
             loaded = load_checkpoint_model(ckpt)
         if tokenizer is None:
@@ -230,10 +217,11 @@ class Predictor:
         from safetensors.torch import load_file
 
         from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
-        from bertlab.models.bert import BertModel
+        from bertlab.models.assemble import assemble, needs_pooler
+        from bertlab.models.families import family_spec, is_native
         from bertlab.models.hf_weights import (
-            ARCHITECTURE_TO_HEAD,
             LoadReport,
+            architecture_to_head,
             convert_hf_state_dict,
             load_into,
             read_encoder_config,
@@ -242,23 +230,26 @@ class Predictor:
         )
         from bertlab.tasks.families import build_family
 
-        config: EncoderConfig = read_encoder_config(path)
         hf = read_hf_config(path)
-        architecture = (hf.get("architectures") or ["BertModel"])[0]
+        if not is_native(hf.get("model_type") or "bert"):
+            return cls._from_generic_export(path, tokenizer)
+        config: EncoderConfig = read_encoder_config(path)
+        spec = family_spec(config.model_type)
+        architecture = (hf.get("architectures") or [spec.base_architecture])[0]
         custom = path / HEAD_CONFIG_NAME
         if custom.is_file():
             info = json.loads(custom.read_text())
             task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
             head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
         else:
-            head_kind = ARCHITECTURE_TO_HEAD.get(architecture)
+            head_kind = architecture_to_head(architecture)[1]
             family = {"sequence": "sequence", "token": "token", "span": "qa",
                       "multiple_choice": "multiple_choice"}.get(head_kind or "")
             if family is None:
                 raise CheckpointError(
                     f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
-                    "with BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering and "
-                    "BertForMultipleChoice exports (or BertModel with bertlab's own head file)"
+                    f"with {', '.join(spec.heads[k].architecture for k in ('sequence', 'token', 'span', 'multiple_choice'))} "
+                    f"exports (or {spec.base_architecture} with bertlab's own head file)"
                 )
             regression = hf.get("problem_type") == "regression"
             id2label = hf.get("id2label") or {}
@@ -266,14 +257,12 @@ class Predictor:
                 else [str(id2label[str(i)]) for i in range(len(id2label))]
             task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
             head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
-            has_pooler = family in ("sequence", "multiple_choice")
+            has_pooler = needs_pooler(config, family, head_cfg)
         num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
         family_obj = build_family(task, num_labels, labels, None)
-        bert = BertModel(config, add_pooling_layer=has_pooler)
-        head = family_obj.build_head(config, head_cfg, bert.embeddings.word_embeddings)
-        model = TaskModel(bert, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
+        model = assemble(config, head_cfg, family_obj.build_head, head_kind, add_pooling_layer=has_pooler)
         tensors, source = read_state_dict(path)
-        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source)
+        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source, spec=spec)
         if head_kind is None:
             state = {k: v for k, v in state.items() if k.startswith("bert.")}
             head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
@@ -285,11 +274,29 @@ class Predictor:
                                   "not a complete export of a fine-tuned model")
         if tokenizer is None:
             tokenizer = load_tokenizer(path)
-        settings = PredictSettings(max_seq_length=min(512, config.max_position_embeddings),
+        settings = PredictSettings(max_seq_length=min(512, config.max_sequence_length),
                                    max_query_length=64, pair=None)
         if task.family == "qa":
-            settings.max_seq_length = min(384, config.max_position_embeddings)
+            settings.max_seq_length = min(384, config.max_sequence_length)
         return cls(model, tokenizer, task, labels, settings, str(path))
+
+    @classmethod
+    def _from_onnx_folder(cls, path: Path, tokenizer: BertTokenizer | None, backend: str) -> Predictor:
+        from bertlab.inference.onnx import load_onnx_folder
+
+        model, task, labels, data = load_onnx_folder(path, backend)
+        return cls(model, tokenizer or load_tokenizer(path), task, labels, PredictSettings.from_data(data),
+                   str(model.path))
+
+    @classmethod
+    def _from_generic_export(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
+        """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
+        from bertlab.inference.export import load_generic_export
+
+        model, task, labels = load_generic_export(path)
+        settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
+                                   max_query_length=64, pair=None)
+        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     # ------------------------------------------------------------------------------------------------
     # Device
@@ -358,7 +365,9 @@ class Predictor:
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
         truncated = self.tokenizer.truncated(self.settings.max_seq_length)
-        return truncated.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
+        if pretokenized:  # words: byte-level BPE reads each with its leading space (encode_words_batch)
+            return truncated.encode_words_batch(inputs)
+        return truncated.tokenizer.encode_batch(inputs)
 
     @staticmethod
     def _features(encodings) -> list[dict[str, Any]]:
@@ -538,8 +547,8 @@ class Predictor:
         # Own ids for decoding: ids given by users need not be unique.
         examples = [QAExample(id=str(k), question=e.question, context=e.context) for k, e in enumerate(given)]
         try:
-            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, cls_id=self.tokenizer.cls_id,
-                                     sep_id=self.tokenizer.sep_id, train=False, max_seq_length=s.max_seq_length,
+            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, template=self.tokenizer.template,
+                                     train=False, max_seq_length=s.max_seq_length,
                                      doc_stride=s.doc_stride, max_query_length=s.max_query_length)
         except ValueError as err:
             raise ConfigError(str(err)) from None

@@ -15,10 +15,6 @@ padded positions) for the heads.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -26,269 +22,86 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.models.encoder import EncoderOutput
+from bertlab.models.kernels import (  # noqa: F401  (attention, Kernels, ... are also imported from here)
+    DEFAULT_ATTENTION_SLICE_BYTES,
+    DEFAULT_KERNELS,
+    VARLEN_KERNELS,
+    Dropout,
+    FirstTokens,
+    Kernels,
+    attention,
+    cpu_keep_mask,
+    dropout,
+    repad_attention,
+    varlen_attention,
+    varlen_kernel,
+)
 from bertlab.models.packing import Packing, pack
 from bertlab.runtime.config import EncoderConfig, unpad_mode
-from bertlab.runtime.errors import ConfigError
-
-# SDPA has no CPU kernel with attention dropout, so training on CPU takes its math path, which allocates
-# several (B, nh, T, T) tensors per layer. Past glibc's mmap threshold (≤ 32 MiB) each one is a fresh mmap,
-# page-faulted in and unmapped again on every step. Computing attention over slices of (batch, head) rows whose
-# scores stay under a budget keeps those buffers on the reused heap (benchmarks/ablations.py, "cpu_dropout",
-# measures the effect). The price is RSS: freed heap memory is kept for reuse, so a large batch peaks higher
-# than one SDPA call. ``Kernels.cpu_attention_slice_bytes`` is the budget; 0 = one slice.
-DEFAULT_ATTENTION_SLICE_BYTES = 32 * 2**20
-VARLEN_KERNELS = ("auto", "repad", "nested", "flash_attn")
-
-
-@dataclass(frozen=True)
-class Kernels:
-    """How a ``BertModel`` computes, chosen once when it is built (``model.cpu_fast_dropout``,
-    ``model.cpu_attention_slice_mb``, ``model.varlen_attention``); never the function it computes.
-
-    - ``cpu_fast_dropout``: dropout masks on CPU from 16-bit uniforms (:func:`cpu_keep_mask`); False = torch's.
-    - ``cpu_attention_slice_bytes``: attention with dropout on CPU over slices of (batch, head) rows whose
-      scores stay under this many bytes (``model.cpu_attention_slice_mb`` MiB); 0 = one slice.
-    - ``varlen_attention``: the kernel of the unpadded path's attention (:func:`varlen_kernel`).
-    """
-
-    cpu_fast_dropout: bool = True
-    cpu_attention_slice_bytes: int = DEFAULT_ATTENTION_SLICE_BYTES
-    varlen_attention: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.varlen_attention not in VARLEN_KERNELS:
-            raise ConfigError(f"model.varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got "
-                              f"{self.varlen_attention!r}")
-
-
-DEFAULT_KERNELS = Kernels()
-
-
-# Dropout masks on CPU: torch draws every element's Bernoulli from its own random double (``bernoulli_``). One
-# 64-bit draw holds four 16-bit uniforms, so 64-bit random integers viewed as int16 and compared with a
-# threshold give the same Bernoulli(1 - p), p to 2⁻¹⁶, with a quarter of the generator calls (the speed-up is
-# in benchmarks/ablations.py, "cpu_dropout"). Seeded by torch's CPU generator like ``F.dropout``.
-# ``Kernels.cpu_fast_dropout=False`` (``model.cpu_fast_dropout=false``) uses torch's dropout everywhere.
-
-
-def cpu_keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
-    """A bool tensor of ``shape``, each element True with probability 1 - p (p rounded to a multiple of 2⁻¹⁶)."""
-    cut = round(p * 2**16)
-    if cut >= 2**16:  # p within 2⁻¹⁷ of 1: drop everything (the int16 threshold below would wrap around)
-        return torch.zeros(shape, dtype=torch.bool)
-    n = 1
-    for size in shape:
-        n *= size
-    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)  # all 64 bits uniform
-    uniform16 = words.view(torch.int16)[:n]  # four independent uniforms in [-2¹⁵, 2¹⁵) per word
-    return (uniform16 >= cut - 2**15).view(shape)
-
-
-class _CPUDropout(torch.autograd.Function):
-    """x · keep / (1 - p) with :func:`cpu_keep_mask`; backward reuses the bool mask."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
-        keep = cpu_keep_mask(x.shape, p)
-        ctx.save_for_backward(keep)
-        ctx.scale = 1.0 / (1.0 - p)
-        return torch.where(keep, x, 0.0).mul_(ctx.scale)  # where, not x * keep: no bool → float copy
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (keep,) = ctx.saved_tensors
-        return torch.where(keep, grad, 0.0).mul_(ctx.scale), None
-
-
-def dropout(x: torch.Tensor, p: float, training: bool, fast: bool = True) -> torch.Tensor:
-    """Inverted dropout (``F.dropout``); on CPU with the faster mask above unless ``fast`` is False."""
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu" or p >= 1.0 or not fast:
-        return F.dropout(x, p, training=True)
-    return _CPUDropout.apply(x, p)
-
-
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` (same attribute, same ``train()``/``eval()`` switch) computed by :func:`dropout`."""
-
-    def __init__(self, p: float = 0.5, fast: bool = True):
-        super().__init__(p)
-        self.fast = fast
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training, self.fast)
 
 
 class BertEmbeddings(nn.Module):
-    """token + segment + learned position embeddings, summed, then LayerNorm and dropout (BERT §3.2)."""
+    """token + segment + learned position embeddings, summed, then LayerNorm and dropout (BERT §3.2).
+
+    The BERT-shaped families differ only here: RoBERTa / XLM-R count positions from ``pad_token_id + 1``
+    (``position_style="after_padding"``), DistilBERT has no segment embeddings (``type_vocab_size=0``) and
+    RoBERTa one row of them, ELECTRA's embeddings may be narrower than the layers (``embedding_size``).
+    """
 
     def __init__(self, config: EncoderConfig, kernels: Kernels = DEFAULT_KERNELS):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.embedding_width
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        after_padding = config.position_style == "after_padding"
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width,
+                                                padding_idx=config.pad_token_id if after_padding else None)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob, kernels.cpu_fast_dropout)
+        self.pad_token_id = config.pad_token_id if after_padding else None
+        self.max_length = config.max_sequence_length
+
+    def position_ids(self, input_ids: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) position rows for RoBERTa-style positions (HF's ``create_position_ids_from_input_ids``: real
+        tokens count from pad_token_id + 1, padding takes row pad_token_id); None for BERT's 0..T-1."""
+        if self.pad_token_id is None:
+            return None
+        real = input_ids.ne(self.pad_token_id)
+        return torch.cumsum(real, dim=1).mul_(real) + self.pad_token_id  # (B, T) int64
+
+    def _segments(self, token_type_ids: torch.Tensor | None) -> torch.Tensor | None:
+        """The segment embeddings to add: none (DistilBERT), row 0 everywhere (no ids given, or a family with
+        one segment row: a pair template's 1s must not index past it), or one row per token."""
+        if self.token_type_embeddings is None:
+            return None
+        if token_type_ids is None or self.token_type_embeddings.num_embeddings == 1:
+            return self.token_type_embeddings.weight[0]
+        return self.token_type_embeddings(token_type_ids)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 packing: Packing | None = None) -> torch.Tensor:
-        """(B, T) ids → (B, T, H); with ``packing``, only the real tokens → (N, H)."""
+        """(B, T) ids → (B, T, E); with ``packing``, only the real tokens → (N, E)."""
         seq_len = input_ids.shape[1]
-        if seq_len > self.position_embeddings.num_embeddings:
+        if seq_len > self.max_length:
             raise ValueError(
-                f"sequence length {seq_len} exceeds max_position_embeddings "
-                f"{self.position_embeddings.num_embeddings}: lower data.max_seq_length"
+                f"sequence length {seq_len} exceeds the {self.max_length} positions of the model's position "
+                "embeddings: lower data.max_seq_length"
             )
+        positions = self.position_ids(input_ids)  # (B, T), or None: 0..T-1
         if packing is not None:
             # The same sum in the same order as below, on the real tokens: each keeps its own position id.
-            x = self.word_embeddings(packing.gather(input_ids))  # (N, H)
-            x = x + self.position_embeddings(packing.positions)
-            if token_type_ids is None:
-                x = x + self.token_type_embeddings.weight[0]
-            else:
-                x = x + self.token_type_embeddings(packing.gather(token_type_ids))
-            return self.dropout(self.LayerNorm(x))
-        x = self.word_embeddings(input_ids)  # (B, T, H)
-        x = x + self.position_embeddings.weight[:seq_len]  # (T, H) broadcast over the batch
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]  # segment A everywhere
+            x = self.word_embeddings(packing.gather(input_ids))  # (N, E)
+            x = x + self.position_embeddings(packing.positions if positions is None else packing.gather(positions))
+            segments = self._segments(None if token_type_ids is None else packing.gather(token_type_ids))
         else:
-            x = x + self.token_type_embeddings(token_type_ids)
+            x = self.word_embeddings(input_ids)  # (B, T, E)
+            # (T, E) broadcast over the batch, or (B, T, E)
+            x = x + (self.position_embeddings.weight[:seq_len] if positions is None
+                     else self.position_embeddings(positions))
+            segments = self._segments(token_type_ids)
+        if segments is not None:
+            x = x + segments
         return self.dropout(self.LayerNorm(x))
-
-
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
-    """Scaled dot-product attention: q (B, nh, Tq, hd), k and v (B, nh, T, hd), mask (B, 1, 1, T) bool or None →
-    (B, nh, Tq, hd). Tq is T, or fewer query rows (the [CLS] rows of the last layer: :class:`BertModel`).
-
-    SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
-    · v, over slices of (batch, head) rows (each row attends only within itself).
-    """
-    if dropout_p == 0.0 or q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    b, nh, tq, hd = q.shape
-    t = k.shape[2]
-    rows = b * nh
-    if kernels.cpu_attention_slice_bytes:
-        rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (tq * t * q.element_size())))
-    qs = q.reshape(b * nh, tq, hd).split(rows)  # slices of (rows, Tq, hd)
-    ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (k, v))  # slices of (rows, T, hd)
-    masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
-             else (None,) * len(qs))  # (rows, 1, T)
-    ctx = []
-    for qi, ki, vi, mi in zip(qs, ks, vs, masks):
-        scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, Tq, T)
-        if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
-            scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
-        ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, Tq, hd)
-    return torch.cat(ctx).view(b, nh, tq, hd)
-
-
-# Attention over packed tokens (each sequence attends only to itself). Three kernels compute it:
-# - "repad": q, k, v scattered into a compact (B, L, ·) layout, L the longest row of the batch (not the padded
-#   T), then :func:`attention` above with a key mask, and the rows gathered back. Attention is the only product
-#   that sees padding, and only up to L; it keeps the CPU slices and dropout masks of the padded path.
-# - "nested": jagged nested tensors through SDPA, which on CUDA dispatches to the flash / memory-efficient
-#   kernels with no mask and no padding at all.
-# - "flash_attn": ``flash_attn_varlen_func`` of the flash-attn package, when it is installed (CUDA, fp16/bf16).
-# "auto" picks flash_attn, then nested on CUDA, and repad elsewhere (on CPU, nested SDPA runs the math
-# kernel sequence by sequence). Any other value of ``Kernels.varlen_attention`` forces that kernel.
-
-
-@functools.cache
-def _flash_attn_varlen():
-    """``flash_attn.flash_attn_varlen_func``, or None when the package is not installed."""
-    if importlib.util.find_spec("flash_attn") is None:
-        return None
-    from flash_attn import flash_attn_varlen_func
-
-    return flash_attn_varlen_func
-
-
-def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bool | None = None,
-                  setting: str = "auto") -> str:
-    """Which kernel :func:`varlen_attention` uses for q of this device type and dtype (``setting``: the
-    ``Kernels.varlen_attention`` chosen; anything but ``auto`` is used as it is).
-
-    ``flash_attn_available``: None looks the package up (only for CUDA half precision, the one case it matters).
-    """
-    if setting != "auto":
-        return setting
-    if device_type != "cuda":
-        return "repad"
-    if dtype in (torch.float16, torch.bfloat16):
-        if flash_attn_available is None:
-            flash_attn_available = _flash_attn_varlen() is not None
-        if flash_attn_available:
-            return "flash_attn"
-    return "nested"
-
-
-def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing: Packing,
-                     dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
-    """Attention of packed q, k, v (N, nh, hd) within each sequence of ``packing`` → (N, nh, hd)."""
-    kernel = varlen_kernel(q.device.type, q.dtype, setting=kernels.varlen_attention)
-    if kernel == "flash_attn":
-        cu = packing.cu_seqlens
-        return _flash_attn_varlen()(q, k, v, cu, cu, packing.max_len, packing.max_len, dropout_p=dropout_p)
-    if kernel == "nested":
-        offsets = packing.cu_seqlens.long()
-        with warnings.catch_warnings():  # nested tensors are marked prototype: torch warns on each construction
-            warnings.simplefilter("ignore", UserWarning)
-            # The row lengths given, so SDPA need not read them back from the device.
-            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x, offsets, min_seqlen=packing.min_len,
-                                                                 max_seqlen=packing.max_len).transpose(1, 2)
-                          for x in (q, k, v))  # (B, nh, j, hd), j jagged
-            ctx = F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p)  # (B, nh, j, hd) jagged
-        return ctx.transpose(1, 2).values()  # (N, nh, hd)
-    if kernel != "repad":
-        raise ValueError(f"varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got {kernel!r}")
-    return repad_attention(torch.stack((q, k, v), 1), packing, dropout_p, kernels)
-
-
-def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kernels: Kernels = DEFAULT_KERNELS,
-                    queries: torch.Tensor | None = None) -> torch.Tensor:
-    """The ``repad`` kernel: packed q, k, v stacked (N, 3, nh, hd) → attention within each sequence (N, nh, hd).
-
-    Per attention group of ``packing`` (rows of similar length), one scatter of the group's q, k and v into a
-    (rows, L, 3, nh, hd) layout padded to the group's longest row L, :func:`attention` with the group's key mask,
-    and one gather of the real rows back; the groups' outputs are contiguous in packed order.
-
-    ``queries`` (B, nh, hd): one query per packed row instead (qkv then holds k and v only, (N, 2, nh, hd)) →
-    (B, nh, hd), each row's query attending to its row's tokens.
-    """
-    _, parts, nh, hd = qkv.shape
-    out = []
-    for g in packing.groups:
-        compact = qkv.new_zeros(g.rows * g.max_len, parts, nh, hd).index_copy(0, g.compact_index, qkv[g.start:g.end])
-        compact = compact.view(g.rows, g.max_len, parts, nh, hd).permute(2, 0, 3, 1, 4)  # (parts, rows, nh, L, hd)
-        if queries is None:
-            q, k, v = compact
-            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels)  # (rows, nh, L, hd)
-            out.append(ctx.transpose(1, 2).reshape(g.rows * g.max_len, nh, hd)[g.compact_index])  # (n_g, nh, hd)
-        else:
-            k, v = compact
-            q = queries[g.row_start:g.row_start + g.rows, :, None]  # (rows, nh, 1, hd)
-            out.append(attention(q, k, v, g.key_mask, dropout_p, kernels).squeeze(2))  # (rows, nh, hd)
-    return out[0] if len(out) == 1 else torch.cat(out)
-
-
-@dataclass(frozen=True)
-class FirstTokens:
-    """A layer's "mask" when only each row's first token ([CLS]) is wanted from it: every token is still read as
-    a key and value, but queries, the attention output, the MLP, LayerNorm and dropout run on B rows, not N.
-
-    Its attention is the ``repad`` kernel's on every device (one query per row against the row's keys, a dense
-    SDPA with a key mask): with one query row the product is small, and no varlen kernel is needed."""
-
-    packing: Packing
-    rows: torch.Tensor  # (B,) int64: each packed row's first token
-
-    @classmethod
-    def of(cls, packing: Packing) -> FirstTokens:
-        return cls(packing, packing.cu_seqlens[:-1].long())
 
 
 class BertSelfAttention(nn.Module):
@@ -343,7 +156,9 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob, kernels.cpu_fast_dropout)
+        # DistilBERT adds the attention output to the residual without dropout.
+        p = config.hidden_dropout_prob if config.attention_output_dropout else 0.0
+        self.dropout = Dropout(p, kernels.cpu_fast_dropout)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN
@@ -451,7 +266,13 @@ class BertModel(nn.Module):
         self.config = config
         self.unpad = unpad_mode(unpad)  # "auto" | "true" | "false": see uses_unpadded_path
         self.kernels = kernels  # chosen once here: how it computes on each device, never what
+        # Graph export (ONNX): one code path for every batch, with no branch on the values of the inputs (the
+        # padded path, the padding mask always applied), so a traced graph holds for any batch and length.
+        self.static_graph = False
         self.embeddings = BertEmbeddings(config, kernels)
+        # ELECTRA: embeddings narrower than the layers are projected up (HF's ``ElectraModel.embeddings_project``).
+        self.embeddings_project = (nn.Linear(config.embedding_width, config.hidden_size)
+                                   if config.embedding_width != config.hidden_size else None)
         self.encoder = BertEncoder(config, kernels)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(self._init_weights)
@@ -499,10 +320,15 @@ class BertModel(nn.Module):
             raise ValueError("first_token_only gives the last layer at position 0 only: it cannot also return "
                              "every layer's hidden states (output_hidden_states)")
         packing = None
-        if self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
+        if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
             packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
-        hidden = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, H), or (N, H) packed
-        mask = packing if packing is not None else padding_mask(attention_mask)
+        hidden = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, E), or (N, E) packed
+        if self.embeddings_project is not None:
+            hidden = self.embeddings_project(hidden)  # (..., H)
+        if self.static_graph:
+            mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
+        else:
+            mask = packing if packing is not None else padding_mask(attention_mask)
         all_hidden = [hidden] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, layer in enumerate(self.encoder.layer):

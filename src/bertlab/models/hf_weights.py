@@ -1,7 +1,13 @@
-"""Hugging Face BERT checkpoints ↔ bertlab, through one explicit key map (the table below is the whole of it).
+"""Hugging Face checkpoints of every native family ↔ bertlab, through each family's explicit key map.
 
-bertlab's canonical names are ``bert.<HF BertModel key>`` for the encoder and ``head.<leaf>`` for the task
-head, so the map is an identity on the encoder and a short table on the heads:
+bertlab's canonical names are ``bert.<encoder key>`` for the encoder (BERT's module names for every BERT-shaped
+family, which ``bertlab.models.bert.BertModel`` computes; a family with a module of its own, ModernBERT, its HF
+names) and ``head.<leaf>`` for the task head. A family's :class:`~bertlab.models.families.FamilySpec` holds the
+whole map, applied before anything else touches a key: its encoder prefix (``bert.``, ``roberta.``,
+``distilbert.``, ``electra.``, ModernBERT's ``model.``, kept although Lightning's wrapper prefix is stripped
+otherwise) or a bare encoder's keys, its
+encoder renames (DistilBERT's ``transformer.layer.N.attention.q_lin`` ↔ ``encoder.layer.N.attention.self.query``)
+and, per head kind, its head's names. For BERT:
 
 =====================================================  ==========================================
 HF checkpoint key                                        bertlab
@@ -35,8 +41,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is_native, supported_list
+from bertlab.models.families.bert import BERT
 from bertlab.runtime.config import ConfigError, EncoderConfig
 from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.files import writing
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +54,23 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 TORCH_NAME = "pytorch_model.bin"
 CONFIG_NAME = "config.json"
 
-# The head layouts bertlab can exchange with a stock transformers class.
-HF_ARCHITECTURES = {
-    None: "BertModel",
-    "sequence": "BertForSequenceClassification",
-    "token": "BertForTokenClassification",
-    "span": "BertForQuestionAnswering",
-    "mlm": "BertForMaskedLM",
-    "pretraining": "BertForPreTraining",
-    "multiple_choice": "BertForMultipleChoice",
-}
+# BERT's head layouts by kind, and every native family's transformers class → bertlab head kind.
+HF_ARCHITECTURES = {None: BERT.base_architecture, **{kind: h.architecture for kind, h in BERT.heads.items()}}
+
+
+def architecture_to_head(architecture: str | None) -> tuple[str | None, str | None]:
+    """(model_type, head kind) of a transformers class name of a native family; (None, None) when unknown."""
+    from bertlab.models.families import families
+
+    for spec in families().values():
+        if architecture == spec.base_architecture:
+            return spec.model_type, None
+        kind = spec.head_kind_of(architecture)
+        if kind is not None:
+            return spec.model_type, kind
+    return None, None
+
+
 ARCHITECTURE_TO_HEAD = {v: k for k, v in HF_ARCHITECTURES.items()}
 
 # Prefixes stripped on purpose: our LightningModule attribute inside .ckpt files and torch.compile's wrapper.
@@ -128,17 +144,39 @@ def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
 
 
 def read_encoder_config(directory: Path) -> EncoderConfig:
+    """A native family's config.json → ``EncoderConfig`` (the family from its model_type)."""
+    data = read_config_json(directory)
+    model_type = data.get("model_type") or "bert"
+    path = directory / CONFIG_NAME
+    if not is_native(model_type):
+        raise CheckpointError(not_native_message(model_type, str(path)))
+    try:
+        return family_spec(model_type).read_config(data, str(path))
+    except (ConfigError, TypeError) as err:
+        raise CheckpointError(str(err)) from err
+
+
+def read_config_json(directory: Path) -> dict:
+    """A checkpoint folder's config.json as a dict (a CheckpointError when missing or unreadable)."""
     path = directory / CONFIG_NAME
     if not path.is_file():
-        raise CheckpointError(f"{path} is missing: a BERT checkpoint folder needs config.json")
+        raise CheckpointError(f"{path} is missing: a Hugging Face checkpoint folder needs config.json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path} is not valid JSON: {err}") from err
-    try:
-        return EncoderConfig.from_hf_dict(data, source=str(path))
-    except (ConfigError, TypeError) as err:
-        raise CheckpointError(str(err)) from err
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} does not hold a JSON object")
+    return data
+
+
+def not_native_message(model_type: str, source: str) -> str:
+    if not is_encoder_type(model_type):
+        return (f"{source}: model_type {model_type!r} is not an encoder (a decoder-only or encoder-decoder model); "
+                f"bertlab fine-tunes encoders. Native families: {supported_list()}; any other encoder of the hub "
+                "runs through transformers' AutoModel (model=auto, with transformers installed)")
+    return (f"{source}: model_type {model_type!r} is not a native bertlab family ({supported_list()}); with "
+            "transformers installed, model=auto runs it through the generic AutoModel path")
 
 
 def sentence_transformers_pooling(directory: Path) -> str | None:
@@ -207,24 +245,26 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 # The key map
 
 
-def normalize_hf_keys(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
-    """Strip known prefixes, rename legacy LayerNorm keys, add ``bert.`` to bare BertModel keys.
+def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT,
+                      ) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
+    """A family's checkpoint keys → encoder keys as ``bert.<bertlab name>`` (the family's prefix or a bare encoder's
+    keys, then its encoder renames), head keys as they are; wrapper prefixes stripped, legacy LayerNorm keys renamed.
 
-    Returns (state in HF task-model form, renamed keys, dropped stale buffers).
+    Returns (the state in that form, renamed keys, dropped stale buffers).
     """
     out: dict[str, torch.Tensor] = {}
     renamed: list[str] = []
     dropped: list[str] = []
+    own_prefix = spec.prefix + "."
     for key, tensor in state.items():
-        new = key
-        for prefix in _STRIP_PREFIXES:
-            if new.startswith(prefix):
-                new = new[len(prefix):]
+        new = _strip_wrappers(key, own_prefix)
         new = _LEGACY_LN.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", new)
         if new != key:
             renamed.append(key)  # a legacy LayerNorm name or a wrapper prefix
-        if new.startswith(("embeddings.", "encoder.", "pooler.")):
-            new = "bert." + new  # a bare BertModel checkpoint: the canonical task-model form
+        if new.startswith(own_prefix):
+            new = "bert." + spec.encoder_keys.to_ours(new[len(own_prefix):])
+        elif new.startswith(spec.bare_roots):
+            new = "bert." + spec.encoder_keys.to_ours(new)  # a bare encoder checkpoint
         if new.endswith("embeddings.position_ids") or new.endswith("embeddings.token_type_ids"):
             dropped.append(key)  # buffers, not weights; stale in older checkpoints
             continue
@@ -232,55 +272,54 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torc
     return out, renamed, dropped
 
 
-def hf_key_to_bertlab(key: str, head_kind: str | None) -> str | None:
-    """Map one HF task-model key to bertlab's name; None = deliberately dropped for this head kind."""
-    if key.startswith("bert."):
-        return key
-    if key.startswith("classifier."):
-        return "head." + key if head_kind in ("sequence", "token", "multiple_choice") else None
-    if key.startswith("qa_outputs."):
-        return "head." + key if head_kind == "span" else None
-    if key.startswith("cls.predictions."):
-        if head_kind not in ("mlm", "pretraining") or key == "cls.predictions.decoder.weight":
-            return None  # the decoder weight is tied to the word embeddings, never loaded on its own
-        rest = key[len("cls."):]
-        if rest == "predictions.decoder.bias":
-            rest = "predictions.bias"  # the same Parameter under its second name
-        return "head." + rest
-    if key.startswith("cls.seq_relationship."):
-        return "head." + key[len("cls."):] if head_kind == "pretraining" else None
-    raise CheckpointError(f"unknown checkpoint key {key!r}: not a BERT encoder or BERT head key")
+def _strip_wrappers(key: str, own_prefix: str) -> str:
+    """``key`` without the wrapper prefixes of :data:`_STRIP_PREFIXES`, read before the family's own prefix: a
+    family whose encoder prefix is itself one of them (ModernBERT's ``model.``) keeps it, unless what follows is a
+    bertlab ``TaskModel``'s own root (``model.bert.``, ``model.head.``: a Lightning checkpoint's state dict)."""
+    for prefix in _STRIP_PREFIXES:
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix):]
+        if prefix != own_prefix or rest.startswith(("bert.", "head.")):
+            key = rest
+    return key
 
 
-def bertlab_key_to_hf(key: str, head_kind: str | None) -> str | None:
-    """Inverse map for export; None = not part of the HF layout (e.g. our pooler in a token model)."""
+def hf_key_to_bertlab(key: str, head_kind: str | None, spec: FamilySpec = BERT) -> str | None:
+    """Map one normalised key (:func:`normalize_hf_keys`) to bertlab's name; None = deliberately dropped for this
+    head kind (another head of the family, a tied decoder weight)."""
     if key.startswith("bert."):
         return key
-    if not key.startswith("head."):
+    layout = spec.heads.get(head_kind) if head_kind is not None else None
+    if layout is not None and key not in layout.tied:
+        ours = layout.to_ours(key)
+        if ours is not None:
+            return ours
+    if key.startswith(spec.other_heads) or any(
+            key in other.tied or other.to_ours(key) is not None for other in spec.heads.values()):
         return None
-    leaf = key[len("head."):]
-    if head_kind in ("sequence", "token", "multiple_choice") and leaf.startswith("classifier."):
-        return leaf
-    if head_kind == "span" and leaf.startswith("qa_outputs."):
-        return leaf
-    if head_kind in ("mlm", "pretraining") and leaf.startswith("predictions."):
-        if leaf == "predictions.decoder.weight":
-            return None  # written once, as the word embeddings
-        return "cls." + leaf
-    if head_kind == "pretraining" and leaf.startswith("seq_relationship."):
-        return "cls." + leaf
-    return None
+    raise CheckpointError(f"unknown checkpoint key {key!r}: not a {spec.display} encoder or {spec.display} head key")
+
+
+def bertlab_key_to_hf(key: str, head_kind: str | None, spec: FamilySpec = BERT) -> str | None:
+    """Inverse map for export; None = not part of the family's layout (e.g. our pooler in a token model)."""
+    if key.startswith("bert."):
+        return spec.prefix + "." + spec.encoder_keys.to_theirs(key[len("bert."):])
+    if not key.startswith("head.") or head_kind not in spec.heads:
+        return None
+    return spec.heads[head_kind].to_theirs(key)
 
 
 def convert_hf_state_dict(
-    state: Mapping[str, torch.Tensor], head_kind: str | None, has_pooler: bool, source: str = "checkpoint"
+    state: Mapping[str, torch.Tensor], head_kind: str | None, has_pooler: bool, source: str = "checkpoint",
+    spec: FamilySpec = BERT,
 ) -> tuple[dict[str, torch.Tensor], LoadReport]:
-    """HF tensors → bertlab names for a model with this head kind (None = encoder only)."""
-    normalized, renamed, dropped = normalize_hf_keys(state)
+    """A family's checkpoint tensors → bertlab names for a model with this head kind (None = encoder only)."""
+    normalized, renamed, dropped = normalize_hf_keys(state, spec)
     report = LoadReport(source=source, renamed=renamed, dropped=list(dropped))
     out: dict[str, torch.Tensor] = {}
     for key, tensor in normalized.items():
-        ours = hf_key_to_bertlab(key, head_kind)
+        ours = hf_key_to_bertlab(key, head_kind, spec)
         if ours is not None and ours.startswith("bert.pooler.") and not has_pooler:
             ours = None  # NER/QA/MLM models have no pooler (HF builds them with add_pooling_layer=False)
         if ours is None:
@@ -356,39 +395,47 @@ def _tied_aliases(model: nn.Module) -> set[str]:
 
 
 def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
-    from bertlab.models.bert import BertModel
-
+    """A native family's checkpoint folder (or hub id) as a bertlab encoder; the load report is logged."""
     directory = resolve_checkpoint_dir(path_or_hub_id)
     config = read_encoder_config(directory)
+    spec = family_spec(config.model_type)
     state, source = read_state_dict(directory)
-    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=add_pooling_layer, source=source)
-    encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
+    encoder = spec.build_encoder(config, add_pooling_layer=add_pooling_layer)
+    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=encoder.pooler is not None,
+                                              source=source, spec=spec)
     converted = {k[len("bert."):]: v for k, v in converted.items()}
     load_into(encoder, converted, report)
-    log.info("BertModel.from_pretrained: %s", report.summary())
+    log.info("%s.from_pretrained: %s", spec.base_architecture, report.summary())
     encoder.load_report = report
     return encoder
 
 
 def save_encoder(encoder: nn.Module, directory: str | Path) -> None:
+    """config.json + model.safetensors of the encoder alone, in its family's names (``<Family>Model`` loads it)."""
     from safetensors.torch import save_file
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    config = encoder.config.to_hf_dict()
-    config["architectures"] = ["BertModel"]
-    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
-    tensors = {k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
-    save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
+    spec = family_spec(encoder.config.model_type)
+    config = spec.write_config(encoder.config)
+    config["architectures"] = [spec.base_architecture]
+    tensors = {spec.encoder_keys.to_theirs(k): v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    with writing(directory, "the encoder folder", "save it to a folder on a disk with room"):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+        save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
 
 
-def export_state_dict(model_state: Mapping[str, torch.Tensor], head_kind: str | None) -> dict[str, torch.Tensor]:
-    """bertlab TaskModel tensors → HF ``BertFor*`` tensors (the tied decoder weight written once, as HF does)."""
+def export_state_dict(model_state: Mapping[str, torch.Tensor], head_kind: str | None,
+                      spec: FamilySpec = BERT) -> dict[str, torch.Tensor]:
+    """bertlab TaskModel tensors → the family's ``<Family>For*`` tensors (a tied decoder weight written once, as the
+    word embeddings; a bias HF lists twice written twice)."""
     out: dict[str, torch.Tensor] = {}
     for key, tensor in model_state.items():
-        hf = bertlab_key_to_hf(key, head_kind)
+        hf = bertlab_key_to_hf(key, head_kind, spec)
         if hf is not None:
             out[hf] = tensor.detach().contiguous().cpu()
-    if head_kind in ("mlm", "pretraining") and "cls.predictions.bias" in out:
-        out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"].clone()
+    layout = spec.heads.get(head_kind) if head_kind is not None else None
+    for target, source in (layout.copies if layout is not None else ()):
+        if source in out:
+            out[target] = out[source].clone()
     return out

@@ -13,18 +13,15 @@ from typing import Any
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.schema import check_fields
 
-# config.json keys that describe an architecture bertlab cannot reproduce exactly.
-_UNSUPPORTED_HF_VALUES = {
-    "position_embedding_type": {"absolute"},
-    "hidden_act": {"gelu"},
-}
-
+POSITION_STYLES = ("absolute", "after_padding")
 
 
 @dataclass
 class EncoderConfig:
-    """BERT architecture (the fields of a Hugging Face ``BertConfig`` that change the computation)."""
+    """A BERT-shaped encoder's architecture (the fields of a Hugging Face ``BertConfig`` that change the
+    computation, and the few ways the BERT-shaped families differ from BERT: ``bertlab.models.families``)."""
 
+    model_type: str = "bert"  # the family, as config.json's model_type names it
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -38,9 +35,19 @@ class EncoderConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     initializer_range: float = 0.02
+    # ELECTRA: embeddings narrower than the layers, projected up by ``embeddings_project``; None = hidden_size.
+    embedding_size: int | None = None
+    # "absolute": position i is row i (BERT). "after_padding": RoBERTa / XLM-R, whose real tokens count from
+    # pad_token_id + 1 and whose padding sits at row pad_token_id (so 512 tokens need 514 rows).
+    position_style: str = "absolute"
+    attention_output_dropout: bool = True  # DistilBERT has no dropout after the attention's output projection
+    classifier_dropout: float | None = None  # the family's classification-head dropout (None = hidden dropout)
 
     def __post_init__(self) -> None:
         check_fields(self, "model")  # every field by its kind (bertlab.runtime.schema)
+        if self.position_style not in POSITION_STYLES:
+            raise ConfigError(f"model.position_style must be one of {', '.join(POSITION_STYLES)}, got "
+                              f"{self.position_style!r}")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
@@ -58,28 +65,25 @@ class EncoderConfig:
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
-    @classmethod
-    def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> EncoderConfig:
-        """Build from a Hugging Face ``config.json`` dict; refuse what is not a BERT we can reproduce."""
-        model_type = data.get("model_type")
-        if model_type is not None and model_type != "bert":
-            raise ConfigError(
-                f"{source}: model_type is {model_type!r}, not 'bert'. bertlab loads BERT checkpoints only "
-                "(BertModel / BertFor* layouts)."
-            )
-        for key, allowed in _UNSUPPORTED_HF_VALUES.items():
-            if key in data and data[key] not in allowed:
-                raise ConfigError(f"{source}: {key}={data[key]!r} is not supported (only {sorted(allowed)})")
-        missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-                   if k not in data]
-        if missing:
-            raise ConfigError(f"{source}: not a BERT config, missing keys {missing}")
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known and v is not None}
-        return cls(**kwargs)
+    @property
+    def embedding_width(self) -> int:
+        """The width of the token embeddings (ELECTRA's may be narrower than the layers)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def position_offset(self) -> int:
+        """The position-embedding row of a sequence's first token."""
+        return self.pad_token_id + 1 if self.position_style == "after_padding" else 0
+
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input the position embeddings cover."""
+        return self.max_position_embeddings - self.position_offset
 
     def to_hf_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """BERT's config.json (other families write theirs through ``bertlab.models.families``)."""
+        data = {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in ("embedding_size", "position_style", "attention_output_dropout")}
         data.update(model_type="bert", position_embedding_type="absolute")
         return data
 
@@ -216,6 +220,8 @@ class OptimConfig:
 
 
 TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
+# BERT's masking rate: task.mlm_probability=null where no encoder family says otherwise (bertlab.train resolves it).
+DEFAULT_MLM_PROBABILITY = 0.15
 
 
 @dataclass
@@ -230,7 +236,7 @@ class TaskSpec:
     mode: str = "min"
     nsp: bool = False  # mlm: next-sentence prediction pairs
     whole_word_masking: bool = False  # mlm
-    mlm_probability: float = 0.15  # mlm
+    mlm_probability: float | None = None  # mlm; None = the encoder family's rate (15 %, ModernBERT 30 %)
     label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
     prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
     max_new_tokens: int = 20  # clm: at most this many pieces per continuation

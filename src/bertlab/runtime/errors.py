@@ -34,6 +34,11 @@ class TokenizerError(ValueError):
     """A tokenizer folder or file cannot be read or does not fit the model."""
 
 
+class OutputError(OSError):
+    """An output file cannot be written (full disk, quota, read-only file system, permission); the message
+    names the file, the disk's free space and what to do (``bertlab.runtime.files.writing``)."""
+
+
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the message says at which step and what to try."""
 
@@ -47,7 +52,7 @@ class JobStopped(Exception):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (DataError, ConfigError, CheckpointError, NonFiniteLossError,
-                                                 TokenizerError)
+                                                 TokenizerError, OutputError)
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
@@ -71,19 +76,27 @@ def user_errors() -> Iterator[None]:
         sys.stderr.write(f"\nbertlab: stopped: {err}\n")
         sys.stderr.flush()
         sys.exit(128 + err.signum)
-    except Exception as err:
-        if not isinstance(err, user_error_types()) and framework_setting_error(err) is None:
-            raise  # a bug: its traceback is what a report needs
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+    except Exception as raised:
+        err = (raised if isinstance(raised, user_error_types())
+               else _unwritable_output(raised) or framework_setting_error(raised))
+        if err is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         in_multirun = _in_multirun()
         # Into <run_dir>/train.log; on the console only in a multirun (a single run prints it below, once).
         log.error("%s: %s", type(err).__name__, err, extra={"console": in_multirun})
-        if in_multirun:
+        if in_multirun and err is raised:
             raise
-        sys.stderr.write(f"\nbertlab: error: {framework_setting_error(err) or err}\n")
+        if in_multirun:
+            raise err from raised
+        sys.stderr.write(f"\nbertlab: error: {err}\n")
         sys.stderr.flush()
         sys.exit(1)
+
+
+def _unwritable_output(err: BaseException) -> BaseException | None:
+    from bertlab.runtime.files import unwritable_output  # files imports this module
+
+    return unwritable_output(err)
 
 
 # Lightning's ValueErrors that are about a setting (its other ValueErrors may be bugs: they keep the traceback).
@@ -91,16 +104,16 @@ _LIGHTNING_SETTING_VALUE_ERRORS = ("`val_check_interval` (", "You selected an in
                                    "You selected an invalid accelerator name")
 
 
-def framework_setting_error(err: BaseException) -> str | None:
-    """The one-paragraph message for an exception Lightning raises about a setting a user can change (its
-    ``MisconfigurationException``, e.g. an accelerator this machine lacks, or a ``val_check_interval`` longer
-    than the epoch), else None. Most are caught earlier by ``runtime.checks``; this is the net for the rest."""
+def framework_setting_error(err: BaseException) -> ConfigError | None:
+    """A :class:`ConfigError` for an exception Lightning raises about a setting a user can change (its
+    ``MisconfigurationException``, e.g. an accelerator this machine lacks, an unknown strategy name), else None.
+    Most are caught earlier by ``runtime.checks``; this is the net for the rest."""
     names = {c.__name__ for c in type(err).__mro__}
     text = " ".join(str(err).split())
     if "MisconfigurationException" in names or (
             isinstance(err, ValueError) and any(text.startswith(p) for p in _LIGHTNING_SETTING_VALUE_ERRORS)):
-        return (f"Lightning refused a setting: {text} (the trainer.* and callbacks.* keys, "
-                "`python train.py --cfg job --package trainer` lists them)")
+        return ConfigError(f"Lightning refused a setting: {text} (the trainer.* and callbacks.* keys, "
+                           "`python train.py --cfg job --package trainer` lists them)")
     return None
 
 

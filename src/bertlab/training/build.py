@@ -11,22 +11,35 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
-from bertlab.models.bert import BertModel, Kernels
+from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
+from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
+from bertlab.models.bert import Kernels
+from bertlab.models.families import family_spec, is_native
+from bertlab.models.families.generic import AutoEncoder, GenericEncoderConfig
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CheckpointError,
     LoadReport,
+    architecture_to_head,
     convert_hf_state_dict,
     load_into,
     normalize_hf_keys,
+    not_native_message,
+    read_config_json,
     read_encoder_config,
     read_hf_config,
     read_state_dict,
     resolve_checkpoint_dir,
     sentence_transformers_pooling,
 )
-from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
+from bertlab.runtime.config import (
+    DEFAULT_MLM_PROBABILITY,
+    ConfigError,
+    EncoderConfig,
+    ExecutionConfig,
+    HeadConfig,
+    TaskSpec,
+)
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
@@ -73,18 +86,23 @@ def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path |
     checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
     if model_cfg.get("tokenizer"):
         return Path(model_cfg["tokenizer"])
-    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+    if init_dir is not None and holds_tokenizer(init_dir):
         return init_dir
     return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
 
 
 def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
                     ) -> BertTokenizer:
-    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
-    on the training split only (cached by content hash)."""
+    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a vocabulary of
+    ``model.tokenizer_kind`` (wordpiece | bpe | unigram) trained on the training split only (cached by content
+    hash)."""
+    if model_cfg.get("name") == "auto" and not any(model_cfg.get(k) for k in ("pretrained", "init_from")):
+        raise ConfigError("model=auto reads the family and the tokenizer from a checkpoint: give it one with "
+                          "model.pretrained=<hub id | local Hugging Face folder> (e.g. model.pretrained=roberta-base)")
     return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
                          vocab_size=int(model_cfg.get("vocab_size") or 8000),
-                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir)
+                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir,
+                         kind=str(model_cfg.get("tokenizer_kind") or "wordpiece"))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -137,6 +155,34 @@ def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> Head
     return dataclasses.replace(head_cfg, pooling=pooling)
 
 
+def encoder_model_type(model_cfg: dict[str, Any]) -> str | None:
+    """The family (``model_type``) of the encoder a run's ``model.*`` builds, read before it is built: the
+    checkpoint's config.json, or the encoder config an ``init_from`` run recorded; None for a recurrent encoder
+    or a scratch BERT."""
+    if model_cfg.get("encoder", "bert") != "bert":
+        return None
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "ckpt":
+        recorded = (read_checkpoint(init_path, "model.init_from").get("hyper_parameters") or {}).get("encoder_config")
+        return (recorded or {}).get("model_type")
+    pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
+    return read_config_json(pretrained).get("model_type") if pretrained is not None else model_cfg.get("model_type")
+
+
+def resolve_task_defaults(task: TaskSpec, model_cfg: dict[str, Any]) -> TaskSpec:
+    """``task.mlm_probability=null`` (conf/task/mlm.yaml) → the masking rate of the encoder's family: 15 %, 30 % for
+    ModernBERT (``FamilySpec.mlm_probability``). A rate the task or the command line sets is kept."""
+    if task.family != "mlm" or task.mlm_probability is not None:
+        return task
+    model_type = encoder_model_type(model_cfg)
+    rate = family_spec(model_type).mlm_probability if model_type and is_native(model_type) \
+        else DEFAULT_MLM_PROBABILITY
+    log.info("task.mlm_probability=null → %g (%s)", rate,
+             f"{family_spec(model_type).display}'s masking rate" if model_type and is_native(model_type)
+             else "BERT's masking rate")
+    return dataclasses.replace(task, mlm_probability=rate)
+
+
 def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
                 ) -> tuple[TaskModel, LoadReport | None]:
     """Encoder (pretrained, ``init_from`` or scratch) + the family's head, with a load report."""
@@ -150,6 +196,8 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     init_kind, init_path = _init_source(model_cfg.get("init_from"))
     if init_kind == "hf":
         pretrained, init_kind = init_path, None
+    if pretrained is not None and not is_native(read_config_json(pretrained).get("model_type") or "bert"):
+        return build_generic_model(pretrained, head_cfg, family, tokenizer)
     if pretrained is not None:
         config = read_encoder_config(pretrained)
         overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -173,25 +221,26 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         raise ConfigError(
             f"head.layers={head_cfg.layers} is outside 0..{config.num_hidden_layers} (0 = embeddings output)"
         )
-    head_needs_pooler = head_cfg.pooling == "pooler" if family.task.family in ("sequence", "multiple_choice") else \
-        (family.task.family == "mlm" and family.task.nsp)
+    spec = None if isinstance(config, GenericEncoderConfig) else family_spec(config.model_type)
+    if spec is not None and family.task.family == "mlm" and family.task.nsp and not spec.nsp:
+        raise ConfigError(f"task.nsp=true: {spec.display} was pre-trained without next-sentence prediction and has "
+                          "no NSP head in transformers; pre-train it with masked LM alone (task.nsp=false)")
     execution = ExecutionConfig.from_model_cfg(model_cfg)
     kernels = Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
                       cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
-    bert = BertModel(config, add_pooling_layer=head_needs_pooler, unpad=execution.unpad, kernels=kernels)
-    head = family.build_head(config, head_cfg, bert.embeddings.word_embeddings)
-    model = TaskModel(bert, head, family.stock_head_kind(head_cfg), output_hidden_states=head_cfg.reads_all_layers)
+    model = assemble(config, head_cfg, family.build_head, family.stock_head_kind(head_cfg),
+                     add_pooling_layer=needs_pooler(config, family.task.family, head_cfg, family.task.nsp),
+                     unpad=execution.unpad, kernels=kernels)
+    bert = model.bert
     report = None
     if pretrained is not None:
         state, source = read_state_dict(pretrained)
         hf_config = read_hf_config(pretrained)
-        arch = (hf_config.get("architectures") or ["BertModel"])[0]
-        from bertlab.models.hf_weights import ARCHITECTURE_TO_HEAD
-
         # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
-        ckpt_head = ARCHITECTURE_TO_HEAD.get(arch)
-        head_kind = model.head_kind if ckpt_head == model.head_kind else None
-        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source)
+        ckpt_type, ckpt_head = architecture_to_head((hf_config.get("architectures") or [None])[0])
+        head_kind = model.head_kind if ckpt_head == model.head_kind and ckpt_type == config.model_type else None
+        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source,
+                                              spec=spec)
         load_into(model, state, report)
     elif init_kind == "ckpt":
         report = _load_from_lightning_ckpt(model, init_path)
@@ -201,6 +250,30 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         # In place (nn.Module.compile): parameter names, checkpoints and exports stay those of the eager module.
         # dynamic=True: batch size and sequence length change from batch to batch.
         bert.compile(dynamic=True)
+    return model, report
+
+
+def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+                        ) -> tuple[TaskModel, LoadReport | None]:
+    """Any other encoder of the hub (a model_type that is not a native family) through transformers' AutoModel:
+    its weights as transformers loads them, bertlab's heads on top (exported as the encoder + bertlab's head
+    file: no stock class is assumed for it)."""
+    model_type = str(read_config_json(directory).get("model_type"))
+    from bertlab.models.families import is_encoder_type
+
+    if not is_encoder_type(model_type):
+        raise ConfigError(not_native_message(model_type, str(directory / "config.json")))
+    encoder = AutoEncoder.from_pretrained(directory)
+    if head_cfg.pooling == "pooler" and encoder.pooler is None and family.task.family in ("sequence",
+                                                                                         "multiple_choice"):
+        log.info("head.pooling=pooler → cls: %s has no pooler of its own (generic path)", model_type)
+        head_cfg = dataclasses.replace(head_cfg, pooling="cls")
+    if tokenizer.vocab_size > encoder.config.vocab_size:
+        raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but {directory}'s vocabulary holds "
+                          f"{encoder.config.vocab_size}: use the checkpoint's own tokenizer")
+    model = with_head(encoder, head_cfg, family.build_head, None)
+    report = LoadReport(source=str(directory), loaded=[f"bert.{k}" for k in encoder.state_dict()])
+    log.info("weights: %s (transformers.AutoModel)", report.summary())
     return model, report
 
 
@@ -270,7 +343,7 @@ def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> 
     if encoder.get("encoder") == "recurrent":
         raise ConfigError(f"model.init_from={path} holds a recurrent encoder: start from it with the same "
                           "recurrent model (model=bilstm|gru|lstm and its sizes)")
-    return EncoderConfig(**encoder)
+    return config_from_record(encoder)
 
 
 def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
