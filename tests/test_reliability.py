@@ -163,7 +163,7 @@ def test_selection_reads_validation_only_and_test_runs_once_on_the_best_checkpoi
     monkeypatch.setattr(BertTaskModule, "on_test_epoch_end", lambda self: (scores.append(1), end(self))[1])
 
     metrics = run_train(["model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.test_file=sst2/dev.tsv",
-                         "callbacks=early_stopping"], tmp_path / "run")
+                         "callbacks=early_stopping", "callbacks.early_stopping.patience=1"], tmp_path / "run")
     assert [e for e, _ in events] == ["fit", "test", "test_dataloader"]  # test data untouched during fit
     assert events[1][1] == metrics["best_checkpoint"] and len(scores) == 1
     assert metrics["monitor"]["metric"].startswith("val/")

@@ -30,7 +30,7 @@ from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
-from bertlab.runtime.checks import preflight
+from bertlab.runtime.checks import check_epoch_length, preflight
 from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.runtime.console import (
     AutoLogInterval,
@@ -135,11 +135,11 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
     check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
-    L.seed_everything(cfg.seed, workers=True)
-    if cfg.trainer.get("deterministic"):
-        torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
     graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt
+    L.seed_everything(cfg.seed, workers=True)  # after the check: the seed is one of the settings
+    if cfg.trainer.get("deterministic"):
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
     policy_defaults = apply_policy_defaults(cfg)
     if policy_defaults:
@@ -264,6 +264,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
+    if trains:  # before anything is written: Lightning would refuse it when fit starts
+        check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
+                           trainer.world_size)
     log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer,
                                  describe_encoder(model.bert)))
 

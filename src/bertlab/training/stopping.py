@@ -148,8 +148,9 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
     (returned as the callback that saves ``last.ckpt`` on a signal)."""
     if cfg is not None:
         from bertlab.runtime.run_dir import claim_run_dir
+        from bertlab.tasks.families import logged_metrics
 
-        check_settings(cfg)
+        check_settings(cfg, logged_metrics)  # every setting by its kind, and what they make a run do
         claim_run_dir(run_dir, cfg)  # a run dir belongs to one run (bertlab.runtime.run_dir)
     remove_stale_temporaries(Path(run_dir) / "checkpoints")
     stop = GracefulStop(run_dir, resume_command(run_dir), sweep_command())
