@@ -46,8 +46,8 @@ LOCK = ".bertlab-run.lock"
 OVERWRITE_KEY = "overwrite_run_dir"
 FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
-IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "logger", "callbacks", "paths", "tags",
-               "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra",
+IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "export_quantize", "export_max_drop", "logger",
+               "callbacks", "paths", "tags", "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra",
                "release_heap"}  # host memory handling (training.callbacks.ReleaseFreedHeap): same training
 IGNORED_DATA = {"data_dir", "cache_dir", "num_workers", "test_file", "predict_file", "eval_batch_size"}
 IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_summary"}
