@@ -130,8 +130,8 @@ def validations_per_epoch(trainer: Any) -> float:
 
 class RunEstimate(Callback):
     """Logs the plan when training starts, the estimated time left after ``warmup + measure`` steps, and once
-    more later (a quarter of the way, or after the first validation if that comes first) when the first
-    estimate was over a minute; :meth:`remaining_s` feeds the progress bar (``elapsed < remaining``)."""
+    more later (a quarter of the way, or after a validation if one ends first; at the earliest at twice the
+    steps of the first estimate) when the first estimate was over a minute; :meth:`remaining_s` feeds the progress bar (``elapsed < remaining``)."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, warmup: int = 2, measure: int = 10,
                  update_after_s: float = 60.0) -> None:
@@ -247,7 +247,7 @@ class RunEstimate(Callback):
         self._val_last = self.clock() - self._val_t0
         self._val_s += self._val_last
         self._val_t0 = None
-        if self._first_estimate is not None and not self._updated:
+        if self._first_estimate is not None and not self._updated and self._steps_seen >= 2 * self._estimated_at:
             self._maybe_update(trainer, validation=True)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -285,7 +285,7 @@ class RunEstimate(Callback):
         val = self.validation_s()
         if self.plan.validations and val is not None:
             source = "measured" if self._val_last is not None else "from the sanity check"
-            text += f"; validation ~{format_duration(val)} each, {source}"
+            text += f"; validation {'' if val < 0.5 else '~'}{format_duration(val)} each, {source}"
         elif self.plan.validations:
             text += "; validation not timed yet"
         return text + f"; elapsed {format_duration(self.elapsed_s() or 0.0)})"
