@@ -127,6 +127,8 @@ SETTINGS: dict[str, Setting] = {
     "train": S(BOOL, "whether to train"), "test": S(BOOL, "whether to evaluate data.test_file"),
     "predict": S(BOOL, "whether to write predictions"),
     "export_max_drop": S(NONNEG_FLOAT, "the task-metric points the int8 ONNX graph may lose"),
+    "checkpoint.keep_last": S(NONNEG_INT, "the training states kept (1: last.ckpt; 0: none once finished)"),
+    "checkpoint.best_weights_only": S(BOOL, "best checkpoints without the optimizer state"),
     "quiet": S(BOOL, "quiet console output"), "verbose": S(BOOL, "verbose console output"),
     "skip_finished": S(BOOL, "skipping finished multirun jobs"),
     "overwrite_run_dir": S(BOOL, "overwriting a used run dir"),
