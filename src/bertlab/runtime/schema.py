@@ -254,6 +254,9 @@ SETTINGS: dict[str, Setting] = {
 # Settings of the classes a config node instantiates (callbacks.*, logger.*), by ``_target_``: the node's
 # name is the user's choice, the class decides what its arguments mean.
 TARGET_SETTINGS: dict[str, dict[str, Setting]] = {
+    "bertlab.training.callbacks.OverfitCheck": {
+        "ratio": S(FRACTION, "the share of its first loss the training loss must fall under (debug=overfit)"),
+    },
     "lightning.pytorch.callbacks.EarlyStopping": {
         "patience": S(NONNEG_INT, "the number of validations without improvement before stopping"),
         "min_delta": S(NONNEG_FLOAT, "the smallest change that counts as an improvement"),
