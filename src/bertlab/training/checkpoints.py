@@ -73,6 +73,7 @@ class LastCheckpoint(Checkpoint):
         self.best = best
         self.best_weights_only = best_weights_only
         self._written_step: int | None = None  # the step of the last.ckpt on disk
+        self._best_steps: dict[str, int | None] = {}
 
     @property
     def path(self) -> Path:
@@ -119,7 +120,11 @@ class LastCheckpoint(Checkpoint):
 
     def _share_with_best(self, step: int) -> None:
         best = self._best_file()
-        if best is None or same_file(best, self.path) or checkpoint_step(best) != step:
+        if best is None or same_file(best, self.path):
+            return
+        if str(best) not in self._best_steps:  # read once per best file (its pickle, not its tensors)
+            self._best_steps = {str(best): checkpoint_step(best)}
+        if self._best_steps[str(best)] != step:
             return
         try:
             with atomic_path(best) as tmp:
