@@ -139,15 +139,16 @@ def _csv_error(path: Path, line: int, err: csv.Error) -> DataError:
                      "a cell that only starts with a quote mark must be quoted as a whole")
 
 
-def _delimited_records(path: Path, suffix: str) -> list[tuple[int, list[str]]]:
-    """(first line, cells) of every record of a CSV/TSV file. CSV is read strictly (a quote left open or a
-    quoted cell followed by text is an error naming its line: never rows swallowed into one cell); TSV is read
-    unquoted, as GLUE's files are."""
+def _delimited_records(path: Path, suffix: str) -> tuple[list[tuple[int, list[str]]], bool]:
+    """(first line, cells) of every record of a CSV/TSV file, and whether the file holds a quote mark. CSV is
+    read strictly (a quote left open or a quoted cell followed by text is an error naming its line: never rows
+    swallowed into one cell); TSV is read unquoted, as GLUE's files are."""
     tsv = suffix != ".csv"
     _allow_long_cells()
+    text = read_text(path)
     # The csv module reads the text itself (newline=""): a quoted CSV cell keeps its newlines, and only
     # \n, \r\n and \r end a record (never U+2028, U+0085 or a form feed).
-    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter="\t" if tsv else ",",
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",",
                         quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL, strict=not tsv)
     records = []
     line = 0
@@ -157,7 +158,7 @@ def _delimited_records(path: Path, suffix: str) -> list[tuple[int, list[str]]]:
             line = reader.line_num
     except csv.Error as err:
         raise _csv_error(path, line + 1, err) from None
-    return records
+    return records, '"' in text
 
 
 def _tsv_quoting(path: Path, header: list[str], records: list[tuple[int, list[str]]]) -> list[tuple[int, Any]]:
@@ -166,12 +167,13 @@ def _tsv_quoting(path: Path, header: list[str], records: list[tuple[int, list[st
     break, as pandas writes it) become one bad record, so ``on_bad_example=skip`` drops the whole example,
     not half of it."""
     out: list[tuple[int, Any]] = []
-    odd = [sum(c.count('"') for c in cells) % 2 == 1 for _, cells in records]
+    odd = [sum(c.count('"') for c in cells) % 2 == 1 if any('"' in c for c in cells) else False
+           for _, cells in records]
     i = 0
     while i < len(records):
         line, cells = records[i]
         for cell in cells:
-            if cell[:1] == '"' and csv_style_quoted(cell):
+            if cell[:1] == '"' and cell[-1:] == '"' and csv_style_quoted(cell):
                 raise DataError(f"{path}:{line}: the cell {cell[:60]!r} is quoted CSV-style (wrapped in quote "
                                 f"marks, with doubled quote marks inside); {TSV_QUOTING_ADVICE}")
         if odd[i]:
@@ -210,7 +212,7 @@ def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tu
         header = sorted({k for _, r in rows for k in r})
         check_header(path, header, what="the records together")
         return header, rows
-    records = _delimited_records(path, suffix)
+    records, quotes = _delimited_records(path, suffix)
     first = records[0][1] if records else []
     if has_header:
         check_header(path, first)
@@ -218,7 +220,7 @@ def _table_rows(path: Path, has_header: bool = True) -> tuple[list[str], list[tu
         records = records[1:]
     else:
         header = [str(i) for i in range(len(first))]
-    if suffix != ".csv":
+    if suffix != ".csv" and quotes:
         records = _tsv_quoting(path, header, records)
     rows = []
     for start_line, cells in records:

@@ -189,7 +189,7 @@ def _line_of(where: str) -> str:
 
 def unknown_labels(path: Path | str, seen: Mapping[str, str], known: list[str], source: str, fix: str) -> None:
     """Refuse the labels of an evaluation file that the label set lacks, naming every one with its first
-    line, and a known label that differs from one only in case or spacing.
+    line (the first one with its file), and a known label that differs from one only in case or spacing.
 
     ``seen``: canonical label → first ``file:line``; ``source`` says where the label set comes from, ``fix``
     what to do.
@@ -199,14 +199,17 @@ def unknown_labels(path: Path | str, seen: Mapping[str, str], known: list[str], 
     if not missing:
         return
     by_key = {label_key(canonical_label(k)): k for k in known}
-    parts = []
-    for label, where in list(missing.items())[:8]:
+
+    def hint(label: str) -> str:
         near = by_key.get(label_key(label))
-        hint = f", which differs from {near!r} only in case or spacing" if near is not None else ""
-        parts.append(f"{label!r} (first at {where}{hint})")
-    more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-    raise DataError(f"{path}: {len(missing)} label(s) not in the label set {known} ({source}): "
-                    f"{', '.join(parts)}{more}; {fix}")
+        return f", which differs from {near!r} only in case or spacing" if near is not None else ""
+
+    (first, first_where), *others = missing.items()
+    nor = ", ".join(f"{label!r} (first at {_line_of(where)}{hint(label)})" for label, where in others[:8])
+    more = f" and {len(others) - 8} more" if len(others) > 8 else ""
+    raise DataError(f"{first_where}: label {first!r}{hint(first) and hint(first) + ','} is not in the task's "
+                    f"label set {known} "
+                    f"({source})" + (f"; nor are {nor}{more}" if others else "") + f"; {fix}")
 
 
 def check_label_column(path: Path | str, column: str | None, n_classes: int, n_rows: int) -> None:
