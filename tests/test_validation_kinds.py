@@ -298,6 +298,8 @@ def test_multiple_choice_label_spellings(tmp_path, tokenizer):
 QUOTING = [
     ("csv-unclosed", "train.csv", _lines("text,label", "one,1", '"two,0', "three,1", "four,0", "five,1"),
      r"train\.csv:3: a quoted cell that starts on line 3 is never closed, so it swallows every row after it"),
+    ("csv-unclosed-last-cell", "train.csv", _lines("text,label", "one,1", 'two,"0', "three,1", "four,0", "five,1"),
+     r"train\.csv:3: a quoted cell that starts on line 3 is never closed"),
     ("csv-text-after-quote", "train.csv", _lines("text,label", '"he said" hi,1', "b,0"),
      r"train\.csv:2: a quoted cell on line 2 is followed by more text"),
     ("csv-unclosed-later-quote", "train.csv", _lines("text,label", '"two,0', 'three "x",1', "four,0"),
@@ -338,6 +340,8 @@ def test_glue_style_bare_quotes_stay_text(tmp_path):
 
 
 CONLL = [
+    ("issue-case", _lines("New York B-LOC", "is O"),
+     r"train\.conll:1: 3 column\(s\) where the file's token lines have 2 \(as line 2\)"),
     ("word-with-space", _lines("New York B-LOC", "is O", "big O"),
      r"train\.conll:1: 3 column\(s\) where the file's token lines have 2 \(as line 2\): 'New York B-LOC' \(a word "
      r"holding a space\?"),

@@ -334,7 +334,8 @@ def read_conll(path: Path, tag_column: int | None, policy: BadExamplePolicy) -> 
     # belongs to a token.
     split = [_CONLL_SEPARATORS.split(line.strip(" \t")) for line in read_text_lines(path)]
     widths = collections.Counter(len(c) for c in split if c != [""] and c[0] != "-DOCSTART-")
-    width = widths.most_common(1)[0][0] if widths else 0
+    # The most common width; a tie (a tiny file) goes to the narrowest that still has a tag column.
+    width = max(widths, key=lambda w: (widths[w], w >= 2, -w)) if widths else 0
     example_line = next((i for i, c in enumerate(split, 1) if len(c) == width and c != [""]), 0)
     sentences: list[TaggedSentence] = []
     words: list[str] = []
