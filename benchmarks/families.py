@@ -7,7 +7,7 @@ backward, AdamW, zero_grad) on batches of 32 SST-2 training sentences in random 
 longest; real (non-padding) tokens per second, sides interleaved, medians. Random weights: speed does not
 depend on them, and no hub weights are needed.
 
-    python benchmarks/families.py [--families roberta,distilbert,electra] [--threads 2] [--json out.json]
+    python benchmarks/families.py [--families roberta,distilbert,electra,modernbert] [--threads 2] [--json out.json]
     python benchmarks/families.py --tiny      # tiny shapes, the bundled SST-2 sample: a smoke check
 """
 
@@ -31,12 +31,20 @@ SHAPES = {
                     layer_norm_eps=1e-5),
     "distilbert": dict(vocab_size=30522, dim=768, n_layers=6, n_heads=12, hidden_dim=3072, pad_token_id=0),
     "electra": dict(BASE, vocab_size=30522, embedding_size=768, pad_token_id=0),
+    # ModernBERT-base: 22 pre-norm layers, GeGLU 1152, rotary, every third layer global, 128-token local windows.
+    "modernbert": dict(vocab_size=50368, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+                       intermediate_size=1152, local_attention=128, global_attn_every_n_layers=3,
+                       pad_token_id=50283),
 }
 TINY = {"roberta": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                         vocab_size=2000, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1),
         "distilbert": dict(vocab_size=2000, dim=64, n_layers=2, n_heads=4, hidden_dim=128, pad_token_id=0),
         "electra": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                        vocab_size=2000, embedding_size=32, pad_token_id=0)}
+                        vocab_size=2000, embedding_size=32, pad_token_id=0),
+        # Windows of 16 tokens: the sample's sentences cross them.
+        "modernbert": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96,
+                           vocab_size=2000, local_attention=16, global_attn_every_n_layers=2, pad_token_id=0,
+                           bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)}
 BATCH = 32
 
 
@@ -85,7 +93,7 @@ def run(families: list[str], threads: int, tiny: bool, data_dir: Path | None, re
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--families", default="roberta,distilbert,electra")
+    p.add_argument("--families", default="roberta,distilbert,electra,modernbert")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tiny", action="store_true", help="tiny shapes and the bundled sample: a smoke check")
     p.add_argument("--repeats", type=int, default=3)

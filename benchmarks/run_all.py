@@ -59,6 +59,7 @@ TARGETS = {
     "unpadded: encoder train 8x384 (no padding), unpad=auto / padded": 0.97,
     # Encoder families at their base shape (benchmarks/families.py).
     "families: roberta-base encoder train, SST-2 random batches, vs transformers": 2.0,
+    "families: modernbert-base encoder train, SST-2 random batches, vs transformers": 2.0,
 }
 
 

@@ -48,6 +48,7 @@ class Probe:
     env: dict[str, str] = field(default_factory=dict)
     check: Callable[[Path], str | None] | None = None  # extra check; returns a failure or None
     script: str | None = None  # a wrapper that patches something first, then runs train.py
+    module: str | None = None  # run ``python -m <module> <args>`` (predict, export) instead of train.py
 
 
 def _data(work: Path) -> Path:
@@ -226,10 +227,62 @@ def probes(work: Path) -> list[Probe]:
               setup=flip_labels),
     ]
 
+    first = work / "runs" / "first"
+    held: dict[str, object] = {}
+
+    def snapshot(folder: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    def keep_first(_: Path) -> None:
+        held["first"] = snapshot(first)
+
+    def first_unchanged(_: Path) -> str | None:
+        now = snapshot(first)
+        changed = [k for k in set(held["first"]) | set(now) if held["first"].get(k) != now.get(k)]
+        return f"the refused run changed {sorted(changed)}" if changed else None
+
+    def hold_first(_: Path) -> None:
+        keep_first(_)
+        held["proc"] = subprocess.Popen(
+            [sys.executable, "-c", "import time; from filelock import FileLock; "
+             f"lock = FileLock({str(first / '.bertlab-run.lock')!r}); lock.acquire(); print(1, flush=True); "
+             "time.sleep(300)"], stdout=subprocess.PIPE, text=True)
+        held["proc"].stdout.readline()
+
+    def release_first(_: Path) -> str | None:
+        held.pop("proc").kill()
+        return first_unchanged(_)
+
+    def user_files(_: Path) -> None:
+        _write(work / "in.txt", "a fine film\nthe plot is a mess\n")
+        _write(work / "precious.txt", "a user's file\n")
+        _write(work / "hf" / "config.json", '{"mine": true}\n')
+
+    def user_files_unchanged(_: Path) -> str | None:
+        for name, text in (("in.txt", "a fine film\nthe plot is a mess\n"), ("precious.txt", "a user's file\n"),
+                           ("hf/config.json", '{"mine": true}\n')):
+            if (work / name).read_text() != text:
+                return f"{name} was changed"
+        return None if not marker.exists() else "a program ran"
+
     nan_loss = "from bertlab.tasks.families import SequenceFamily\nL = SequenceFamily.loss\n" \
                "SequenceFamily.loss = lambda self, out, batch: L(self, out, batch) * float('nan')"
     full_disk = "import errno, torch\ndef full(*a, **k):\n    raise OSError(errno.ENOSPC, 'No space left on device')\n" \
                 "torch.save = full"
+    # torch's zip writer: its own RuntimeError, raised while the OSError was being handled
+    full_disk_chained = "import errno, torch\ndef full(*a, **k):\n    try:\n" \
+                        "        raise OSError(errno.ENOSPC, 'No space left on device')\n    except OSError:\n" \
+                        "        raise RuntimeError('[enforce fail at inline_container.cc:664] . unexpected pos 3584 vs " \
+                        "3472')\ntorch.save = full"
+    cache_full = "import safetensors.numpy\nfrom safetensors import SafetensorError\ndef full(*a, **k):\n" \
+                 "    raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, " \
+                 "message: \"No space left on device\" })')\nsafetensors.numpy.save_file = full"
+    term_after_summary = "import os, signal\nimport bertlab.train as t\nP = t._print_summary\n" \
+                         "def p(*a, **k):\n    P(*a, **k)\n    os.kill(os.getpid(), signal.SIGTERM)\n" \
+                         "t._print_summary = p"
+    most_nan = "from bertlab.tasks.families import SequenceFamily\nL = SequenceFamily.loss\nN = [0]\n" \
+               "def loss(self, out, batch):\n    N[0] += 1\n    return L(self, out, batch) * (1.0 if N[0] == 3 else " \
+               "float('nan'))\nSequenceFamily.loss = loss"
     return [
         Probe("cache-fill", [*TINY, run("first")], 0, "best checkpoint:"),
         Probe("cache-planted-pickle", [*TINY, run("planted")], 0, "is damaged", setup=plant_in_cache,
@@ -273,6 +326,32 @@ def probes(work: Path) -> list[Probe]:
         Probe("data-path-is-a-folder", [*TINY, run("folder")], 1, "a folder, not a data file", setup=folder_as_file),
         Probe("data-path-symlink-loop", [*TINY, run("loop")], 1, "loops back on itself", setup=symlink_loop),
         Probe("restore", [*TINY, run("restored")], 0, "best checkpoint:", setup=restore_dev),
+        # Round three (issue #33): outputs never replace inputs, targets by identity, refused runs write
+        # nothing, one live run per folder, failed writes and late signals as one paragraph.
+        Probe("predict-output-is-input", [str(first), str(work / "in.txt"), "--output",
+                                          str(work / "runs" / ".." / "in.txt"), "--no-progress"], 1,
+              "is the input file", setup=user_files, check=user_files_unchanged, module="bertlab.predict"),
+        Probe("export-into-a-users-folder", [str(first), str(work / "hf")], 1, "is not empty",
+              check=user_files_unchanged, module="bertlab.export"),
+        Probe("target-through-an-import", [*TINY, run("evil2"), "+callbacks.evil._target_=lightning.pytorch."
+                                           "callbacks.model_checkpoint.logging.FileHandler",
+                                           f"+callbacks.evil.filename={work / 'precious.txt'}", "+callbacks.evil.mode=w"],
+              1, "the path leads to logging.FileHandler", check=user_files_unchanged),
+        Probe("popen-through-an-import", [*TINY, run("evil3"), "+callbacks.evil._target_=lightning.pytorch."
+                                          "accelerators.cuda.subprocess.Popen", f"+callbacks.evil.args=[touch,{marker}]"],
+              1, "the path leads to subprocess.Popen", check=user_files_unchanged),
+        Probe("refused-run-leaves-the-records", [*TINY, "optim.lr=1e-3", run("first")], 1,
+              "is used: it holds a run with another configuration", setup=keep_first, check=first_unchanged),
+        Probe("run-dir-in-use", [*TINY, run("first")], 1, "is in use: another run is running in it now",
+              setup=hold_first, check=release_first),
+        Probe("full-disk-chained", [*TINY, run("full2")], 1, "bertlab: error: the disk is full: could not write the "
+              "checkpoint", script=full_disk_chained),
+        Probe("feature-cache-full-disk", [*TINY, "data.max_seq_length=96", run("cache-full")], 0,
+              "not cached: the disk is full", script=cache_full),
+        Probe("sigterm-after-the-summary", [*TINY, run("late-term")], 0, "received SIGTERM after the run wrote its "
+              "results", script=term_after_summary),
+        Probe("skip-most-batches", [*TINY, "on_nonfinite_loss=skip", "data.batch_size=4", run("most-nan")], 1,
+              "on_nonfinite_loss=skip skipped", script=most_nan),
         *kinds,
     ]
 
@@ -301,8 +380,11 @@ def main() -> int:
             wrapper = work / f"{probe.name}.py"
             wrapper.write_text(WRAPPER.format(patch=probe.script, train=train))
             cmd = [sys.executable, str(wrapper)]
-        out = subprocess.run([*cmd, f"paths.cache_dir={work / 'cache'}", *probe.args], cwd=ROOT,
-                             env={**env, **probe.env}, capture_output=True, text=True, timeout=600)
+        argv = [f"paths.cache_dir={work / 'cache'}", *probe.args]
+        if probe.module:
+            cmd, argv = [sys.executable, "-m", probe.module], probe.args
+        out = subprocess.run([*cmd, *argv], cwd=ROOT, env={**env, **probe.env}, capture_output=True, text=True,
+                             timeout=600)
         text = out.stdout + out.stderr
         problem = None
         if out.returncode != probe.rc:

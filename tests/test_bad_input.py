@@ -308,12 +308,12 @@ def test_unreadable_checkpoint(train_run, tmp_path):
 
 
 def test_hf_folder_of_another_architecture(train_run, tmp_path):
-    folder = tmp_path / "roberta"
+    folder = tmp_path / "gpt2"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "roberta", "hidden_size": 32}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "hidden_size": 32}))
     torch.save({}, folder / "pytorch_model.bin")
-    with pytest.raises(CheckpointError, match=r"roberta/config\.json: model_type is 'roberta', not 'bert'\. "
-                                              r"bertlab loads BERT checkpoints only"):
+    with pytest.raises((CheckpointError, ConfigError), match=r"gpt2/config\.json: model_type 'gpt2' is not an "
+                                                            r"encoder .*Native families: BERT \(bert\)"):
         train_run(*TINY, "task=sst2", f"model.init_from={folder}")
 
 

@@ -186,8 +186,9 @@ def test_families_bench_tiny():
     import families
     import run_all
 
-    result = families.main(["--tiny", "--threads", "1", "--repeats", "1", "--families", "roberta,distilbert"])
-    assert set(result["families"]) == {"roberta", "distilbert"}
+    result = families.main(["--tiny", "--threads", "1", "--repeats", "1", "--families",
+                            "roberta,distilbert,modernbert"])
+    assert set(result["families"]) == {"roberta", "distilbert", "modernbert"}
     rows = {name: ratio for name, ratio, _ in run_all.ratio_rows({"families": result})}
     assert rows["families: roberta-base encoder train, SST-2 random batches, vs transformers"] == \
         result["families"]["roberta"]["ratio_vs_hf"]

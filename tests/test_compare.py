@@ -230,3 +230,101 @@ def test_curves_on_different_steps_and_step_suffixed_columns(tmp_path: Path) -> 
     result = compare_runs([tmp_path])
     assert len(result.groups) == 1 and result.group_by == []
     assert result.png_path.stat().st_size > 0
+
+
+# ---------------------------------------------------------------- terminal width, output folder, plots, summary
+def test_terminal_table_fits_its_width_and_names_the_columns_left_out(sweep: Path, capsys) -> None:
+    from bertlab.compare import print_table
+
+    result = compare_runs([sweep], baseline="freeze=none")
+    capsys.readouterr()
+    for width in (80, 120):
+        left_out = print_table(result, width=width)
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= width
+        header = next(line for line in out.splitlines() if "freeze" in line)
+        assert "val/accuracy" in header and "verdict" in header  # the ranked metric, then the verdict first
+        assert left_out and all(f" {name} " not in header for name in left_out)
+    assert print_table(result, width=80)[:2] == ["diff vs freeze=none (95% CI)", "p (sign-flip)"]
+    assert print_table(result, width=1000) == []
+    assert "val/loss" not in print_table(compare_runs([sweep]), width=80)  # no baseline: room for a metric
+
+
+def test_output_goes_beside_the_runs_compared_and_the_cli_says_where(tmp_path: Path) -> None:
+    sweeps = tmp_path / "multiruns"
+    for name in ("a", "b"):
+        make_run(sweeps / name / "0", "none", 1, 0.8, 0.5, overrides=["freeze=none", "seed=1"])
+        make_run(sweeps / name / "1", "encoder", 1, 0.7, 0.6, overrides=["freeze=encoder", "seed=1"])
+    # one folder: into it; several: the folder that holds them all, not the first one named
+    assert compare_runs([sweeps / "b"]).md_path == (sweeps / "b" / "comparison.md").resolve()
+    proc = run_cli(str(sweeps / "b"), str(sweeps / "a"))
+    assert proc.returncode == 0, proc.stderr
+    assert (sweeps / "comparison.md").is_file() and not (sweeps / "a" / "comparison.md").exists()
+    assert f"to {sweeps.resolve()} (the folder holding every DIR named" in proc.stdout
+    nested = compare_runs([sweeps / "a", sweeps / "a" / "0"])  # a folder inside another: the outer one
+    assert nested.md_path.parent == (sweeps / "a").resolve()
+    proc = run_cli(str(sweeps / "a"), "--out", str(tmp_path / "report"))
+    assert f"to {tmp_path / 'report'} (--out)" in proc.stdout
+
+
+def _panels(png: Path) -> int:
+    """Panels of a comparison.png: the figure is 5.5 inches wide per panel at 120 dpi."""
+    from matplotlib.image import imread
+
+    return round(imread(png).shape[1] / (5.5 * 120))
+
+
+def test_a_run_that_validated_once_has_no_validation_curve(tmp_path: Path) -> None:
+    # One epoch: one validation row per run; train/loss logged at several steps.
+    for i, (freeze, seed) in enumerate([("none", 1), ("none", 2), ("encoder", 1)]):
+        run = make_run(tmp_path / str(i), freeze, seed, 0.8 - i / 10, 0.5, with_csv=False,
+                       overrides=[f"freeze={freeze}", f"seed={seed}"])
+        (run / "csv").mkdir()
+        rows = ["step,train/loss,val/accuracy", *(f"{s},{1 / (s + 1)}," for s in range(12)), f"12,,{0.8 - i / 10}"]
+        (run / "csv" / "metrics.csv").write_text("\n".join(rows) + "\n")
+    result = compare_runs([tmp_path])
+    assert _panels(result.png_path) == 2  # the seeds panel and train/loss, no one-point val/accuracy "curve"
+    for i in range(3):  # a second validation makes it a curve
+        with (tmp_path / str(i) / "csv" / "metrics.csv").open("a") as f:
+            f.write("24,,0.9\n")
+    assert _panels(compare_runs([tmp_path]).png_path) == 3
+
+
+def test_multirun_summary_names_the_best_jobs_failures_and_the_comparison(sweep: Path, capsys) -> None:
+    from omegaconf import OmegaConf
+
+    from bertlab.compare import MultirunSummary
+
+    failed = sweep / "4"
+    failed.mkdir()
+    (failed / "metrics.json").write_text(json.dumps({"state": "failed", "task": "sst2", "seed": 3,
+                                                     "error": "ConfigError: data.batch_size must be positive"}))
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}})
+    callback = MultirunSummary()
+    callback.on_multirun_start(config)
+    callback.on_multirun_end(config)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"multirun finished: 5 job(s) in {sweep} (4 complete, 1 failed)"
+    assert out[1] == "  failed: 4/  ConfigError: data.batch_size must be positive"
+    assert out[2] == "best job(s) of sst2 on val/accuracy (max):"
+    assert [line.split()[:2] for line in out[3:6]] == [["0.84", "1/"], ["0.8", "0/"], ["0.72", "3/"]]
+    assert out[3].endswith("freeze=none seed=2")
+    assert out[6] == "best group on val/accuracy: freeze=none (0.82 ± 0.02828 over 2 run(s))"
+    assert out[7].startswith(f"comparison: {sweep.resolve() / 'comparison.md'}")
+    assert (sweep / "comparison.png").is_file()
+    callback._summarise("stopped early")  # what the exit hook runs: nothing more once the end was told
+    assert capsys.readouterr().out == ""
+
+
+def test_a_multirun_that_stops_early_still_summarises(tmp_path: Path, capsys) -> None:
+    from omegaconf import OmegaConf
+
+    from bertlab.compare import MultirunSummary
+
+    callback = MultirunSummary()
+    callback.on_multirun_start(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    make_run(tmp_path / "0", "none", 1, 0.8, 0.5, overrides=["seed=1"])
+    callback._summarise("stopped early (a job failed, or it was interrupted)")  # the exit hook
+    out = capsys.readouterr().out
+    assert out.startswith(f"multirun stopped early (a job failed, or it was interrupted): 1 job(s) in {tmp_path}")
+    assert "comparison: " in out

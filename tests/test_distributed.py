@@ -200,8 +200,8 @@ def test_job_argv_recreates_one_job():
 # ----------------------------------------------------------------------------------------------------------
 # DDP through the real command line (Lightning re-runs train.py for rank 1)
 
-RANK0_FILES = {".hydra", ".bertlab-run.json", "checkpoints", "csv", "metrics.json", "tokenizer", "train.log",
-               "update_scope.json"}
+RANK0_FILES = {".hydra", ".bertlab-run.json", ".bertlab-run.lock", "checkpoints", "csv", "metrics.json", "tokenizer",
+               "train.log", "update_scope.json"}
 RANK1_LOG = "train_ddp_process_1.log"  # each extra rank's own log (Lightning names its Hydra job so)
 
 

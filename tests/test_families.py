@@ -30,7 +30,7 @@ from bertlab.models.hf_weights import (  # noqa: E402
 from bertlab.runtime.config import HeadConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
-NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra"]
+NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert"]
 VOCAB = 99
 
 
@@ -39,6 +39,13 @@ def tiny_hf_config(model_type: str, **extra):
     if model_type == "distilbert":
         kw = dict(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64,
                   dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0, qa_dropout=0.0)
+    elif model_type == "modernbert":
+        # A local window (3 tokens each side) shorter than the test rows (11), global layers 0 and 2 of 3, a
+        # global theta other than the local one, biases in the head (classifier_bias) as some checkpoints have.
+        kw = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
+                  max_position_embeddings=64, local_attention=6, global_attn_every_n_layers=2,
+                  global_rope_theta=1000.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+                  sep_token_id=2, classifier_bias=True)
     else:
         kw = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=37, max_position_embeddings=64, hidden_dropout_prob=0.0,

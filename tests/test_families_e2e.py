@@ -36,6 +36,10 @@ def tiny_folder(root: Path, model_type: str) -> Path:
     vocab = tok.vocab_size
     if model_type == "distilbert":
         kw = dict(dim=32, n_layers=2, n_heads=4, hidden_dim=37)
+    elif model_type == "modernbert":
+        # A local window (4 tokens each side) the SST-2 sample sentences are longer than; global layers 0 and 2.
+        kw = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, local_attention=8,
+                  global_attn_every_n_layers=2, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
     elif model_type == "mpnet":
         kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
     else:
@@ -60,6 +64,7 @@ def folders(tmp_path_factory):
     ("roberta", "RobertaForSequenceClassification"),
     ("distilbert", "DistilBertForSequenceClassification"),
     ("electra", "ElectraForSequenceClassification"),
+    ("modernbert", "ModernBertForSequenceClassification"),
 ])
 def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, architecture, caplog):
     folder = folders(model_type)
@@ -67,7 +72,8 @@ def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, arch
     with caplog.at_level(logging.INFO):
         metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=sst2", "export=true"], run_dir)
     assert metrics["val"]["accuracy"] is not None
-    spec_display = {"roberta": "RoBERTa", "distilbert": "DistilBERT", "electra": "ELECTRA"}[model_type]
+    spec_display = {"roberta": "RoBERTa", "distilbert": "DistilBERT", "electra": "ELECTRA",
+                    "modernbert": "ModernBERT"}[model_type]
     assert f"model=auto ({spec_display})" in caplog.text
     export = run_dir / "export"
     config = json.loads((export / "config.json").read_text())
@@ -117,6 +123,45 @@ def test_generic_export_predicts_like_the_run(folders, tmp_path):
     folder = folders("mpnet")
     run_dir = tmp_path / "run"
     metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=sst2", "export=true"], run_dir)
+    texts = _texts()[:4]
+    from_run = Predictor.from_run(metrics["best_checkpoint"])(texts)
+    from_export = Predictor.from_run(run_dir / "export")(texts)
+    for a, b in zip(from_run, from_export):
+        assert a["label"] == b["label"] and abs(a["score"] - b["score"]) < 1e-5
+
+
+def test_modernbert_mlm_lora_init_from_predict_and_export(folders, tmp_path, caplog):
+    """ModernBERT through every other part of a run: task=mlm masks 30 % (its family's rate, the task leaving
+    task.mlm_probability null) and exports a ModernBertForMaskedLM that predicts bertlab's logits; a fine-tuning run
+    starts from that run (init_from) with LoRA on [query, value] (→ Wqkv), predicts, and exports merged weights."""
+    from bertlab.inference.predictor import Predictor
+
+    folder = folders("modernbert")
+    mlm_dir = tmp_path / "mlm"
+    with caplog.at_level(logging.INFO):
+        metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=mlm", "export=true",
+                             "data.max_seq_length=32"], mlm_dir)
+    assert "task.mlm_probability=null → 0.3 (ModernBERT's masking rate)" in caplog.text
+    ckpt = torch.load(metrics["best_checkpoint"], map_location="cpu", weights_only=True)
+    assert ckpt["hyper_parameters"]["task"]["mlm_probability"] == 0.3
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(mlm_dir / "export").eval()
+    assert type(hf).__name__ == "ModernBertForMaskedLM"
+    ours = load_checkpoint_model(metrics["best_checkpoint"]).model
+    ids = torch.tensor([[2, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 3]])
+    with torch.no_grad():
+        want = hf(input_ids=ids).logits[0]
+        got = ours.head((ours.bert(ids).last_hidden_state, None))[0][0]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+    run_dir = tmp_path / "lora"
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        metrics = run_train([*QUICK, f"model.init_from={mlm_dir}", "task=sst2", "freeze=lora", "export=true"], run_dir)
+    assert "LoRA r=8 alpha=16 on 12 modules (Wi, Wo, Wqkv)" in caplog.text  # the policy's [query, key, value, dense]
+    assert "model=auto (ModernBERT)" in caplog.text
+    scope = json.loads((run_dir / "update_scope.json").read_text())
+    assert not scope["frozen_changed"] and scope["groups"]["layer.0"]["changed"] == 0  # base frozen, per layer
+    assert scope["totals"]["adapters"]["changed"] == scope["totals"]["adapters"]["tensors"] > 0
     texts = _texts()[:4]
     from_run = Predictor.from_run(metrics["best_checkpoint"])(texts)
     from_export = Predictor.from_run(run_dir / "export")(texts)

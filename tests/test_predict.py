@@ -23,6 +23,7 @@ from bertlab.data.tags import iob1_to_iob2, validate_iob2
 from bertlab.data.tokenizer import load_tokenizer
 from bertlab.inference.export import load_checkpoint_model
 from bertlab.inference.predictor import word_tags_to_entities
+from bertlab.inference.text import split_words
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.predict import main
 from bertlab.runtime.config import ConfigError
@@ -215,6 +216,13 @@ def test_word_tags_become_valid_iob2_and_entities():
     assert entities[0]["score"] == pytest.approx(0.85)
 
 
+def test_an_entity_before_a_full_stop_ends_at_its_last_letter():
+    text = "He flew to New York."
+    words = split_words(text)
+    _, entities = word_tags_to_entities(text, words, ["O", "O", "O", "B-LOC", "I-LOC", "O"], [0.9] * 6)
+    assert [(e["text"], e["start"], e["end"]) for e in entities] == [("New York", 11, 19)]
+
+
 def test_ner_plain_text_gives_one_valid_tag_per_word(trained):
     run_dir = trained("conll2003")
     sentences = _conll_sentences()[:6]
@@ -223,8 +231,9 @@ def test_ner_plain_text_gives_one_valid_tag_per_word(trained):
     loaded = load_checkpoint_model(_best(run_dir))
     encodings = load_tokenizer(run_dir / "tokenizer").encode_words_batch(sentences)
     for record, words, enc, row in zip(records, sentences, encodings, _logits(run_dir, encodings)):
-        assert set(record) == {"text", "entities", "tags"}
-        assert len(record["tags"]) == len(words)
+        assert set(record) == {"text", "entities", "tags", "words", "offsets"}
+        assert len(record["tags"]) == len(words) and record["words"] == words
+        assert [record["text"][a:b] for a, b in record["offsets"]] == words
         assert set(record["tags"]) <= CONLL_LABELS
         validate_iob2(record["tags"], where=record["text"])
         # Each word's tag is the prediction at its first sub-word, B- where an I- would start an entity.
@@ -240,6 +249,27 @@ def test_ner_plain_text_gives_one_valid_tag_per_word(trained):
             assert record["text"][entity["start"]:entity["end"]] == entity["text"]
             assert 0 < entity["score"] <= 1
         assert len(record["entities"]) == sum(t.startswith("B-") for t in record["tags"])
+
+
+def test_ner_raw_text_splits_punctuation_off_words_and_keeps_offsets(trained):
+    texts = ["He flew to New York.", "“Paris,” she said... (in 2019)!", "Prices rose 3.5% in the U.S. market."]
+    records = Predictor.from_run(trained("conll2003"))(texts)
+    assert records[0]["words"] == ["He", "flew", "to", "New", "York", "."]
+    assert records[1]["words"] == ["“", "Paris", ",", "”", "she", "said", "...", "(", "in", "2019", ")", "!"]
+    assert records[2]["words"] == ["Prices", "rose", "3.5", "%", "in", "the", "U.S.", "market", "."]
+    for record, text in zip(records, texts):
+        assert record["text"] == text
+        assert [text[a:b] for a, b in record["offsets"]] == record["words"]
+        assert len(record["tags"]) == len(record["words"])
+        for entity in record["entities"]:  # entities begin and end at word boundaries
+            assert text[entity["start"]:entity["end"]] == entity["text"]
+            assert entity["start"] in {a for a, _ in record["offsets"]}
+            assert entity["end"] in {b for _, b in record["offsets"]}
+
+
+def test_ner_list_of_words_is_taken_as_it_is(trained):
+    record = Predictor.from_run(trained("conll2003"))([["New", "York."]])[0]
+    assert record["words"] == ["New", "York."] and record["offsets"] == [[0, 3], [4, 9]]
 
 
 def test_ner_text_longer_than_the_model_reads_keeps_one_tag_per_word(trained, caplog):
@@ -372,7 +402,7 @@ def test_predict_only_needs_no_training_or_validation_files(tmp_path):
     records = [json.loads(line) for line in
                (out_dir / "predictions" / "predict_predictions.jsonl").read_text().splitlines()]
     assert [r["text"].split(" ") for r in records] == sentences
-    assert records == Predictor.from_run(run_dir)([" ".join(s) for s in sentences])
+    assert records == Predictor.from_run(run_dir)(sentences)  # the file's words, as a list of words each
     # Evaluating needs the label set of a training file: without one, a message that says how to predict.
     with pytest.raises(ConfigError, match=r"data\.train_file is not set.*data\.val_file=null"):
         run(compose(["model=bert_tiny", "task=token_classification", "train=false", "predict=true",

@@ -490,9 +490,14 @@ def test_datamodule_streams_mlm_with_dynamic_train_masks_and_fixed_eval_masks(tm
 
 
 def test_stream_auto_follows_the_size_threshold_and_true_needs_a_cache_dir(tmp_path, tokenizer):
-    assert not _module(tmp_path, tokenizer).streamed()  # a small file: the in-memory path, as before
+    assert _module(tmp_path, tokenizer).streamed()  # by default every corpus takes the lean prepared path
+    assert DataConfig().stream_threshold_mb == 0
+    assert not _module(tmp_path, tokenizer, stream_threshold_mb=64).streamed()  # a small file under a threshold
     assert _module(tmp_path, tokenizer, stream_threshold_mb=0.001).streamed()
     assert not _module(tmp_path, tokenizer, stream=False, stream_threshold_mb=0).streamed()
+    auto = _module(tmp_path, tokenizer)
+    auto.cfg.cache_dir = None  # nowhere to prepare it: auto reads into memory
+    assert not auto.streamed()
     dm = _module(tmp_path, tokenizer, stream=True)
     dm.cfg.cache_dir = None
     with pytest.raises(ConfigError, match="cache_dir"):

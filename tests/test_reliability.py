@@ -71,10 +71,32 @@ def test_nonfinite_loss_skip_counts_skipped_batches(tmp_path, monkeypatch):
 
 
 def test_skipped_batches_update_nothing(tmp_path, monkeypatch):
-    nan_loss_at(monkeypatch, set(range(5)))
+    nan_loss_at(monkeypatch, {0, 1})
     metrics = run_train([*RUN, "on_nonfinite_loss=skip", "trainer.max_epochs=1"], tmp_path / "run")
-    assert metrics["train"]["skipped_nonfinite_batches"] == 5
-    assert _load(tmp_path / "run" / "checkpoints" / "last.ckpt")["optimizer_states"][0]["state"] == {}
+    assert metrics["train"]["skipped_nonfinite_batches"] == 2
+    state = _load(tmp_path / "run" / "checkpoints" / "last.ckpt")["optimizer_states"][0]["state"]
+    assert {int(s["step"]) for s in state.values()} == {3}  # 5 batches, 2 skipped: 3 optimizer steps
+
+
+# A run that skipped most of its batches learned from almost nothing: its scores would mislead, so it stops
+# (issue #33, item 11). Which batches: (0-based numbers of the 10 training batches of RUN, 2 epochs × 5).
+@pytest.mark.parametrize("skipped", [set(range(10)) - {7}, set(range(15)) - {0}, {1, 2, 4, 5, 7, 8},
+                                     set(range(4, 10))])
+def test_skipping_most_batches_stops_the_run(tmp_path, monkeypatch, skipped):
+    nan_loss_at(monkeypatch, skipped)
+    with pytest.raises(NonFiniteLossError) as err:
+        run_train([*RUN, "on_nonfinite_loss=skip"], tmp_path / "run")
+    message = str(err.value)
+    assert message.startswith("on_nonfinite_loss=skip skipped ") and "of the " in message
+    assert "training batches" in message and "Lower optim.lr" in message
+    assert not (tmp_path / "run" / "metrics.json").exists()  # no result that looks complete
+
+
+@pytest.mark.parametrize("skipped", [{0, 1, 2}, {0, 2, 4, 6}])  # early, or spread: fewer than half
+def test_skipping_fewer_than_half_of_the_batches_finishes(tmp_path, monkeypatch, skipped):
+    nan_loss_at(monkeypatch, skipped)
+    metrics = run_train([*RUN, "on_nonfinite_loss=skip"], tmp_path / "run")
+    assert metrics["train"]["skipped_nonfinite_batches"] == len(skipped)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -121,3 +121,99 @@ def test_a_run_that_failed_before_writing_anything_does_not_claim_the_dir(train_
         train_run(*TINY, "data.text_column=nope", name="run")
     assert (tmp_path / "run" / MARKER).is_file()
     train_run(*TINY, "optim.lr=1e-3", name="run")  # nothing of the failed run can mix with this one
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A refused run writes nothing into the run dir; a run dir holds one live run at a time (issue #33, item 8)
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+CLI_TINY = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=1", "trainer.limit_train_batches=2")
+
+
+@pytest.fixture(scope="module")
+def _cli_run(tmp_path_factory):
+    from test_bad_input import cli
+
+    root = tmp_path_factory.mktemp("cli_run")
+    run = root / "run"
+    out = cli(root, *CLI_TINY, f"hydra.run.dir={run}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (run / ".hydra" / "config.yaml").is_file() and (run / ".hydra" / "overrides.yaml").is_file()
+    assert "optim.lr" not in (run / ".hydra" / "overrides.yaml").read_text()
+    assert "Seed set to" in (run / "train.log").read_text()
+    return run
+
+
+@pytest.fixture
+def cli_first_run(_cli_run, tmp_path):
+    """A finished run (train.py), copied byte for byte into this test's folder."""
+    run = tmp_path / "run"
+    shutil.copytree(_cli_run, run, symlinks=True)
+    return run
+
+
+@pytest.mark.parametrize("refused_by", [
+    ("optim.lr=1e-3",),                                          # the run dir's claim: another configuration
+    ("data.num_workers=-1",),                                    # a setting check before the claim
+    ("+callbacks.x._target_=lightning.pytorch.accelerators.cuda.subprocess.Popen", "+callbacks.x.args=[true]"),
+])
+def test_a_refused_run_leaves_every_file_of_the_run_dir_as_it_was(cli_first_run, tmp_path, refused_by):
+    """.hydra/config.yaml, overrides.yaml and train.log stay the first run's, byte for byte: compare filed
+    the first run's results under the refused run's config when Hydra had rewritten them already."""
+    from test_bad_input import cli
+
+    before = _snapshot(cli_first_run)
+    out = cli(tmp_path, *CLI_TINY, *refused_by, f"hydra.run.dir={cli_first_run}")
+    assert out.returncode == 1 and "bertlab: error:" in out.stderr, out.stderr[-3000:]
+    assert _snapshot(cli_first_run) == before
+
+
+def test_a_refused_multirun_job_leaves_the_used_folder_as_it_was(cli_first_run, tmp_path):
+    """In a multirun the refused job also writes no metrics.json of its own (state: failed) over the
+    earlier run's. (A finished run's folder may take a new multirun job; a stopped one's may not.)"""
+    from test_bad_input import cli
+
+    record = json.loads((cli_first_run / MARKER).read_text())
+    (cli_first_run / MARKER).write_text(json.dumps({**record, "status": "running"}))  # stopped mid-way
+    before = _snapshot(cli_first_run)
+    out = cli(tmp_path, "hydra.mode=MULTIRUN", *CLI_TINY, "optim.lr=1e-3", f"hydra.sweep.dir={tmp_path}",
+              "hydra.sweep.subdir=run")
+    assert "is used: it holds a run with another configuration" in out.stderr + out.stdout
+    assert _snapshot(cli_first_run) == before
+
+
+def test_a_run_dir_in_use_by_a_live_run_is_refused(tmp_path):
+    """Two runs of one configuration in one folder at once would both pass the configuration check; the
+    lock on the folder refuses the second while the first runs, and frees the folder when it ends."""
+    import subprocess
+    import sys
+
+    from conftest import compose
+
+    from bertlab.runtime.run_dir import LOCK, release_run_dir
+
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+                               f"lock = FileLock({str(run / LOCK)!r}); lock.acquire(); print('held', flush=True); "
+                               "time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=r"hydra.run.dir=.*/run is in use: another run is running in it"):
+            claim_run_dir(run, compose(list(TINY), run))
+        assert not (run / MARKER).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    claim_run_dir(run, compose(list(TINY), run))  # the folder is free again
+    probe = [sys.executable, "-c", f"from filelock import FileLock; FileLock({str(run / LOCK)!r}, timeout=0).acquire()"]
+    try:
+        assert subprocess.run(probe, capture_output=True).returncode != 0  # held by this run now
+    finally:
+        release_run_dir()
+    assert subprocess.run(probe, capture_output=True).returncode == 0  # and freed at its end

@@ -99,3 +99,87 @@ def test_the_sweepers_sampler_and_pruner_nodes_are_checked_too():
     with _pytest.raises(ConfigError, match=r"hydra\.sweeper\.pruner\._target_=torch\.load: refused"):
         build_pruner({"_target_": "torch.load", "f": "evil.pkl", "weights_only": False})
     assert isinstance(build_pruner({"_target_": "optuna.pruners.MedianPruner"}), optuna.pruners.MedianPruner)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The allow-list goes by what a path leads to, not by how the path starts (issue #33, item 7): a module under
+# an allowed package imports foreign modules (logging, subprocess, os, pathlib), and a dotted path through
+# such an import names the foreign class.
+
+BYPASSES = [
+    "lightning.pytorch.callbacks.model_checkpoint.logging.FileHandler",  # truncated a user's file
+    "lightning.pytorch.accelerators.cuda.subprocess.Popen",              # runs a program
+    "lightning.pytorch.loggers.csv_logs.os.PathLike",
+    "lightning.pytorch.callbacks.model_checkpoint.Path",
+    "lightning.pytorch.callbacks.ModelCheckpoint.__init__.__globals__",  # private: refused already
+    "bertlab.runtime.launch.subprocess.Popen",
+    "bertlab.runtime.files.Path",
+]
+
+
+@pytest.mark.parametrize("target", BYPASSES)
+def test_a_path_through_a_reexported_module_is_refused(target):
+    why = refusal(target)
+    assert why is not None, target
+    with pytest.raises(ConfigError, match="refused"):
+        check_targets({"x": {"_target_": target}}, "callbacks")
+
+
+def test_the_refusal_names_the_class_the_path_leads_to():
+    why = refusal("lightning.pytorch.callbacks.model_checkpoint.logging.FileHandler")
+    assert "logging.FileHandler" in why and "defined in" in why
+
+
+@pytest.mark.parametrize("target", ["lightning.pytorch.callbacks.ModelCheckpoint",
+                                    "lightning.pytorch.callbacks.model_checkpoint.ModelCheckpoint",
+                                    "lightning.pytorch.loggers.CSVLogger",
+                                    "lightning.pytorch.plugins.environments.SLURMEnvironment",  # from fabric
+                                    "lightning.fabric.plugins.environments.SLURMEnvironment",
+                                    "lightning.pytorch.strategies.DDPStrategy",
+                                    "bertlab.training.callbacks.SamplesPerSecond",
+                                    "bertlab.distributed.fsdp_strategy",
+                                    "optuna.pruners.MedianPruner"])
+def test_reexported_allowed_classes_still_pass(target):
+    assert refusal(target) is None
+
+
+def test_every_public_class_of_the_allowed_packages_passes():
+    """Whatever Lightning re-exports from its plug-in packages is its own class (save the removed ones in
+    ``_graveyard``, which only raise), so checking identity refuses nothing a config could use."""
+    import importlib
+    import inspect
+
+    checked = 0
+    for package in ("lightning.pytorch.callbacks", "lightning.pytorch.loggers", "lightning.pytorch.strategies",
+                    "lightning.pytorch.plugins", "lightning.pytorch.accelerators", "lightning.pytorch.profilers",
+                    "lightning.fabric.plugins", "lightning.fabric.strategies", "optuna.samplers", "optuna.pruners"):
+        module = importlib.import_module(package)
+        for name in dir(module):
+            obj = getattr(module, name)
+            if name.startswith("_") or not inspect.isclass(obj) or "_graveyard" in obj.__module__:
+                continue
+            assert refusal(f"{package}.{name}") is None, (package, name)
+            checked += 1
+    assert checked > 40
+
+
+def test_a_granted_prefix_does_not_reach_through_imports(monkeypatch, tmp_path):
+    """``allow_targets=[mypkg.]`` grants mypkg's classes, not what mypkg imports."""
+    pkg = tmp_path / "mypkg_h7"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import subprocess\n\nclass Mine:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert refusal("mypkg_h7.Mine", ["mypkg_h7."]) is None
+    assert refusal("mypkg_h7.subprocess.Popen", ["mypkg_h7."]) is not None
+    assert refusal("mypkg_h7.subprocess.Popen", ["mypkg_h7.subprocess.Popen"]) is None  # named exactly: granted
+
+
+def test_filehandler_bypass_end_to_end_leaves_the_file_alone(tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("a user's file\n")
+    out = cli(tmp_path, "model=bert_tiny", "task=sst2", "trainer.max_epochs=1", f"hydra.run.dir={tmp_path / 'run'}",
+              "+callbacks.evil._target_=lightning.pytorch.callbacks.model_checkpoint.logging.FileHandler",
+              f"+callbacks.evil.filename={victim}", "+callbacks.evil.mode=w")
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert victim.read_text() == "a user's file\n"
+    assert "logging.FileHandler" in out.stderr and "Traceback" not in out.stderr

@@ -30,6 +30,9 @@ def make(out: Path, model_type: str, texts: list[str]) -> Path:
         kw = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128)
     if model_type == "electra":
         kw["embedding_size"] = 32
+    if model_type == "modernbert":  # 3 layers (global, local, global), 16-token local windows; the ids of the vocab
+        kw.update(num_hidden_layers=3, intermediate_size=96, local_attention=16, global_attn_every_n_layers=2,
+                  cls_token_id=tok.cls_id, sep_token_id=tok.sep_id, bos_token_id=tok.cls_id, eos_token_id=tok.sep_id)
     config = transformers.AutoConfig.for_model(model_type, vocab_size=tok.vocab_size, max_position_embeddings=514,
                                                pad_token_id=0, **kw)
     torch.manual_seed(0)
@@ -43,7 +46,8 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--text", type=Path, default=Path(__file__).resolve().parents[2] / "src" / "bertlab" /
                         "samples" / "sst2" / "train.tsv", help="text to train the WordPiece vocabulary on")
-    parser.add_argument("--types", nargs="+", default=["roberta", "xlm-roberta", "distilbert", "electra", "mpnet"])
+    parser.add_argument("--types", nargs="+", default=["roberta", "xlm-roberta", "distilbert", "electra", "modernbert",
+                                                         "mpnet"])
     args = parser.parse_args()
     texts = [line.split("\t")[0] for line in args.text.read_text(encoding="utf-8").splitlines()[1:]]
     for model_type in args.types:

@@ -5,8 +5,10 @@
 
 Reads every ``metrics.json`` under the DIRs (plus ``.hydra/overrides.yaml``, ``.hydra/config.yaml`` and
 ``csv/metrics.csv`` when present) and writes ``comparison.csv``, ``comparison.md`` and ``comparison.png``
-into ``--out`` (default: the first DIR). Several DIRs (several sweeps) are compared together; when runs of
-different DIRs would otherwise fall into one group, the DIR (key ``sweep``) splits them.
+into ``--out`` (default: the DIR, or with several DIRs the deepest folder that holds them all). Several DIRs
+(several sweeps) are compared together; when runs of different DIRs would otherwise fall into one group, the
+DIR (key ``sweep``) splits them. The terminal shows the table cut to its width (the ranked metric first); the
+files hold every column.
 
 Conventions: a group's ``<metric>_mean`` / ``<metric>_std`` are taken over the runs of the group that report
 that metric; ``_std`` is the sample standard deviation (ddof=1) and is left empty when fewer than two runs
@@ -25,20 +27,27 @@ p < ``--alpha``, else ``within noise`` (with n shared seeds no p is below 2/2^n:
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
+import json
 import logging
 import os
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from hydra.experimental.callback import Callback as HydraCallback
 
 from bertlab.analysis import stats
 from bertlab.analysis.runs import (
     EXTRA_METRICS,
     CompareError,
     CompareResult,
+    Run,
     _default_metric,
+    _is_number,
     _mean_std,
     _mode,
     _natural,
@@ -51,6 +60,8 @@ from bertlab.analysis.runs import (
     find_runs,
     group_runs,
 )
+from bertlab.runtime.errors import OutputError
+from bertlab.runtime.files import writing
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +70,7 @@ def compare_runs(
     dirs: list[Path], out: Path | None = None, group_by: list[str] | None = None, metric: str | None = None,
     baseline: str | None = None, alpha: float = 0.05,
 ) -> CompareResult:
-    """Group the runs under `dirs`, write comparison.{csv,md,png} into `out` (default: ``dirs[0]``).
+    """Group the runs under `dirs`, write comparison.{csv,md,png} into `out` (default: :func:`beside`).
 
     `group_by` forces the grouping keys (metrics.json fields or dotted config keys such as ``optim.lr``);
     `metric` (default: the runs' monitor metric) ranks the groups and is plotted; `baseline` (``KEY=VALUE``)
@@ -93,7 +104,7 @@ def compare_runs(
     scored = [i for i, row in enumerate(rows) if row[f"{metric}_mean"] is not None]
     pick = max if mode == "max" else min
     best = pick(scored, key=lambda i: rows[i][f"{metric}_mean"]) if scored else None
-    out = Path(out) if out is not None else Path(dirs[0])
+    out = Path(out) if out is not None else beside(dirs)
     out.mkdir(parents=True, exist_ok=True)
     result = CompareResult(keys, metric, mode, names, groups, rows, best,
                            out / "comparison.csv", out / "comparison.md", out / "comparison.png", baseline, alpha)
@@ -101,6 +112,15 @@ def compare_runs(
     _write_md(result, out)
     _plot(result)
     return result
+
+
+def beside(dirs: list[Path]) -> Path:
+    """Where a comparison goes by default: the folder named, or the deepest folder holding all the folders
+    named (the common parent of several sweeps), not the first one, which holds only some of the runs."""
+    common = Path(os.path.commonpath([str(Path(d).resolve()) for d in dirs]))
+    if common == Path(common.anchor):
+        raise CompareError(f"{', '.join(map(str, dirs))} share no folder below {common}: name one with --out DIR")
+    return common
 
 
 # ---------------------------------------------------------------- outputs
@@ -187,16 +207,31 @@ def read_curve(run_dir: Path, column: str) -> dict[int, float]:
     return curve
 
 
-def _plot_curves(ax: Any, result: CompareResult, column: str, colors: list[str]) -> None:
-    for group, color in zip(result.groups, colors):
-        curves = [c for c in (read_curve(r.run_dir, column) for r in group.runs) if c]
+def _curves(result: CompareResult, column: str) -> list[list[dict[int, float]]]:
+    """Per group, the curve of `column` of each run that logged it."""
+    return [[c for c in (read_curve(r.run_dir, column) for r in group.runs) if c] for group in result.groups]
+
+
+def _plot_curves(ax: Any, result: CompareResult, column: str, per_group: list[list[dict[int, float]]],
+                 colors: list[str]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    for group, curves, color in zip(result.groups, per_group, colors):
         common = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
         for j, curve in enumerate(curves):  # the legend names the mean line, or the first seed without one
-            ax.plot(sorted(curve), [curve[s] for s in sorted(curve)], color=color, alpha=0.35, lw=0.8,
+            steps = sorted(curve)
+            # A marker on each logged point of a short curve: two validations are two points, not a segment
+            # that reads as a measured trend.
+            ax.plot(steps, [curve[s] for s in steps], color=color, alpha=0.35, lw=0.8,
+                    marker="o" if len(steps) <= 20 else None, ms=3,
                     label=group.label if j == 0 and not common else None)
         if common:  # mean over seeds at the steps every seed logged
             ax.plot(common, [statistics.fmean(c[s] for c in curves) for s in common], color=color, lw=2,
-                    label=group.label)
+                    marker="o" if len(common) <= 20 else None, ms=4, label=group.label)
+    # Whole steps from 0: a curve over the last steps of a short run stays at its place in the run, not
+    # stretched over a fraction of a step.
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(left=0)
     ax.set(xlabel="step", ylabel=column, title=f"{column} (thin: each seed, thick: mean)")
     ax.legend(fontsize="small")
 
@@ -205,10 +240,12 @@ def _plot(result: CompareResult) -> None:
     # Figure + Agg canvas directly, not pyplot: no global backend switch, no GUI, safe in notebooks.
     from matplotlib.figure import Figure
 
-    curve_columns = [c for c in (result.metric, "train/loss")
-                     if any(read_curve(r.run_dir, c) for g in result.groups for r in g.runs)]
-    fig = Figure(figsize=(5.5 * (1 + len(curve_columns)), 4.5), layout="constrained")
-    axes = fig.subplots(1, 1 + len(curve_columns), squeeze=False)[0]
+    # A learning curve needs two logged points in some run: a run that validated once (one epoch) has no
+    # curve of its validation metric; the first panel shows that value per seed.
+    panels = [(c, _curves(result, c)) for c in (result.metric, "train/loss")]
+    panels = [(c, per_group) for c, per_group in panels if any(len(x) >= 2 for runs in per_group for x in runs)]
+    fig = Figure(figsize=(5.5 * (1 + len(panels)), 4.5), layout="constrained")
+    axes = fig.subplots(1, 1 + len(panels), squeeze=False)[0]
     colors = [f"C{i % 10}" for i in range(len(result.groups))]
     ax = axes[0]
     m = result.metric
@@ -225,25 +262,124 @@ def _plot(result: CompareResult) -> None:
                     capsize=4, zorder=4)
     ax.set_xticks(list(xs), [g.label for g in result.groups], rotation=20, ha="right", fontsize="small")
     ax.set(ylabel=m, title=f"{m} ({result.mode} is better)\ndots: seeds; diamond: mean, 95% CI (Student t)")
-    for ax, column in zip(axes[1:], curve_columns):
-        _plot_curves(ax, result, column, colors)
+    for ax, (column, per_group) in zip(axes[1:], panels):
+        _plot_curves(ax, result, column, per_group, colors)
     fig.savefig(result.png_path, dpi=120)
 
 
-def print_table(result: CompareResult) -> None:
-    """The CLI's summary: the comparison table in the terminal."""
+def print_table(result: CompareResult, width: int | None = None) -> list[str]:
+    """The comparison table in the terminal, at most `width` columns wide (default: the terminal's); returns the
+    columns left out to fit, which the files hold.
+
+    The group keys, n and the ranked metric always show; then, while the table fits, the baseline verdict,
+    difference and p-value, the ranked metric's interval, and the other metrics in order. A squeezed table
+    would cut names and numbers, and a wider one wraps every line in a narrow terminal: whole columns are
+    left out instead (a cell still too wide is wrapped, never cut)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{len(result.groups)} group(s), ranked on {result.metric} ({result.mode})")
-    for name in _header(result):
-        table.add_column(name, justify="left" if name in result.group_by else "right")
-    for i, cells in enumerate(_text_rows(result)):
-        table.add_row(*cells, style="bold green" if i == result.best else None)
-    # Print at the table's natural width: a wide table scrolls, a squeezed one truncates names and numbers.
-    probe = Console()
-    natural = probe.measure(table, options=probe.options.update_width(1000)).maximum
-    Console(width=max(probe.width, natural)).print(table)
+    header = _header(result)
+    rows = _text_rows(result)
+    first = len(result.group_by) + 1 + len(result.metric_names)
+    always = [c for c, name in enumerate(header) if c < len(result.group_by) + 1 or name == result.metric]
+    tail = list(range(first, len(header)))  # interval[, diff, p, verdict]
+    priority = [*tail[3:], *tail[1:3], *tail[:1], *(c for c in range(first) if c not in always)]
+    console = Console(width=width) if width else Console()
+
+    def table_of(columns: list[int]) -> Table:
+        table = Table(title=f"{len(result.groups)} group(s), ranked on {result.metric} ({result.mode})")
+        for c in columns:
+            table.add_column(header[c], justify="left" if header[c] in result.group_by else "right",
+                             overflow="fold")
+        for i, cells in enumerate(rows):
+            table.add_row(*(cells[c] for c in columns), style="bold green" if i == result.best else None)
+        return table
+
+    def fits(columns: list[int]) -> bool:
+        wide = console.options.update_width(10_000)
+        return console.measure(table_of(columns), options=wide).maximum <= console.width
+
+    shown, left_out = always, []
+    for c in priority:
+        if fits(sorted([*shown, c])):
+            shown = sorted([*shown, c])
+        else:
+            left_out.append(header[c])
+    console.print(table_of(shown))
+    return left_out
+
+
+# ---------------------------------------------------------------- the end of a multirun
+def multirun_summary(sweep_dir: Path, top: int = 3, how: str = "finished") -> list[str]:
+    """What a multirun prints at its end: its jobs' states (with the error of each failed job), the best `top`
+    jobs of each task on its monitored metric, and the comparison written into the sweep folder (or why there
+    is none)."""
+    sweep_dir = Path(sweep_dir)
+    states: Counter[str] = Counter()
+    failed = []
+    for path in sorted(sweep_dir.rglob("metrics.json"), key=_natural):
+        try:
+            data = json.loads(path.read_text())
+            state = data.get("state", "complete")
+        except (OSError, ValueError, AttributeError):
+            data, state = {}, "unreadable"
+        states[state] += 1
+        if state == "failed":
+            failed.append(f"  failed: {os.path.relpath(path.parent, sweep_dir)}/  {data.get('error', '')}")
+    told = ", ".join(f"{n} {state}" for state, n in states.most_common())
+    lines = [f"multirun {how}: {states.total()} job(s) in {sweep_dir} ({told or 'no metrics.json'})", *failed]
+    try:
+        result = compare_runs([sweep_dir], out=sweep_dir)
+    except CompareError as err:
+        return [*lines, f"no comparison: {err}"]
+    runs = [r for group in result.groups for r in group.runs]
+    differ = [*result.group_by, "seed"]  # what tells the jobs apart
+    by_task: dict[tuple[Any, str, str], list[Run]] = {}
+    for r in runs:
+        if _is_number(r.monitor.get("value")) and r.monitor.get("metric"):
+            key = (r.config.get("task"), _qualify(r.monitor["metric"]), r.monitor.get("mode") or "max")
+            by_task.setdefault(key, []).append(r)
+    for (task, metric, mode), ranked in by_task.items():
+        ranked.sort(key=lambda r: r.monitor["value"], reverse=mode == "max")
+        lines.append(f"best job(s) of {task} on {metric} ({mode}):")
+        for r in ranked[:top]:
+            shown = " ".join(f"{k}={_show(r.config[k])}" for k in differ if k in r.config)
+            lines.append(f"  {_num(r.monitor['value']):>8}  {os.path.relpath(r.run_dir, sweep_dir)}/  {shown}")
+    if result.best is not None and len(result.groups) > 1:
+        row = result.rows[result.best]
+        lines.append(f"best group on {result.metric}: {result.groups[result.best].label} "
+                     f"({_cell(row, result.metric)} over {row['n']} run(s))")
+    lines.append(f"comparison: {result.md_path} (and .csv, .png); python -m bertlab.compare {sweep_dir} "
+                 "remakes it")
+    return lines
+
+
+class MultirunSummary(HydraCallback):
+    """At the end of a multirun (``conf/hydra/default.yaml``), print :func:`multirun_summary` and write the
+    comparison into the sweep folder. Hydra's own sweeper stops with the error of a failed job before its
+    end-of-multirun hook: the summary then prints at exit, after that error. A summary that fails says so and
+    leaves the multirun's result alone."""
+
+    def __init__(self) -> None:
+        self.sweep_dir: Path | None = None
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        atexit.register(self._summarise, "stopped early (a job failed, or it was interrupted)")
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        self.sweep_dir = self.sweep_dir or Path(str(config.hydra.sweep.dir))
+        self._summarise("finished")
+
+    def _summarise(self, how: str) -> None:
+        sweep_dir, self.sweep_dir = self.sweep_dir, None  # once: at the end, or at exit when no end came
+        if sweep_dir is None or not sweep_dir.is_dir():
+            return
+        try:
+            lines = multirun_summary(sweep_dir, how=how)
+        except Exception as err:  # the jobs are done; a summary must not turn that into a failure
+            lines = [f"no multirun summary: {type(err).__name__}: {err}"]
+        print("\n".join(lines), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,14 +397,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     group_by = [k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None
     try:
-        result = compare_runs(args.dirs, args.out, group_by, args.metric, args.baseline, args.alpha)
+        with writing(args.out or args.dirs[0], "the comparison's tables", "pass --out <a folder on a disk with room>"):
+            result = compare_runs(args.dirs, args.out, group_by, args.metric, args.baseline, args.alpha)
         checks = check_expectations(result, args.expect) if args.expect else []
-    except CompareError as err:
+    except (CompareError, OutputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print_table(result)
-    for path in (result.csv_path, result.md_path, result.png_path):
-        print(f"wrote {path}")
+    left_out = print_table(result)
+    if left_out:
+        print(f"{len(left_out)} more column(s) in comparison.md and .csv: {', '.join(left_out)}")
+    where = "--out" if args.out is not None else (
+        "the folder named" if len(args.dirs) == 1 else "the folder holding every DIR named; --out DIR to choose")
+    print(f"wrote comparison.md, comparison.csv and comparison.png to {result.md_path.parent} ({where})")
     for line in checks:
         print(line)
     failed = sum(line.startswith("FAIL") for line in checks)

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.analysis.runs import CompareError, Run, default_group_keys, find_runs
+from bertlab.runtime.errors import OutputError
+from bertlab.runtime.files import writing
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
             dirs = [out]
         elif args.command == "submit":
-            missing = submission(args.dirs, args.out)
+            with writing(args.out, "the submission files", "pass --out <a folder on a disk with room>"):
+                missing = submission(args.dirs, args.out)
             for name in sorted(p.stem for p in args.out.glob("*.tsv")):
                 print(f"wrote {args.out / name}.tsv")
             for name, why in missing.items():
@@ -382,8 +385,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         else:
             dirs, out = args.dirs, args.out
-        table = glue_table(dirs, out)
-    except CompareError as err:
+        with writing(out or dirs[0], "the GLUE table", "pass --out <a folder on a disk with room>"):
+            table = glue_table(dirs, out)
+    except (CompareError, OutputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print_table(table)

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
-import torch
-
-from bertlab.inference.inputs import read_inputs, write_records
-from bertlab.inference.predictor import FORMATS, Predictor
+from bertlab.inference.text import BACKENDS, FORMATS
 from bertlab.runtime.errors import user_errors
+from bertlab.runtime.files import atomic_path, refuse_writing_over, writing
 
 log = logging.getLogger(__name__)
+
+
+def _special(path: Path) -> bool:
+    """A device or a pipe (``/dev/stdout``): not a file that could be replaced through a temporary one."""
+    return path.exists() and not path.is_file() and not path.is_dir()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,21 +38,40 @@ def main(argv: list[str] | None = None) -> None:
                         help="how to read INPUT_FILE (default: detected from its name and first lines)")
     parser.add_argument("--device", default=None,
                         help="cpu, cuda, cuda:1 ... (default: cuda when available, else cpu)")
+    parser.add_argument("--backend", default="auto", choices=BACKENDS,
+                        help="auto (what the folder holds: an ONNX export's gated int8 graph, else its fp32 one, "
+                             "else PyTorch), torch, onnx or onnx-int8")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
     logging.getLogger("bertlab").setLevel(logging.INFO)
+    import torch  # here, not at the top: --help and argument errors answer without loading torch
+
+    from bertlab.inference.inputs import model_files, read_inputs, write_records
+    from bertlab.inference.predictor import Predictor
+    from bertlab.runtime.console import configure_console
+
+    configure_console("normal")  # a user error is printed once, as its paragraph, not logged again
 
     with user_errors():
+        if args.output:  # before any work: the output must not be the input or a file of the model
+            reads = ([(Path(args.input), "the input file")] if args.input != "-" else []) + model_files(args.model)
+            refuse_writing_over(args.output, reads, f"--output {args.output}",
+                                "Give --output a file of its own (e.g. --output predictions.jsonl)")
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size)
+        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size, backend=args.backend)
         items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)
-        if args.output:
-            out_path = Path(args.output)
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(out_path, "w", encoding="utf-8") as f:
+        if args.output and _special(Path(args.output)):  # /dev/stdout, a named pipe: written as it is
+            with open(args.output, "w", encoding="utf-8") as f:
                 count = write_records(predictor, items, f, total, not args.no_progress)
+        elif args.output:
+            out_path = Path(os.path.realpath(Path(args.output).expanduser()))  # through a link to its target
+            with writing(args.output, "the predictions", "give --output a path on a disk with room"):
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                # Through a temporary file: a failed or stopped prediction leaves the previous output whole.
+                with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                    count = write_records(predictor, items, f, total, not args.no_progress)
         else:
             count = write_records(predictor, items, sys.stdout, total, not args.no_progress)
         log.info("%d examples → %s (%s)", count, args.output or "standard output", predictor.source)

@@ -27,6 +27,7 @@ from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
+from bertlab.inference.onnx import export_format, export_onnx, gate_line
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
 from bertlab.runtime.checks import preflight
@@ -39,14 +40,21 @@ from bertlab.runtime.console import (
     format_value,
 )
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
-from bertlab.runtime.run_dir import TokenizerFingerprint
+from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
-from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer, resolve_head_config
+from bertlab.training.build import (
+    build_model,
+    build_tokenizer,
+    init_dir_for_tokenizer,
+    resolve_head_config,
+    resolve_task_defaults,
+)
 from bertlab.training.callbacks import FreezeModeGuard, ReleaseFreedHeap, Throughput
 from bertlab.training.checkpoints import (
     AtomicCheckpointIO,
@@ -106,6 +114,7 @@ def run(cfg: DictConfig) -> float | None:
     the tokenizers' thread pool and forked DataLoader workers do not mix (the library warns and stops using it).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hold_log_files(cfg)  # train.log gets this run's lines only once the run dir is claimed
     failed = True
     try:
         with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here
@@ -141,6 +150,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         # Prediction only: the checkpoint brings its tokenizer and label set; no training or validation data.
         return predict_checkpoint(_resolve_ckpt(cfg.get("ckpt_path"), run_dir), task, data_cfg, run_dir)
     release_heap = ReleaseFreedHeap(cfg.get("release_heap", "auto"), task.family)  # checked before any work
+    export = export_format(cfg.get("export"), cfg.get("export_quantize"))  # checked before any work
     check_precision(cfg.trainer.precision, cfg.trainer.accelerator)  # 16-mixed needs a GPU: fail before any work
     data_cfg = dataclasses.replace(data_cfg, pad_to_multiple_of=resolve_pad_multiple(
         data_cfg.pad_to_multiple_of, cfg.trainer.precision, cfg.trainer.accelerator))
@@ -149,6 +159,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     optim_cfg = build_typed(OptimConfig, _plain(cfg.optim), "optim")
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
+    task = resolve_task_defaults(task, model_cfg)  # task.mlm_probability=null → the encoder family's rate
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
     # the configuration and the training files, built before the data module that uses it.
@@ -250,7 +261,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
-        tokenizer.save(run_dir / "tokenizer")
+        with writing(run_dir / "tokenizer", "the run's tokenizer", RUN_DIR_FIX):
+            tokenizer.save(run_dir / "tokenizer")
     resumed_from = ckpt_step if cfg.train else None
     best_path = ckpt_path
     train_block: dict[str, Any] | None = None
@@ -291,10 +303,17 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         result = _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_block, metrics,
                                best_path)
         result.update(family.run_summary(module.model, tokenizer))  # clm: greedy samples of the best model
-        (run_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        with writing(run_dir / "metrics.json", "the run's results", RUN_DIR_FIX):  # never half a metrics.json
+            write_text_atomic(run_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
+        graceful_stop.results_complete(run_dir / "metrics.json")  # a stop signal now ends the run normally
         _print_summary(run_dir, result, trained=trains)
-    if cfg.get("export") and trainer.is_global_zero:
-        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer")
+    if export == "hf" and trainer.is_global_zero:
+        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
+    elif export == "onnx" and trainer.is_global_zero:
+        report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
+                             max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer",
+                             overwrite=True)
+        print(f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}")
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
 

@@ -191,7 +191,8 @@ class Collator:
     def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None, mlm: dict[str, Any] | None = None):
         self.pad_id = pad_id
         self.multiple = pad_to_multiple_of
-        self.mlm = mlm  # {"vocab_size", "mask_id", "special_ids", "probability", "seed", "continuation"}
+        # {"vocab_size", "mask_id", "special_ids", "probability", "seed", "whole_word", "continuation"}
+        self.mlm = mlm
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if len(features[0]["input_ids"]) and not np.isscalar(features[0]["input_ids"][0]):
@@ -228,7 +229,12 @@ class Collator:
             if key in features[0]:
                 batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
         if self.mlm is not None:
-            self._mask(batch, getattr(features, "mask_seed", None))
+            word_starts = None
+            if "word_starts" in features[0]:  # the first piece of each word, from the encodings' word ids
+                word_starts = torch.ones((n, longest), dtype=torch.bool)
+                for i, f in enumerate(features):
+                    word_starts[i, :len(f["word_starts"])] = torch.as_tensor(np.asarray(f["word_starts"]) != 0)
+            self._mask(batch, getattr(features, "mask_seed", None), word_starts)
         return batch
 
     def _choices(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -267,7 +273,8 @@ class Collator:
             out[i, : len(x)] = torch.from_numpy(x)  # (B, T, D), zeros at padding
         return out
 
-    def _mask(self, batch: dict[str, torch.Tensor], mask_seed: int | None = None) -> None:
+    def _mask(self, batch: dict[str, torch.Tensor], mask_seed: int | None = None,
+              word_starts: torch.Tensor | None = None) -> None:
         cfg = self.mlm
         ids = batch["input_ids"]
         special = torch.isin(ids, cfg["special_ids"]) | (batch["attention_mask"] == 0)
@@ -275,9 +282,10 @@ class Collator:
         if mask_seed is not None:
             generator = torch.Generator().manual_seed(mask_seed)
         word_ids = None
-        if cfg.get("whole_word") and cfg.get("continuation") is not None:
-            # A piece starting with "##" continues the previous word (BERT's whole-word masking).
-            cont = cfg["continuation"][ids] & ~special
+        if cfg.get("whole_word") and (word_starts is not None or cfg.get("continuation") is not None):
+            # A piece that does not start a word continues the one before it: the features' word starts (from
+            # word ids), else the tokenizer's own marking of pieces (``EncoderTokenizer.continuation_table``).
+            cont = (~word_starts if word_starts is not None else cfg["continuation"][ids]) & ~special
             word_ids = torch.cumsum((~cont).long(), dim=1)
             word_ids[special] = -1
         if cfg.get("fixed_eval_masks"):

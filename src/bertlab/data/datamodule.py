@@ -34,7 +34,9 @@ from bertlab.data.readers import DataError
 from bertlab.data.safe_cache import cached
 from bertlab.data.tokenizer import BertTokenizer, content_hash
 from bertlab.data.validate import changed_splits
-from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.checks import check_seq_length
+from bertlab.runtime.config import DEFAULT_MLM_PROBABILITY, ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.errors import TokenizerError
 from bertlab.runtime.files import cache_lock
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,15 @@ def _lengths(split: Split):
     # Prepared pre-training examples keep their lengths in a column: no need to read every row.
     features = split.features
     return features.lengths() if hasattr(features, "lengths") else lengths(features)
+
+
+def _shape(tokenizer: BertTokenizer, pair: bool) -> str:
+    """The tokenizer's template as text, for messages: ``<s> a </s> </s> b </s>``."""
+    name = tokenizer.tokenizer.id_to_token
+    t = tokenizer.template
+    parts = ([*map(name, t.pair_prefix), "a", *map(name, t.pair_middle), "b", *map(name, t.pair_suffix)] if pair
+             else [*map(name, t.prefix), "text", *map(name, t.suffix)])
+    return " ".join(parts)
 
 
 class TaskDataModule(L.LightningDataModule):
@@ -65,6 +76,11 @@ class TaskDataModule(L.LightningDataModule):
         self.files = DataFiles(task, data)
         self._splits_checked = False
         self._fingerprint: dict[str, str] | None = None  # content digests of the training data (fit only)
+        # The tokenizer's own special tokens must leave room for text (RoBERTa's pair costs 4, BERT's 3).
+        pair = bool(data.text_pair_column) and task.family == "sequence"
+        check_seq_length(data.max_seq_length, task.family, pair, task.nsp,
+                         (tokenizer.num_special_tokens(False), tokenizer.num_special_tokens(True)),
+                         shape=_shape(tokenizer, pair or task.nsp))
 
     def resolve(self, name: str | None) -> Path | None:
         """A configured file as an absolute path (:meth:`DataFiles.resolve`)."""
@@ -258,15 +274,19 @@ class TaskDataModule(L.LightningDataModule):
     def collator(self, train: bool) -> Collator:
         mlm = None
         if self.task.family == "mlm":
-            vocab = self.tokenizer.tokenizer.get_vocab()
-            continuation = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
-            for token, idx in vocab.items():
-                if token.startswith("##") and idx < len(continuation):
-                    continuation[idx] = True
+            if self.tokenizer.mask_id is None:
+                raise TokenizerError("task=mlm replaces tokens by the tokenizer's mask token, and this tokenizer has "
+                                     "none: name it in its tokenizer_config.json (\"mask_token\": ...) or use a "
+                                     "tokenizer with [MASK] / <mask>")
+            # In-memory features carry word starts from word ids; prepared corpora hold ids only, grouped by the
+            # tokenizer's own marking of word-continuing pieces.
+            continuation = torch.from_numpy(self.tokenizer.continuation_table()) if self.task.whole_word_masking \
+                else None
             generator = torch.Generator().manual_seed(self.seed) if train else None
             mlm = {"vocab_size": self.tokenizer.vocab_size, "mask_id": self.tokenizer.mask_id,
                    "special_ids": torch.tensor(sorted(self.tokenizer.special_ids)),
-                   "probability": self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
+                   "probability": DEFAULT_MLM_PROBABILITY if self.task.mlm_probability is None
+                   else self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
                    "continuation": continuation, "generator": generator, "fixed_eval_masks": not train,
                    "seed": self.seed}
         return Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm)

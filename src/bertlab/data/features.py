@@ -233,8 +233,8 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
     # is the same span loss as in training.
     labelled = all(e.answers or e.is_impossible for e in examples)  # SQuAD 2.0: no answer → [CLS]
     try:
-        qa = prepare_qa_features(examples, tokenizer.tokenizer, cls_id=tokenizer.cls_id,
-                                 sep_id=tokenizer.sep_id, train=labelled, max_seq_length=data.max_seq_length,
+        qa = prepare_qa_features(examples, tokenizer.tokenizer, template=tokenizer.template,
+                                 train=labelled, max_seq_length=data.max_seq_length,
                                  doc_stride=data.doc_stride, max_query_length=data.max_query_length)
     except QADataError as err:
         raise DataError(f"{path}: {err}") from None
@@ -264,7 +264,7 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
 
 def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTokenizer, task: TaskSpec,
               seed: int, max_examples: int | None = None) -> Split:
-    from bertlab.data.mlm import build_nsp_examples, max_num_tokens_for, pack_pair
+    from bertlab.data.mlm import build_nsp_examples, keyed_tokens, max_num_tokens_for, split_keys
     from bertlab.data.rawtext import read_corpus
 
     fmt = "wikitext" if data.text_format == "wikitext" else "auto"
@@ -275,17 +275,27 @@ def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTok
     sentences = [s for doc in documents for s in doc]
     encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
     it = iter(encodings)
-    tokenized = [[next(it).ids for _ in doc] for doc in documents]
+    # Whole-word masking groups the pieces of a word by the encodings' word ids: each token travels through the
+    # pair builder as one key with its word-start flag (mlm.keyed_tokens), so cutting and joining keep both.
+    whole_word = task.whole_word_masking
+    tokenized = [[keyed_tokens(enc) if whole_word else enc.ids for enc in (next(it) for _ in doc)]
+                 for doc in documents]
     # A fixed rng per split: the same pairs every run; fresh masks come per batch from the collator.
     rng = random.Random(f"{seed}-{name}")
-    examples = build_nsp_examples(tokenized, None, max_num_tokens_for(data.max_seq_length, task.nsp), rng,
-                                  short_seq_prob=data.short_seq_prob, nsp=task.nsp)
+    budget = max_num_tokens_for(data.max_seq_length, task.nsp, tokenizer.num_special_tokens(pair=task.nsp))
+    examples = build_nsp_examples(tokenized, None, budget, rng, short_seq_prob=data.short_seq_prob, nsp=task.nsp)
     if max_examples is not None:
         examples = examples[:max_examples]
     features = []
     for i, ex in enumerate(examples):
-        ids, types = pack_pair(ex.tokens_a, ex.tokens_b, tokenizer.cls_id, tokenizer.sep_id)
-        f = {"input_ids": ids, "token_type_ids": types, "index": i}
+        if whole_word:
+            (a, a_starts), (b, b_starts) = split_keys(ex.tokens_a), split_keys(ex.tokens_b)
+            ids, types = tokenizer.build_inputs(a, b)
+            f = {"input_ids": ids, "token_type_ids": types, "index": i,
+                 "word_starts": tokenizer.template.layout(a_starts, b_starts, fill=1)}
+        else:
+            ids, types = tokenizer.build_inputs(ex.tokens_a, ex.tokens_b)
+            f = {"input_ids": ids, "token_type_ids": types, "index": i}
         if task.nsp:
             f["next_sentence_label"] = ex.next_sentence_label
         features.append(f)

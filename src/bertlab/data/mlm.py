@@ -158,9 +158,27 @@ class NspExample:
     next_sentence_label: int = IGNORE_INDEX
 
 
-def max_num_tokens_for(max_seq_length: int, nsp: bool = True) -> int:
-    """The content budget of one example: [CLS] A [SEP] B [SEP] spends 3 positions, [CLS] A [SEP] spends 2."""
-    return max_seq_length - (3 if nsp else 2)
+def max_num_tokens_for(max_seq_length: int, nsp: bool = True, num_specials: int | None = None) -> int:
+    """The content budget of one example: ``max_seq_length`` less the special tokens its template spends
+    (``num_specials``, the tokenizer's ``num_special_tokens(pair=nsp)``; by default BERT's: [CLS] A [SEP] B [SEP]
+    spends 3 positions, [CLS] A [SEP] spends 2; RoBERTa's pair spends 4)."""
+    return max_seq_length - (num_specials if num_specials is not None else (3 if nsp else 2))
+
+
+def keyed_tokens(encoding) -> list[int]:
+    """A sentence's tokens as keys ``id * 2 + starts_word`` (``starts_word``: 1 at the first piece of each word
+    of the encoding's ``word_ids``), so that the pair builder, which only moves tokens around, carries each
+    token's word boundary with it; :func:`split_keys` takes them apart."""
+    keys, previous = [], None
+    for token, word in zip(encoding.ids, encoding.word_ids):
+        keys.append(token * 2 + (word is None or word != previous))
+        previous = word
+    return keys
+
+
+def split_keys(keys: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``(ids, word_starts)`` of :func:`keyed_tokens` keys."""
+    return [k >> 1 for k in keys], [k & 1 for k in keys]
 
 
 def pack_pair(

@@ -93,22 +93,22 @@ def _features():
 def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertTokenizer,
                  settings: dict[str, Any]):
     """The examples of one block as an Arrow table: split sentences, encode them (ids only), pack
-    segments / NSP pairs (``[CLS] A [SEP] B [SEP]``, as ``mlm.pack_pair``), built as flat arrays."""
+    segments / NSP pairs in the tokenizer's template (``[CLS] A [SEP] B [SEP]``, RoBERTa's ``<s> A </s></s> B
+    </s>``: ``EncoderTokenizer.build_inputs``), built as flat arrays."""
     import pyarrow as pa
 
     from bertlab.data.rawtext import split_sentences
 
     nsp = settings["nsp"]
-    max_num_tokens = max_num_tokens_for(settings["max_seq_length"], nsp)
+    max_num_tokens = max_num_tokens_for(settings["max_seq_length"], nsp, tokenizer.num_special_tokens(pair=nsp))
     sentences = [[s for line in lines for s in split_sentences(line)] for lines in block]
     flat = [s for doc in sentences for s in doc]
     it = iter(tokenizer.encode_ids_batch(flat) if flat else [])
     docs = [[ids for ids in (next(it) for _ in doc) if ids] for doc in sentences]
     docs = [doc for doc in docs if doc]
-    cls, sep = tokenizer.cls_id, tokenizer.sep_id
     ids: list[int] = []
+    types: list[int] = []
     lengths: list[int] = []
-    a_lengths: list[int] = []
     labels: list[int] = []
     for d in range(len(docs)):
         if nsp:
@@ -118,27 +118,18 @@ def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertToke
         else:
             examples = _segments_from_document(docs[d], max_num_tokens, settings["short_seq_prob"], rng)
         for ex in examples:
-            ids.append(cls)
-            ids.extend(ex.tokens_a)
-            ids.append(sep)
-            n = len(ex.tokens_a) + 2
-            a_lengths.append(n)
-            if ex.tokens_b:
-                ids.extend(ex.tokens_b)
-                ids.append(sep)
-                n += len(ex.tokens_b) + 1
-            lengths.append(n)
+            row_ids, row_types = tokenizer.build_inputs(ex.tokens_a, ex.tokens_b)
+            ids.extend(row_ids)
+            types.extend(row_types)
+            lengths.append(len(row_ids))
             labels.append(ex.next_sentence_label if nsp else IGNORE_INDEX)
     n_lengths = np.asarray(lengths, dtype=np.int32)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(n_lengths, out=offsets[1:])
-    # token_type_ids: 0 over [CLS] A [SEP], 1 over B [SEP]; the position within each row against len(A) + 2.
-    position = np.arange(offsets[-1], dtype=np.int32) - np.repeat(offsets[:-1], n_lengths)
-    types = (position >= np.repeat(np.asarray(a_lengths, dtype=np.int32), n_lengths)).astype(np.int8)
     pa_offsets = pa.array(offsets, type=pa.int32())
     table = pa.table({
         "input_ids": pa.ListArray.from_arrays(pa_offsets, pa.array(np.asarray(ids, dtype=np.int32))),
-        "token_type_ids": pa.ListArray.from_arrays(pa_offsets, pa.array(types)),
+        "token_type_ids": pa.ListArray.from_arrays(pa_offsets, pa.array(np.asarray(types, dtype=np.int8))),
         "next_sentence_label": pa.array(np.asarray(labels, dtype=np.int16)),
         "length": pa.array(n_lengths),
     })

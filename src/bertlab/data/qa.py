@@ -3,7 +3,8 @@
 Vocabulary used throughout:
 
 - an **example** is one question with its context (a SQuAD ``qas`` entry);
-- a **feature** is one window of it: ``[CLS] question [SEP] context[ws:we] [SEP]``;
+- a **feature** is one window of it: ``[CLS] question [SEP] context[ws:we] [SEP]``, or whatever the tokenizer's
+  pair template is (RoBERTa: ``<s> question </s></s> context[ws:we] </s>``; :mod:`bertlab.data.templates`);
 - **context tokens** are the tokens of the whole context (tokenized once, with character offsets into the
   *original* context string); ``ws``/``we`` index them (``we`` exclusive);
 - **positions** index a feature's ``input_ids``.
@@ -26,6 +27,8 @@ from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
+
+from bertlab.data.templates import Template
 
 
 class QADataError(ValueError):
@@ -128,7 +131,7 @@ class QAFeatures:
       context positions, ``(-1, -1)`` for the question and special tokens;
     - ``example_index[i]``: index of the example in the list given to :func:`prepare_qa_features`;
     - ``context_start[i]``, ``context_end[i]``: positions ``[context_start, context_end)`` of the window's
-      context tokens inside ``input_ids[i]`` (``context_start = len(question) + 2``);
+      context tokens inside ``input_ids[i]`` (BERT: ``context_start = len(question) + 2``);
     - ``window_start[i]``: index of the window's first token among the context tokens (``ws``);
     - ``start_positions[i]``, ``end_positions[i]`` (``train=True`` only, else ``None``): positions of the
       first answer's first and last token when the answer lies entirely inside the window, else ``(0, 0)``
@@ -188,19 +191,21 @@ def prepare_qa_features(
     examples: Sequence[QAExample],
     tokenizer: Tokenizer,
     *,
-    cls_id: int,
-    sep_id: int,
+    cls_id: int | None = None,
+    sep_id: int | None = None,
+    template: Template | None = None,
     train: bool,
     max_seq_length: int = 384,
     doc_stride: int = 128,
     max_query_length: int = 64,
 ) -> QAFeatures:
-    """Cut every example into ``[CLS] question [SEP] window [SEP]`` features.
+    """Cut every example into ``[CLS] question [SEP] window [SEP]`` features (with ``template``, the tokenizer's
+    own pair template, e.g. ``<s> question </s></s> window </s>``; without it, BERT's from ``cls_id`` / ``sep_id``).
 
     The question keeps its first ``max_query_length`` tokens (as original BERT); the context is tokenized
     once per distinct context string (SQuAD has ~5 questions per passage) with
     ``encode_batch(..., add_special_tokens=False)`` and cut into windows of at most
-    ``max_seq_length - len(question) - 3`` tokens overlapping by ``doc_stride`` tokens
+    ``max_seq_length - len(question) - <the pair's special tokens>`` tokens overlapping by ``doc_stride`` tokens
     (:func:`window_bounds`, identical to HF's ``stride``). The special tokens are placed here, so the
     tokenizer's post-processor is not used. ``tokenizer`` must have padding and truncation switched off.
 
@@ -216,10 +221,17 @@ def prepare_qa_features(
         )
     if max_query_length < 1:
         raise ValueError(f"data.max_query_length must be at least 1, got {max_query_length}")
-    if max_seq_length - max_query_length - 3 <= doc_stride:
+    if template is None:
+        if cls_id is None or sep_id is None:
+            raise ValueError("prepare_qa_features needs the tokenizer's template (or BERT's cls_id and sep_id)")
+        template = Template(prefix=(cls_id,), suffix=(sep_id,), prefix_types=(0,), suffix_types=(0,),
+                            pair_prefix=(cls_id,), pair_middle=(sep_id,), pair_suffix=(sep_id,),
+                            pair_prefix_types=(0,), pair_middle_types=(0,), pair_suffix_types=(1,), pair_b_type=1)
+    specials = template.num_pair  # the pair's special tokens (BERT 3, RoBERTa 4)
+    if max_seq_length - max_query_length - specials <= doc_stride:
         raise ValueError(
             f"data.doc_stride {doc_stride} must be smaller than the smallest context window, "
-            f"max_seq_length - max_query_length - 3 = {max_seq_length - max_query_length - 3}: lower "
+            f"max_seq_length - max_query_length - {specials} = {max_seq_length - max_query_length - specials}: lower "
             "data.doc_stride or data.max_query_length, or raise data.max_seq_length"
         )
     for ex in examples:
@@ -239,7 +251,8 @@ def prepare_qa_features(
     out = QAFeatures()
     if train:
         out.start_positions, out.end_positions = [], []
-    cls_arr, sep_arr = np.array([cls_id], dtype=np.int32), np.array([sep_id], dtype=np.int32)
+    prefix, middle, suffix = (np.asarray(part, dtype=np.int32) for part in
+                              (template.pair_prefix, template.pair_middle, template.pair_suffix))
     for ex_index, (ex, q_enc) in enumerate(zip(examples, questions)):
         ctx = contexts[context_slot[ex.context]]
         n_ctx = len(ctx.ids)
@@ -249,16 +262,19 @@ def prepare_qa_features(
                 "deletes); fix the passage or remove the example"
             )
         q_ids = np.asarray(q_enc.ids[:max_query_length], dtype=np.int32)
-        head = np.concatenate((cls_arr, q_ids, sep_arr))  # [CLS] q [SEP]
+        head = np.concatenate((prefix, q_ids, middle))  # [CLS] q [SEP] (RoBERTa: <s> q </s></s>)
+        head_types = np.asarray([*template.pair_prefix_types, *[template.pair_a_type] * len(q_ids),
+                                 *template.pair_middle_types], dtype=np.int8)
         c0 = len(head)
         span = None
         if train and not ex.is_impossible and ex.answers:
             span = _answer_token_span(ex, ctx)
-        for ws, we in window_bounds(n_ctx, max_seq_length - c0 - 1, doc_stride):
-            length = c0 + (we - ws) + 1
-            out.input_ids.append(np.concatenate((head, ctx.ids[ws:we], sep_arr)))
-            types = np.ones(length, dtype=np.int8)
-            types[:c0] = 0
+        for ws, we in window_bounds(n_ctx, max_seq_length - c0 - len(suffix), doc_stride):
+            length = c0 + (we - ws) + len(suffix)
+            out.input_ids.append(np.concatenate((head, ctx.ids[ws:we], suffix)))
+            types = np.full(length, template.pair_b_type, dtype=np.int8)
+            types[:c0] = head_types
+            types[length - len(suffix):] = template.pair_suffix_types
             out.token_type_ids.append(types)
             offsets = np.full((length, 2), -1, dtype=np.int32)
             offsets[c0:c0 + we - ws] = ctx.offsets[ws:we]

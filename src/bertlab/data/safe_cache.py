@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.runtime.files import atomic_path
+from bertlab.runtime.files import CACHE_FIX, atomic_path, write_failure, write_failure_message
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +234,10 @@ def cached(path: Path | None, build: Callable[[], Any], what: str,
             save_tree(path, obj)
         except TypeError as err:  # a value this format cannot hold: run without the cache
             log.warning("%s not cached at %s: %s", what, path, err)
-        except OSError as err:  # a full or read-only cache disk slows later runs down, it does not fail this one
-            log.warning("%s not cached at %s: %s", what, path, err)
+        except Exception as err:  # a full or read-only cache disk slows later runs down, it does not fail this one
+            failure = write_failure(err)
+            if failure is None and not isinstance(err, OSError):
+                raise
+            why = write_failure_message(path, "the cache file", failure[0], CACHE_FIX) if failure else str(err)
+            log.warning("%s not cached: %s. The run goes on without the cache", what, why)
     return obj

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ from bertlab.models.lora import (
     merge_lora,
 )
 from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
+from bertlab.runtime.errors import ConfigError
+from bertlab.runtime.files import refuse_writing_over, writing
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
 
@@ -175,22 +178,62 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, ckpt_path: Path) 
     return copied
 
 
-def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None) -> Path:
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return path == folder or folder in path.parents
+
+
+def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
+                        written: list[str] | None = None, run_subdir: str = "export") -> None:
+    """An export writes only a folder of its own: never inside the run it reads (except ``<run>/<run_subdir>``,
+    what ``export=true`` / ``export=onnx`` writes), never over the files it reads, and over files already in
+    ``out_dir`` only when asked to (``overwrite``: ``--overwrite``). ``written``: the file names it writes."""
+    run = ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else None
+    if run is not None and _inside(out_dir, run) and not _inside(out_dir, run / run_subdir):
+        raise ConfigError(
+            f"{out_dir} is inside the run dir {run} whose checkpoint is exported: a run dir holds what its run "
+            f"wrote (its checkpoints, tokenizer and records, which the export reads). Export to "
+            f"{run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes) or to a "
+            "folder outside the run")
+    written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, *TOKENIZER_FILES]
+    for name in written:
+        refuse_writing_over(out_dir / name, [(ckpt_path, "the checkpoint"), (tok_dir, "a file of the tokenizer")],
+                            f"the export's {out_dir / name}", "Export to another folder")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} is a file, not a folder: give the export a folder to write")
+    present = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if present and not overwrite:
+        shown = ", ".join(present[:4]) + (f", … ({len(present)} in all)" if len(present) > 4 else "")
+        raise ConfigError(
+            f"{out_dir} is not empty (it holds {shown}): the export writes {', '.join(written[:2])} and the "
+            "tokenizer files and would replace files of those names there. Export to a new or empty folder, or "
+            "pass --overwrite to replace them (other files there are kept)")
+
+
+def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
+                      overwrite: bool = False) -> Path:
     """Write ``ckpt_path`` (a bertlab ``.ckpt`` or run dir) to ``out_dir`` as a Hugging Face folder.
 
     ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
-    Returns ``out_dir``.
+    ``out_dir`` must be new or empty unless ``overwrite`` (see :func:`check_export_folder`). Returns ``out_dir``.
     """
+    ckpt_path = resolve_checkpoint(ckpt_path)
+    out_dir = Path(out_dir).expanduser()
+    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
+    check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
+    loaded = load_checkpoint_model(ckpt_path)
+    with writing(out_dir, "the export folder", "export to a folder on a disk with room"):
+        _write_export(loaded, ckpt_path, out_dir, tok_dir)
+    return out_dir
+
+
+def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_dir: Path) -> None:
     from safetensors.torch import save_file
 
-    ckpt_path = resolve_checkpoint(ckpt_path)
-    out_dir = Path(out_dir)
-    loaded = load_checkpoint_model(ckpt_path)
     model = loaded.model
     state = merge_lora(model)  # plain keys, adapters folded in (a no-op without LoRA)
     head_kind = model.head_kind
     out_dir.mkdir(parents=True, exist_ok=True)
-    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     _copy_tokenizer(tok_dir, out_dir, ckpt_path)
 
     if getattr(model.bert, "generic", False):
@@ -228,7 +271,6 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
-    return out_dir
 
 
 def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | None]:
@@ -252,3 +294,34 @@ def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | No
     if unexpected or any(k.startswith("head.") for k in missing):
         raise CheckpointError(f"{path}: {HEAD_WEIGHTS_NAME} does not match the head {HEAD_CONFIG_NAME} describes")
     return model.eval(), task, labels
+
+
+def load_recurrent_checkpoint(path: Path) -> CheckpointModel:
+    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
+    export covers BERT encoders only, as transformers has no recurrent layout)."""
+    from dataclasses import fields
+
+    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
+
+    ckpt = read_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    names = {f.name for f in fields(RecurrentConfig)}
+    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
+    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
+    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
+    # not read again.
+    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
+    config = RecurrentConfig(**values)
+    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
+    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
+    encoder = RecurrentEncoder(config)
+    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
+    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
+            from err
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)

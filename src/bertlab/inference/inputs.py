@@ -13,9 +13,10 @@ from typing import Any, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
 from bertlab.data.validate import missing_column
-from bertlab.inference.predictor import FAMILIES, FORMATS, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.text import FORMATS
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
-from bertlab.runtime.files import atomic_path
+from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, refuse_writing_over, writing
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,29 @@ def _from_lines(lines: Iterable[tuple[int, str]], name: str, fmt: str) -> Iterat
 # Writing
 
 
+def model_files(model: str | Path) -> list[tuple[Path, str]]:
+    """What predicting with ``model`` (a run dir, a ``.ckpt`` or an export folder) reads, as
+    :func:`bertlab.runtime.files.refuse_writing_over` takes it: an output must not be any of these."""
+    from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, TOKENIZER_FILES
+    from bertlab.models.hf_weights import CONFIG_NAME, SAFETENSORS_NAME
+
+    path = Path(model).expanduser()
+    files: list[tuple[Path, str]] = []
+    run = path if path.is_dir() else None
+    if path.is_file():
+        files.append((path, "the checkpoint"))
+        run = path.parent.parent if path.parent.name == "checkpoints" else None
+    if run is None:
+        return files
+    files += [(run / "checkpoints", "a checkpoint of the run"), (run / "tokenizer", "a file of the run's tokenizer"),
+              (run / "metrics.json", "the run's metrics.json"), (run / ".hydra", "a record of the run's config"),
+              (run / "export", "a file of the run's export")]
+    for name in (CONFIG_NAME, SAFETENSORS_NAME, "pytorch_model.bin", HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME,
+                 *TOKENIZER_FILES):  # an export folder's own files
+        files.append((run / name, "a file of the model"))
+    return files
+
+
 def write_records(predictor: Predictor, items: Iterator[tuple[str, Any]], out: TextIO, total: int | None = None,
                   progress: bool = True, batch_size: int | None = None) -> int:
     """Predict ``items`` into ``out`` as JSONL, flushed after every batch, with a progress bar on stderr."""
@@ -179,9 +203,10 @@ def predict_file(predictor: Predictor, source: str | Path, out_path: Path, fmt: 
                  progress: bool = False) -> int:
     """Records for ``source`` written to ``out_path`` (through a temporary file: never half a file)."""
     items, total = read_inputs(source, predictor.task.family, predictor.settings, fmt)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        count = write_records(predictor, items, f, total, progress)
+    with writing(out_path, "the predictions", RUN_DIR_FIX):
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            count = write_records(predictor, items, f, total, progress)
     return count
 
 
@@ -231,6 +256,8 @@ def predict_checkpoint(ckpt_path: str | None, task: TaskSpec, data: DataConfig, 
 
 def _predict_to_run_dir(predictor: Predictor, source: Path, run_dir: Path) -> Path:
     out = run_dir / "predictions" / PREDICTIONS_FILE
+    refuse_writing_over(out, [(source, "data.predict_file")], f"the predictions file {out}",
+                        "Point data.predict_file at a file outside <run_dir>/predictions/ (e.g. a copy of it)")
     count = predict_file(predictor, source, out)
     log.info("predictions for %s (%d examples) → %s", source, count, out)
     return out

@@ -6,9 +6,11 @@ needs no training or validation data. Calling it on inputs gives one JSON-ready 
 
 - classification ``{"text", "label", "score", "scores": {label: probability}}`` with the label strings of the
   data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
-- tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags"}``: one IOB2 tag per
-  whitespace-separated word (the prediction at the word's first sub-word, an ``I-X`` that would start an
-  entity written ``B-X``), entities with character offsets into ``text``;
+- tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags", "words", "offsets"}``:
+  one IOB2 tag per word (the prediction at the word's first sub-word, an ``I-X`` that would start an entity
+  written ``B-X``); raw text is split into words by :func:`bertlab.inference.text.split_words` (whitespace,
+  then punctuation off the ends of words), ``offsets`` are each word's ``[start, end)`` in ``text``, and
+  entities carry character offsets into ``text`` too;
 - QA ``{"id", "question", "answer", "start", "score"}``: the best span over all windows, ``start`` its first
   character in the context and ``score`` the probability of its start times that of its end.
 
@@ -25,7 +27,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -38,6 +39,7 @@ from bertlab.data.batching import Collator
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.inference.text import BACKENDS, split_words
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
@@ -47,8 +49,7 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("sequence", "token", "qa", "multiple_choice")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
-FORMATS = ("auto", "text", "jsonl", "table", "conll", "squad")
-_WORD = re.compile(r"\S+")
+
 
 
 @dataclass
@@ -107,38 +108,6 @@ def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[st
     return fixed, entities
 
 
-def _load_recurrent_checkpoint(path: Path):
-    """A ``model=bilstm|gru|lstm`` checkpoint rebuilt from its hyper-parameters and loaded strictly (bertlab's
-    export covers BERT encoders only, as transformers has no recurrent layout)."""
-    from bertlab.inference.export import CheckpointModel
-    from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder
-    from bertlab.tasks.families import build_family
-    from bertlab.training.checkpoints import read_checkpoint
-
-    ckpt = read_checkpoint(path)
-    hp = ckpt["hyper_parameters"]
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    names = {f.name for f in fields(RecurrentConfig)}
-    values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
-    # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
-    # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
-    # not read again.
-    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
-    values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
-    config = RecurrentConfig(**values)
-    task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")
-    family = build_family(task, 1 if task.regression else len(labels or []), labels, None)
-    encoder = RecurrentEncoder(config)
-    head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
-    model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as err:
-        raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
-            from err
-    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
-
-
 def _softmax(x: np.ndarray) -> np.ndarray:
     shifted = np.exp(x - x.max(axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
@@ -178,15 +147,27 @@ class Predictor:
 
     @classmethod
     def from_run(cls, path: str | Path, device: str | torch.device | None = None, batch_size: int | None = None,
-                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None) -> Predictor:
-        """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file or an exported HF folder.
+                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None,
+                 backend: str = "auto") -> Predictor:
+        """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file, an exported HF folder or an
+        ONNX export (``backend``: auto, torch, onnx (fp32) or onnx-int8; auto takes what the folder holds, the
+        gated int8 graph of an ONNX export first).
 
         ``data`` replaces the run's own ``data.*`` settings (max_seq_length, columns, QA windows);
         ``tokenizer`` the run's ``tokenizer/`` folder next to the checkpoint.
         """
+        from bertlab.inference.onnx import is_onnx_folder
+
+        if backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         path = Path(path).expanduser()
         is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
-        if path.is_dir() and (path / "config.json").is_file() and not is_run:
+        if backend.startswith("onnx") and not is_onnx_folder(path):
+            raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
+                              "--format onnx writes one)")
+        if is_onnx_folder(path) and backend != "torch":
+            predictor = cls._from_onnx_folder(path, tokenizer, backend)
+        elif path.is_dir() and (path / "config.json").is_file() and not is_run:
             predictor = cls._from_hf_folder(path, tokenizer)
         elif (path.is_file() and path.suffix == ".ckpt") or is_run:
             predictor = cls._from_checkpoint(path, tokenizer)
@@ -203,13 +184,17 @@ class Predictor:
 
     @classmethod
     def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
+        from bertlab.inference.export import (
+            load_checkpoint_model,
+            load_recurrent_checkpoint,
+            resolve_checkpoint,
+        )
         from bertlab.training.checkpoints import read_checkpoint
 
         ckpt = resolve_checkpoint(path)
         hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
         if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
-            loaded = _load_recurrent_checkpoint(ckpt)
+            loaded = load_recurrent_checkpoint(ckpt)
         else:
             loaded = load_checkpoint_model(ckpt)
         if tokenizer is None:
@@ -294,6 +279,14 @@ class Predictor:
         return cls(model, tokenizer, task, labels, settings, str(path))
 
     @classmethod
+    def _from_onnx_folder(cls, path: Path, tokenizer: BertTokenizer | None, backend: str) -> Predictor:
+        from bertlab.inference.onnx import load_onnx_folder
+
+        model, task, labels, data = load_onnx_folder(path, backend)
+        return cls(model, tokenizer or load_tokenizer(path), task, labels, PredictSettings.from_data(data),
+                   str(model.path))
+
+    @classmethod
     def _from_generic_export(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
         """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
         from bertlab.inference.export import load_generic_export
@@ -370,7 +363,9 @@ class Predictor:
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
         truncated = self.tokenizer.truncated(self.settings.max_seq_length)
-        return truncated.tokenizer.encode_batch(inputs, is_pretokenized=pretokenized)
+        if pretokenized:  # words: byte-level BPE reads each with its leading space (encode_words_batch)
+            return truncated.encode_words_batch(inputs)
+        return truncated.tokenizer.encode_batch(inputs)
 
     @staticmethod
     def _features(encodings) -> list[dict[str, Any]]:
@@ -475,7 +470,7 @@ class Predictor:
             x = x.get("tokens", x.get("words", x.get("text")))
         if isinstance(x, str):
             text = x
-            words = [(m.group(), m.start()) for m in _WORD.finditer(x)]
+            words = split_words(x)
         elif isinstance(x, list | tuple) and all(isinstance(w, str) for w in x):
             words, at = [], 0
             for w in x:
@@ -506,7 +501,8 @@ class Predictor:
             cut += bool(enc.overflowing)
             scores = [float(probs[first[w], ids[w]]) if w in first else None for w in range(len(words))]
             tags, entities = word_tags_to_entities(text, words, [self.labels[i] for i in ids], scores)
-            record = {"text": text, "entities": entities, "tags": tags}
+            record = {"text": text, "entities": entities, "tags": tags, "words": [w for w, _ in words],
+                      "offsets": [[at, at + len(w)] for w, at in words]}
             if word_scores:
                 record["word_scores"] = scores
             yield record
@@ -550,8 +546,8 @@ class Predictor:
         # Own ids for decoding: ids given by users need not be unique.
         examples = [QAExample(id=str(k), question=e.question, context=e.context) for k, e in enumerate(given)]
         try:
-            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, cls_id=self.tokenizer.cls_id,
-                                     sep_id=self.tokenizer.sep_id, train=False, max_seq_length=s.max_seq_length,
+            qa = prepare_qa_features(examples, self.tokenizer.tokenizer, template=self.tokenizer.template,
+                                     train=False, max_seq_length=s.max_seq_length,
                                      doc_stride=s.doc_stride, max_query_length=s.max_query_length)
         except ValueError as err:
             raise ConfigError(str(err)) from None

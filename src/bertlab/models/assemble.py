@@ -55,7 +55,7 @@ def config_from_record(encoder_config: dict) -> EncoderConfig | GenericEncoderCo
     (checkpoints from before families existed are BERT's) or the generic path's."""
     if is_generic_record(encoder_config):
         return generic_config_from_record(encoder_config)
-    return EncoderConfig(**encoder_config)
+    return family_spec(encoder_config.get("model_type") or "bert").config_class(**encoder_config)
 
 
 def describe_encoder(encoder: nn.Module) -> str:

@@ -266,6 +266,9 @@ class BertModel(nn.Module):
         self.config = config
         self.unpad = unpad_mode(unpad)  # "auto" | "true" | "false": see uses_unpadded_path
         self.kernels = kernels  # chosen once here: how it computes on each device, never what
+        # Graph export (ONNX): one code path for every batch, with no branch on the values of the inputs (the
+        # padded path, the padding mask always applied), so a traced graph holds for any batch and length.
+        self.static_graph = False
         self.embeddings = BertEmbeddings(config, kernels)
         # ELECTRA: embeddings narrower than the layers are projected up (HF's ``ElectraModel.embeddings_project``).
         self.embeddings_project = (nn.Linear(config.embedding_width, config.hidden_size)
@@ -317,12 +320,15 @@ class BertModel(nn.Module):
             raise ValueError("first_token_only gives the last layer at position 0 only: it cannot also return "
                              "every layer's hidden states (output_hidden_states)")
         packing = None
-        if self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
+        if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
             packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
         hidden = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, E), or (N, E) packed
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)  # (..., H)
-        mask = packing if packing is not None else padding_mask(attention_mask)
+        if self.static_graph:
+            mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
+        else:
+            mask = packing if packing is not None else padding_mask(attention_mask)
         all_hidden = [hidden] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, layer in enumerate(self.encoder.layer):

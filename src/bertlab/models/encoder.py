@@ -39,7 +39,25 @@ class Encoder(Protocol):
                  token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
                  ) -> EncoderOutput: ...
 
+    # Optional: ``layer_stack`` and ``embeddings_path``, the dotted names of its nn.ModuleList of layers and of its
+    # embeddings module (default ``encoder.layer`` and ``embeddings``, BERT's), where the freeze policies, the
+    # layer-wise learning-rate decay and the update-scope audit find them (ModernBERT: ``layers``).
+    #
     # Optional: an encoder whose class sets ``computes_first_token_only = True`` also takes
     # ``first_token_only=True`` (last_hidden_state (B, 1, H), position 0 only), which ``TaskModel`` passes when
     # its head reads nothing else (``reads_first_token_only``); BERT's unpadded path then skips the rest of its
     # last layer. Encoders without it are called as above.
+
+
+DEFAULT_LAYER_STACK = "encoder.layer"
+DEFAULT_EMBEDDINGS = "embeddings"
+
+
+def layer_stack_path(encoder: nn.Module) -> str:
+    """The dotted name of the encoder's stack of layers (``encoder.layer.N`` for BERT, ``layers.N`` for ModernBERT)."""
+    return getattr(encoder, "layer_stack", DEFAULT_LAYER_STACK)
+
+
+def embeddings_path(encoder: nn.Module) -> str:
+    """The dotted name of the encoder's embeddings module."""
+    return getattr(encoder, "embeddings_path", DEFAULT_EMBEDDINGS)

@@ -43,16 +43,18 @@ def _mlp(in_dim: int, hidden_dim: int, depth: int, dropout: float) -> nn.Sequent
 
 
 def _add_classifier(module: nn.Module, config: EncoderConfig, head: HeadConfig, num_labels: int,
-                    classifier_dropout: bool = False) -> None:
+                    classifier_dropout: bool = False, in_dim: int | None = None) -> None:
     """dropout → [MLP probe] → ``classifier`` on ``module``, named as HF's heads (so exports load there).
 
-    The dropout: ``head.dropout``, else (``classifier_dropout``: sequence and choice heads) the family's
-    classifier dropout from config.json, else the encoder's hidden dropout, as the families' HF heads choose it.
+    The dropout: ``head.dropout``, else (``classifier_dropout``: sequence and choice heads, and every head of a
+    family whose heads start with a transform of their own) the family's classifier dropout from config.json,
+    else the encoder's hidden dropout, as the families' HF heads choose it. ``in_dim``: the width of what the
+    classifier reads (default: the features').
     """
     family_default = getattr(config, "classifier_dropout", None) if classifier_dropout else None
     dropout = head.dropout if head.dropout is not None else (
         family_default if family_default is not None else config.hidden_dropout_prob)
-    in_dim = config.hidden_size * head.feature_multiplier
+    in_dim = config.hidden_size * head.feature_multiplier if in_dim is None else in_dim
     module.dropout = nn.Dropout(dropout)
     module.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, dropout) if head.hidden_layers else None
     module.classifier = nn.Linear(config.hidden_size if module.mlp is not None else in_dim, num_labels)
@@ -82,7 +84,26 @@ def pooler_style(config: object, head_kind: str) -> str:
     return family_spec(model_type).pooler_style(head_kind) if model_type and is_native(model_type) else "encoder"
 
 
+def token_transform(config: object) -> str | None:
+    """The transform a family's token-level heads (token classification, span) apply at every position before
+    their classifier: None, or ``dense_gelu_norm`` (ModernBERT)."""
+    model_type = getattr(config, "model_type", None)
+    return family_spec(model_type).token_transform if model_type and is_native(model_type) else None
+
+
 _POOLER_ACTIVATIONS = {"dense_tanh": torch.tanh, "dense_gelu": nn.functional.gelu, "dense_relu": torch.relu}
+
+
+def _add_prediction_head(module: nn.Module, config: EncoderConfig, in_dim: int) -> None:
+    """ModernBERT's prediction head on ``module``: ``dense`` (in_dim → H) → GELU → ``norm``, with biases as the
+    config says (``classifier_bias``, ``norm_bias``: none in ModernBERT's checkpoints)."""
+    module.dense = nn.Linear(in_dim, config.hidden_size, bias=getattr(config, "classifier_bias", True))
+    module.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=getattr(config, "norm_bias", True))
+    _init_linear(module.dense, config.initializer_range)
+
+
+def _prediction_head(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return module.norm(nn.functional.gelu(module.dense(x)))
 
 
 class SequenceClassificationHead(nn.Module):
@@ -100,20 +121,26 @@ class SequenceClassificationHead(nn.Module):
         super().__init__()
         self.pooling, self.layers = head.pooling, head.layers
         self.style = pooler_style(config, self.head_kind) if head.pooling == "pooler" else None
+        # ModernBERT's heads pool the tokens as its config says: [CLS] or the mean of the real tokens.
+        self.mean = head.pooling == "mean" or (self.style == "dense_gelu_norm"
+                                               and getattr(config, "classifier_pooling", "cls") == "mean")
         _add_classifier(self, config, head, num_labels, classifier_dropout=True)
         # The family's first-token transform when it belongs to the head (not to the encoder).
         self.dense = nn.Linear(config.hidden_size, config.hidden_size) if self.style in _POOLER_ACTIVATIONS else None
+        self.norm = None
         if self.dense is not None:
             _init_linear(self.dense, config.initializer_range)
+        if self.style == "dense_gelu_norm":
+            _add_prediction_head(self, config, config.hidden_size * head.feature_multiplier)
 
     @property
     def reads_attention_mask(self) -> bool:
-        return self.pooling == "mean"
+        return self.mean
 
     @property
     def reads_first_token_only(self) -> bool:
         """The pooler and raw [CLS] read the last layer at position 0 alone (``BertModel``'s first_token_only)."""
-        return self.pooling in ("pooler", "cls") and self.layers == "last"
+        return self.pooling in ("pooler", "cls") and self.layers == "last" and not self.mean
 
     @property
     def reads_encoder_pooler(self) -> bool:
@@ -125,7 +152,7 @@ class SequenceClassificationHead(nn.Module):
             if enc.pooler_output is None:
                 raise ValueError("head.pooling=pooler but the encoder was built without a pooler")
             return enc.pooler_output  # (B, H)
-        if self.pooling == "mean":
+        if self.mean:
             return masked_mean(select_layers(enc, self.layers), attention_mask)  # (B, H·m)
         return select_layers(enc, self.layers)[:, 0]  # (B, H·m): the raw [CLS] vector
 
@@ -133,6 +160,8 @@ class SequenceClassificationHead(nn.Module):
         """The family's first-token transform owned by the head (identity for the others)."""
         if self.dense is None:
             return x
+        if self.style == "dense_gelu_norm":  # ModernBERT: dense → GELU → norm, then the classifier's dropout
+            return _prediction_head(self, x)
         if self.style == "dense_relu":  # DistilBERT: pre_classifier → ReLU, then the classifier's dropout
             return torch.relu(self.dense(x))
         return _POOLER_ACTIVATIONS[self.style](self.dense(self.dropout(x)))  # RoBERTa / ELECTRA: dropout first
@@ -159,28 +188,43 @@ class MultipleChoiceHead(SequenceClassificationHead):
 
 
 class TokenClassificationHead(nn.Module):
-    """One linear layer shared by every position (``BertForTokenClassification``), optionally an MLP probe."""
+    """One linear layer shared by every position (``BertForTokenClassification``), optionally an MLP probe; for a
+    family whose token heads start with a transform (ModernBERT's ``dense`` → GELU → ``norm``), that first."""
 
     def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
         super().__init__()
         self.layers = head.layers
-        _add_classifier(self, config, head, num_labels)
+        in_dim = config.hidden_size * head.feature_multiplier
+        self.dense = self.norm = None
+        if token_transform(config) == "dense_gelu_norm":
+            _add_prediction_head(self, config, in_dim)
+            in_dim = config.hidden_size
+        _add_classifier(self, config, head, num_labels, classifier_dropout=self.dense is not None, in_dim=in_dim)
 
     def features(self, enc: EncoderOutput) -> torch.Tensor:
         return select_layers(enc, self.layers)  # (B, T, H·m)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dense is not None:
+            x = _prediction_head(self, x)  # (B, T, H)
         # Tag logits in float32: half-precision logits are a known source of NaN/low scores in NER.
         return _classify(self, x).float()  # (B, T, num_labels)
 
 
 class SpanHead(nn.Module):
-    """Start and end scores per position: two weight vectors shared across positions (``qa_outputs``)."""
+    """Start and end scores per position: two weight vectors shared across positions (``qa_outputs``); for a
+    family whose token heads start with a transform (ModernBERT), that and its classifier dropout first."""
 
     def __init__(self, config: EncoderConfig, head: HeadConfig):
         super().__init__()
         self.layers = head.layers
         in_dim = config.hidden_size * head.feature_multiplier
+        self.dense = self.norm = self.dropout = None
+        if token_transform(config) == "dense_gelu_norm":
+            _add_prediction_head(self, config, in_dim)
+            in_dim = config.hidden_size
+            p = head.dropout if head.dropout is not None else getattr(config, "classifier_dropout", None)
+            self.dropout = nn.Dropout(p if p is not None else config.hidden_dropout_prob)
         self.mlp = _mlp(in_dim, config.hidden_size, head.hidden_layers, 0.0) if head.hidden_layers else None
         self.qa_outputs = nn.Linear(config.hidden_size if self.mlp is not None else in_dim, 2)
         _init_linear(self, config.initializer_range)
@@ -189,6 +233,8 @@ class SpanHead(nn.Module):
         return select_layers(enc, self.layers)  # (B, T, H·m)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dense is not None:
+            x = self.dropout(_prediction_head(self, x))  # (B, T, H)
         if self.mlp is not None:
             x = self.mlp(x)
         # Span logits in float32 (half-precision span scores break SQuAD post-processing).
@@ -202,8 +248,9 @@ class PredictionHeadTransform(nn.Module):
     def __init__(self, config: EncoderConfig):
         super().__init__()
         width = getattr(config, "embedding_width", config.hidden_size)
-        self.dense = nn.Linear(config.hidden_size, width)
-        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        # Biases as the config says (ModernBERT's prediction head has none: classifier_bias, norm_bias).
+        self.dense = nn.Linear(config.hidden_size, width, bias=getattr(config, "classifier_bias", True))
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps, bias=getattr(config, "norm_bias", True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(nn.functional.gelu(self.dense(x)))
@@ -217,10 +264,12 @@ class LMPrediction(nn.Module):
         self.transform = PredictionHeadTransform(config)
         self.decoder = nn.Linear(word_embeddings.weight.shape[1], config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied: one Parameter, two names in state_dict
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        # An output bias unless the config says the decoder has none (ModernBERT's decoder_bias).
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size)) if getattr(config, "decoder_bias", True) else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(x)) + self.bias
+        logits = self.decoder(self.transform(x))
+        return logits + self.bias if self.bias is not None else logits
 
 
 class PreTrainingHead(nn.Module):
@@ -299,7 +348,8 @@ def _init_linear(module: nn.Module, std: float) -> None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:  # LayerNorm(bias=False): ModernBERT's
+                nn.init.zeros_(m.bias)
 
 
 class TaskModel(nn.Module):

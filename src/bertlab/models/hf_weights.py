@@ -1,9 +1,11 @@
 """Hugging Face checkpoints of every native family ↔ bertlab, through each family's explicit key map.
 
-bertlab's canonical names are ``bert.<encoder key>`` for the encoder (BERT's module names, whatever the family:
-``bertlab.models.bert.BertModel`` computes every BERT-shaped family) and ``head.<leaf>`` for the task head. A
-family's :class:`~bertlab.models.families.FamilySpec` holds the whole map, applied before anything else touches a
-key: its encoder prefix (``bert.``, ``roberta.``, ``distilbert.``, ``electra.``) or a bare encoder's keys, its
+bertlab's canonical names are ``bert.<encoder key>`` for the encoder (BERT's module names for every BERT-shaped
+family, which ``bertlab.models.bert.BertModel`` computes; a family with a module of its own, ModernBERT, its HF
+names) and ``head.<leaf>`` for the task head. A family's :class:`~bertlab.models.families.FamilySpec` holds the
+whole map, applied before anything else touches a key: its encoder prefix (``bert.``, ``roberta.``,
+``distilbert.``, ``electra.``, ModernBERT's ``model.``, kept although Lightning's wrapper prefix is stripped
+otherwise) or a bare encoder's keys, its
 encoder renames (DistilBERT's ``transformer.layer.N.attention.q_lin`` ↔ ``encoder.layer.N.attention.self.query``)
 and, per head kind, its head's names. For BERT:
 
@@ -43,6 +45,7 @@ from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is
 from bertlab.models.families.bert import BERT
 from bertlab.runtime.config import ConfigError, EncoderConfig
 from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.files import writing
 
 log = logging.getLogger(__name__)
 
@@ -254,10 +257,7 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT
     dropped: list[str] = []
     own_prefix = spec.prefix + "."
     for key, tensor in state.items():
-        new = key
-        for prefix in _STRIP_PREFIXES:
-            if new.startswith(prefix) and not new.startswith(own_prefix):
-                new = new[len(prefix):]
+        new = _strip_wrappers(key, own_prefix)
         new = _LEGACY_LN.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", new)
         if new != key:
             renamed.append(key)  # a legacy LayerNorm name or a wrapper prefix
@@ -270,6 +270,19 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT
             continue
         out[new] = tensor
     return out, renamed, dropped
+
+
+def _strip_wrappers(key: str, own_prefix: str) -> str:
+    """``key`` without the wrapper prefixes of :data:`_STRIP_PREFIXES`, read before the family's own prefix: a
+    family whose encoder prefix is itself one of them (ModernBERT's ``model.``) keeps it, unless what follows is a
+    bertlab ``TaskModel``'s own root (``model.bert.``, ``model.head.``: a Lightning checkpoint's state dict)."""
+    for prefix in _STRIP_PREFIXES:
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix):]
+        if prefix != own_prefix or rest.startswith(("bert.", "head.")):
+            key = rest
+    return key
 
 
 def hf_key_to_bertlab(key: str, head_kind: str | None, spec: FamilySpec = BERT) -> str | None:
@@ -383,15 +396,13 @@ def _tied_aliases(model: nn.Module) -> set[str]:
 
 def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
     """A native family's checkpoint folder (or hub id) as a bertlab encoder; the load report is logged."""
-    from bertlab.models.bert import BertModel
-
     directory = resolve_checkpoint_dir(path_or_hub_id)
     config = read_encoder_config(directory)
     spec = family_spec(config.model_type)
     state, source = read_state_dict(directory)
-    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=add_pooling_layer, source=source,
-                                              spec=spec)
-    encoder = BertModel(config, add_pooling_layer=add_pooling_layer)
+    encoder = spec.build_encoder(config, add_pooling_layer=add_pooling_layer)
+    converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=encoder.pooler is not None,
+                                              source=source, spec=spec)
     converted = {k[len("bert."):]: v for k, v in converted.items()}
     load_into(encoder, converted, report)
     log.info("%s.from_pretrained: %s", spec.base_architecture, report.summary())
@@ -404,13 +415,14 @@ def save_encoder(encoder: nn.Module, directory: str | Path) -> None:
     from safetensors.torch import save_file
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     spec = family_spec(encoder.config.model_type)
     config = spec.write_config(encoder.config)
     config["architectures"] = [spec.base_architecture]
-    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
     tensors = {spec.encoder_keys.to_theirs(k): v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
-    save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
+    with writing(directory, "the encoder folder", "save it to a folder on a disk with room"):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+        save_file(tensors, str(directory / SAFETENSORS_NAME), metadata={"format": "pt"})
 
 
 def export_state_dict(model_state: Mapping[str, torch.Tensor], head_kind: str | None,

@@ -2,8 +2,8 @@
 
 Every kernel here computes the same function as its textbook form (SDPA, ``F.dropout``); they differ in how
 (CPU slices, 16-bit dropout masks, packed tokens). An encoder family's modules call them with its own
-q, k, v; a family that needs more (an additive score bias, a sliding window) passes it here rather than
-writing its own attention.
+q, k, v; a family that needs more (an additive score bias, a sliding window: ``window``) passes it here rather
+than writing its own attention.
 """
 
 from __future__ import annotations
@@ -110,29 +110,59 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training, self.fast)
 
 
+def window_mask(mask: torch.Tensor | None, tq: int, t: int, window: int | None,
+                device: torch.device) -> torch.Tensor | None:
+    """A key mask (B, 1, 1, T) bool or None, narrowed to a sliding window: query i (0..Tq-1) may attend to key j
+    only when |i - j| <= ``window`` (ModernBERT's local layers). None when no query's window misses a key.
+
+    A query that is itself padding keeps every real key: with the band alone a padded query far past its row's
+    end would see no key at all, and its softmax (NaN) would poison the real rows' gradients through k and v.
+    """
+    if window is None or max(tq, t) - 1 <= window:
+        return mask
+    rows = torch.arange(tq, device=device)[:, None]
+    band = (rows - torch.arange(t, device=device)[None, :]).abs() <= window  # (Tq, T)
+    if mask is None:
+        return band[None, None]  # (1, 1, Tq, T)
+    real_query = mask[..., :tq].transpose(-1, -2)  # (B, 1, Tq, 1): queries are positions 0..Tq-1 of the rows
+    return mask & (band | ~real_query)  # (B, 1, Tq, T)
+
+
+def _mask_rows(mask: torch.Tensor, start: int, rows: int, nh: int) -> torch.Tensor:
+    """The (batch, head) rows start..start + rows of a mask broadcastable to (B, nh, Tq, T), as (rows or 1, ·, T):
+    a slice's own rows, never a (B·nh, Tq, T) copy of the whole mask."""
+    if mask.shape[0] == 1 and mask.shape[1] == 1:
+        return mask[0]  # (1, Tq or 1, T): the same for every row
+    idx = torch.arange(start, start + rows, device=mask.device)
+    return mask[idx // nh if mask.shape[0] > 1 else 0, idx % nh if mask.shape[1] > 1 else 0]
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
+              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, window: int | None = None) -> torch.Tensor:
     """Scaled dot-product attention: q (B, nh, Tq, hd), k and v (B, nh, T, hd), mask (B, 1, 1, T) bool or None →
     (B, nh, Tq, hd). Tq is T, or fewer query rows (the [CLS] rows of the last layer: :class:`BertModel`).
+
+    ``window``: a sliding window (:func:`window_mask`: query i sees keys within ``window`` positions), None for
+    global attention.
 
     SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
     · v, over slices of (batch, head) rows (each row attends only within itself).
     """
+    tq, t = q.shape[2], k.shape[2]
+    mask = window_mask(mask, tq, t, window, q.device)  # (B or 1, 1, 1 or Tq, T)
     if dropout_p == 0.0 or q.device.type != "cpu":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    b, nh, tq, hd = q.shape
-    t = k.shape[2]
+    b, nh, _, hd = q.shape
     rows = b * nh
     if kernels.cpu_attention_slice_bytes:
         rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (tq * t * q.element_size())))
     qs = q.reshape(b * nh, tq, hd).split(rows)  # slices of (rows, Tq, hd)
     ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (k, v))  # slices of (rows, T, hd)
-    masks = (mask.expand(b, nh, 1, t).reshape(b * nh, 1, t).split(rows) if mask is not None
-             else (None,) * len(qs))  # (rows, 1, T)
     ctx = []
-    for qi, ki, vi, mi in zip(qs, ks, vs, masks):
+    for start, (qi, ki, vi) in zip(range(0, b * nh, rows), zip(qs, ks, vs)):
         scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, Tq, T)
-        if mi is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
+        if mask is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
+            mi = _mask_rows(mask, start, len(qi), nh)  # (rows or 1, 1 or Tq, T)
             scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
         ctx.append(torch.matmul(dropout(scores.softmax(-1), dropout_p, True, kernels.cpu_fast_dropout), vi))  # (rows, Tq, hd)
     return torch.cat(ctx).view(b, nh, tq, hd)
@@ -179,29 +209,37 @@ def varlen_kernel(device_type: str, dtype: torch.dtype, flash_attn_available: bo
 
 
 def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing: Packing,
-                     dropout_p: float, kernels: Kernels = DEFAULT_KERNELS) -> torch.Tensor:
-    """Attention of packed q, k, v (N, nh, hd) within each sequence of ``packing`` → (N, nh, hd)."""
+                     dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, window: int | None = None) -> torch.Tensor:
+    """Attention of packed q, k, v (N, nh, hd) within each sequence of ``packing`` → (N, nh, hd).
+
+    ``window``: a sliding window within each sequence (token i sees tokens within ``window`` positions of it);
+    None for global attention. Nested SDPA takes no mask: a window that some row is longer than runs through the
+    ``repad`` kernel instead (flash-attn has windows of its own)."""
     kernel = varlen_kernel(q.device.type, q.dtype, setting=kernels.varlen_attention)
+    if window is not None and packing.max_len - 1 <= window:
+        window = None  # every row fits in its window: global attention computes the same
     if kernel == "flash_attn":
         cu = packing.cu_seqlens
-        return _flash_attn_varlen()(q, k, v, cu, cu, packing.max_len, packing.max_len, dropout_p=dropout_p)
-    if kernel == "nested":
+        extra = {"window_size": (window, window)} if window is not None else {}  # keys i-w..i+w, inclusive
+        return _flash_attn_varlen()(q, k, v, cu, cu, packing.max_len, packing.max_len, dropout_p=dropout_p, **extra)
+    if kernel == "nested" and window is None:
         offsets = packing.cu_seqlens.long()
         with warnings.catch_warnings():  # nested tensors are marked prototype: torch warns on each construction
             warnings.simplefilter("ignore", UserWarning)
-            # The row lengths given, so SDPA need not read them back from the device.
-            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x, offsets, min_seqlen=packing.min_len,
+            # The row lengths given, so SDPA need not read them back from the device. Nested SDPA takes only
+            # contiguous values (q, k, v may be views of one fused projection: ModernBERT's Wqkv).
+            qn, kn, vn = (torch.nested.nested_tensor_from_jagged(x.contiguous(), offsets, min_seqlen=packing.min_len,
                                                                  max_seqlen=packing.max_len).transpose(1, 2)
                           for x in (q, k, v))  # (B, nh, j, hd), j jagged
             ctx = F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p)  # (B, nh, j, hd) jagged
         return ctx.transpose(1, 2).values()  # (N, nh, hd)
-    if kernel != "repad":
+    if kernel not in ("repad", "nested"):
         raise ValueError(f"varlen_attention must be one of {', '.join(VARLEN_KERNELS)}, got {kernel!r}")
-    return repad_attention(torch.stack((q, k, v), 1), packing, dropout_p, kernels)
+    return repad_attention(torch.stack((q, k, v), 1), packing, dropout_p, kernels, window=window)
 
 
 def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kernels: Kernels = DEFAULT_KERNELS,
-                    queries: torch.Tensor | None = None) -> torch.Tensor:
+                    queries: torch.Tensor | None = None, window: int | None = None) -> torch.Tensor:
     """The ``repad`` kernel: packed q, k, v stacked (N, 3, nh, hd) → attention within each sequence (N, nh, hd).
 
     Per attention group of ``packing`` (rows of similar length), one scatter of the group's q, k and v into a
@@ -209,7 +247,9 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
     and one gather of the real rows back; the groups' outputs are contiguous in packed order.
 
     ``queries`` (B, nh, hd): one query per packed row instead (qkv then holds k and v only, (N, 2, nh, hd)) →
-    (B, nh, hd), each row's query attending to its row's tokens.
+    (B, nh, hd), each row's query (its first token) attending to its row's tokens.
+
+    ``window``: a sliding window within each row (:func:`window_mask`, per group: the band of its layout).
     """
     _, parts, nh, hd = qkv.shape
     out = []
@@ -218,12 +258,12 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
         compact = compact.view(g.rows, g.max_len, parts, nh, hd).permute(2, 0, 3, 1, 4)  # (parts, rows, nh, L, hd)
         if queries is None:
             q, k, v = compact
-            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels)  # (rows, nh, L, hd)
+            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels, window)  # (rows, nh, L, hd)
             out.append(ctx.transpose(1, 2).reshape(g.rows * g.max_len, nh, hd)[g.compact_index])  # (n_g, nh, hd)
         else:
             k, v = compact
             q = queries[g.row_start:g.row_start + g.rows, :, None]  # (rows, nh, 1, hd)
-            out.append(attention(q, k, v, g.key_mask, dropout_p, kernels).squeeze(2))  # (rows, nh, hd)
+            out.append(attention(q, k, v, g.key_mask, dropout_p, kernels, window).squeeze(2))  # (rows, nh, hd)
     return out[0] if len(out) == 1 else torch.cat(out)
 
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertlab.models.families import family_spec, is_native
 from bertlab.runtime.config import ConfigError, LoraConfig
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,21 @@ class LoRALinear(nn.Linear):
         return f"{super().extra_repr()}, r={self.r}, alpha={self.alpha}"
 
 
+def lora_targets(encoder: nn.Module, names: list[str]) -> list[str]:
+    """``freeze.lora.target_modules`` as the encoder's ``nn.Linear`` attribute names: the role names of BERT's
+    modules (``query``, ``key``, ``value``, ``dense``: what conf/freeze/*.yaml names) through the encoder family's
+    ``lora_roles`` (ModernBERT: query/key/value → its fused ``Wqkv``); any other name as it is."""
+    model_type = getattr(getattr(encoder, "config", None), "model_type", None)
+    roles = family_spec(model_type).lora_roles if model_type and is_native(model_type) else {}
+    out: list[str] = []
+    for name in names:
+        out += [m for m in roles.get(name, (name,)) if m not in out]
+    return out
+
+
 def inject_lora(encoder: nn.Module, config: LoraConfig) -> list[str]:
-    """Replace, in place, every ``nn.Linear`` whose attribute name is in ``config.target_modules``.
+    """Replace, in place, every ``nn.Linear`` whose attribute name is in ``config.target_modules`` (role names
+    mapped to the encoder family's own names: :func:`lora_targets`).
 
     Returns the dotted names (relative to ``encoder``) of the adapted modules. The base ``weight`` / ``bias``
     of each adapted module are frozen; ``lora_A`` / ``lora_B`` are trainable. Other parameters are left as
@@ -114,7 +128,7 @@ def inject_lora(encoder: nn.Module, config: LoraConfig) -> list[str]:
     (``NonDynamicallyQuantizableLinear``) are read as raw weights by their parent, so an adapter there
     would never run.
     """
-    targets = set(config.target_modules)
+    targets = set(lora_targets(encoder, config.target_modules))
     adapted: list[str] = []
     for name, module in list(encoder.named_modules()):
         attr = name.rsplit(".", 1)[-1]
@@ -132,8 +146,9 @@ def inject_lora(encoder: nn.Module, config: LoraConfig) -> list[str]:
     if not adapted:
         linear_names = sorted({n.rsplit(".", 1)[-1] for n, m in encoder.named_modules()
                                if type(m) is nn.Linear})
+        mapped = f" (this family's names: {sorted(targets)})" if targets != set(config.target_modules) else ""
         raise ConfigError(
-            f"freeze.lora.target_modules {sorted(targets)} match no nn.Linear in the encoder; "
+            f"freeze.lora.target_modules {sorted(config.target_modules)}{mapped} match no nn.Linear in the encoder; "
             f"its nn.Linear attribute names are {linear_names}"
         )
     for name in adapted:

@@ -27,14 +27,33 @@ def preflight(task: TaskSpec, data: DataConfig, max_position_embeddings: int | N
         )
 
 
-def min_seq_length(family: str, pair: bool, nsp: bool) -> int:
+def min_seq_length(family: str, pair: bool, nsp: bool, specials: tuple[int, int] = (2, 3)) -> int:
     """The shortest ``max_seq_length`` that leaves one position of text per segment: [CLS] text [SEP], or
-    [CLS] a [SEP] b [SEP] for pairs and next-sentence pairs."""
+    [CLS] a [SEP] b [SEP] for pairs and next-sentence pairs. ``specials``: the special tokens a single sequence
+    and a pair cost with the run's tokenizer (BERT's 2 and 3 by default; RoBERTa's pair costs 4)."""
+    single, double = specials
     if family in ("sequence", "token", "mlm"):
-        return 5 if (pair or nsp) else 3
+        return double + 2 if (pair or nsp) else single + 1
     if family == "qa":
-        return 4  # [CLS] question [SEP] context [SEP], the window check then asks for more
+        return double + 1  # [CLS] question [SEP] context [SEP], the window check then asks for more
     return 2
+
+
+def check_seq_length(length: Any, family: str | None, pair: bool, nsp: bool, specials: tuple[int, int] = (2, 3),
+                     shape: str | None = None) -> None:
+    """``data.max_seq_length`` must leave room for text besides the special tokens (:func:`min_seq_length`);
+    ``shape`` shows the template (default BERT's)."""
+    if not isinstance(length, int) or not family:
+        return
+    minimum = min_seq_length(family, pair, nsp, specials)
+    if 0 < length < minimum:
+        shape = shape or f"[CLS]{' a [SEP] b' if pair or nsp else ' text'} [SEP]"
+        raise ConfigError(
+            f"data.max_seq_length={length} leaves no room for text: the special tokens of a "
+            f"{'pair' if pair or nsp else family} input ({shape}) "
+            f"already take {minimum - (2 if pair or nsp else 1)} positions. Use at least {minimum} "
+            "(BERT's fine-tuning default is 128)"
+        )
 
 
 def check_settings(cfg: Any) -> None:
@@ -42,18 +61,9 @@ def check_settings(cfg: Any) -> None:
     a ``max_seq_length`` below the special tokens turns truncation off (the tokenizer ignores a limit it
     cannot meet) and trains on full-length text."""
     data, task, trainer = cfg.get("data") or {}, cfg.get("task") or {}, cfg.get("trainer") or {}
-    length = data.get("max_seq_length")
     family = task.get("family")
-    if isinstance(length, int) and family:
-        pair, nsp = bool(data.get("text_pair_column")) and family == "sequence", bool(task.get("nsp"))
-        minimum = min_seq_length(family, pair, nsp)
-        if 0 < length < minimum:
-            raise ConfigError(
-                f"data.max_seq_length={length} leaves no room for text: the special tokens of a "
-                f"{'pair' if pair or nsp else family} input ([CLS]{' a [SEP] b' if pair or nsp else ' text'} [SEP]) "
-                f"already take {minimum - (2 if pair or nsp else 1)} positions. Use at least {minimum} "
-                "(BERT's fine-tuning default is 128)"
-            )
+    pair, nsp = bool(data.get("text_pair_column")) and family == "sequence", bool(task.get("nsp"))
+    check_seq_length(data.get("max_seq_length"), family, pair, nsp)  # BERT's count; the tokenizer's: data module
     workers = data.get("num_workers")
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
         raise ConfigError(

@@ -242,6 +242,8 @@ class OptimConfig:
 
 
 TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
+# BERT's masking rate: task.mlm_probability=null where no encoder family says otherwise (bertlab.train resolves it).
+DEFAULT_MLM_PROBABILITY = 0.15
 
 
 @dataclass
@@ -256,7 +258,7 @@ class TaskSpec:
     mode: str = "min"
     nsp: bool = False  # mlm: next-sentence prediction pairs
     whole_word_masking: bool = False  # mlm
-    mlm_probability: float = 0.15  # mlm
+    mlm_probability: float | None = None  # mlm; None = the encoder family's rate (15 %, ModernBERT 30 %)
     label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
     prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
     max_new_tokens: int = 20  # clm: at most this many pieces per continuation
@@ -268,7 +270,7 @@ class TaskSpec:
             raise ConfigError(f"task.mode must be 'min' or 'max', got {self.mode!r}")
         if self.labels is not None:
             self.labels = [str(x) for x in self.labels]
-        if not 0.0 < self.mlm_probability < 1.0:
+        if self.mlm_probability is not None and not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(f"task.mlm_probability must be in (0, 1), got {self.mlm_probability}")
         if self.prompts is not None:
             self.prompts = [str(p) for p in self.prompts]
@@ -320,11 +322,11 @@ class DataConfig:
     # raw text (mlm / clm)
     text_format: str = "plain"  # plain | wikitext
     short_seq_prob: float = 0.1
-    # pre-training at corpus scale (bertlab.data.pretrain, docs/pretraining.md): prepared once into
-    # memory-mapped Arrow shards instead of Python lists. auto: when the training files exceed
-    # stream_threshold_mb (and cache_dir is set).
+    # pre-training (bertlab.data.pretrain, docs/pretraining.md): prepared once into Arrow shards read by row
+    # instead of Python lists. auto: when the training files exceed stream_threshold_mb (0: any corpus) and
+    # cache_dir is set.
     stream: Any = "auto"  # auto | true | false
-    stream_threshold_mb: float = 64.0
+    stream_threshold_mb: float = 0.0
     nsp_block_documents: int = 1000  # NotNext B comes from another document of the same block
     prep_num_proc: int | None = None  # preparing processes; null = every core this process may use
 

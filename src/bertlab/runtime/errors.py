@@ -34,6 +34,11 @@ class TokenizerError(ValueError):
     """A tokenizer folder or file cannot be read or does not fit the model."""
 
 
+class OutputError(OSError):
+    """An output file cannot be written (full disk, quota, read-only file system, permission); the message
+    names the file, the disk's free space and what to do (``bertlab.runtime.files.writing``)."""
+
+
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the message says at which step and what to try."""
 
@@ -47,7 +52,7 @@ class JobStopped(Exception):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (DataError, ConfigError, CheckpointError, NonFiniteLossError,
-                                                 TokenizerError)
+                                                 TokenizerError, OutputError)
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
@@ -71,17 +76,26 @@ def user_errors() -> Iterator[None]:
         sys.stderr.write(f"\nbertlab: stopped: {err}\n")
         sys.stderr.flush()
         sys.exit(128 + err.signum)
-    except user_error_types() as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+    except Exception as raised:
+        err = raised if isinstance(raised, user_error_types()) else _unwritable_output(raised)
+        if err is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         in_multirun = _in_multirun()
         # Into <run_dir>/train.log; on the console only in a multirun (a single run prints it below, once).
         log.error("%s: %s", type(err).__name__, err, extra={"console": in_multirun})
-        if in_multirun:
+        if in_multirun and err is raised:
             raise
+        if in_multirun:
+            raise err from raised
         sys.stderr.write(f"\nbertlab: error: {err}\n")
         sys.stderr.flush()
         sys.exit(1)
+
+
+def _unwritable_output(err: BaseException) -> BaseException | None:
+    from bertlab.runtime.files import unwritable_output  # files imports this module
+
+    return unwritable_output(err)
 
 
 def _in_multirun() -> bool:

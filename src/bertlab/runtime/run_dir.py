@@ -6,6 +6,15 @@
   ``train``, ``test``, ``predict``, ``export``, the logger and other output-only choices do not count as
   differences, and a resume may change the training length, ``trainer.max_epochs``/``max_steps``), a re-run of a finished multirun job (its old outputs are removed first), and
   ``overwrite_run_dir=true`` (the old outputs are removed first).
+- Nothing is written into a run dir before the run is accepted there: Hydra is told not to write its
+  ``.hydra/`` records (``hydra.output_subdir: null`` in ``conf/hydra/default.yaml``) and the claim writes them
+  once the run is accepted; the run's log file (``train.log``) holds its records until then
+  (:func:`hold_log_files`) and drops them when the run is refused. A refused run leaves the folder's
+  ``.hydra/config.yaml``, ``overrides.yaml``, ``train.log`` and ``metrics.json`` byte for byte as they were,
+  so ``bertlab.compare`` files the earlier run's results under the earlier run's config.
+- A run dir holds one live run at a time: the claim takes an exclusive lock on ``<run_dir>/.bertlab-run.lock``
+  for the run's lifetime (:func:`release_run_dir` frees it), so two runs of one configuration started in one
+  folder at once (which the configuration check lets through, as a resume) cannot mix their files.
 - :class:`TokenizerFingerprint` stores a fingerprint of the run's vocabulary in every checkpoint and, when a
   checkpoint is resumed or evaluated, checks that this run's tokenizer is the one it was trained with;
   :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``.
@@ -28,11 +37,12 @@ from lightning.pytorch.callbacks import Callback
 
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.errors import CheckpointError
-from bertlab.runtime.files import write_text_atomic
+from bertlab.runtime.files import RUN_DIR_FIX, try_lock, write_text_atomic, writing
 
 log = logging.getLogger(__name__)
 
 MARKER = ".bertlab-run.json"
+LOCK = ".bertlab-run.lock"
 OVERWRITE_KEY = "overwrite_run_dir"
 FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
@@ -45,6 +55,12 @@ IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_sum
 IGNORED_MODEL = {"cpu_fast_dropout", "cpu_attention_slice_mb", "varlen_attention"}
 # Keys bertlab no longer has (data.hub_dataset was never read): a run recorded with them is the same run.
 RETIRED_KEYS = {"data.hub_dataset"}
+# Keys whose fixed default became null, resolved when a run is built to the value every run recorded before had:
+# such a recorded value and null now are the same run (task.mlm_probability: null = the encoder family's rate,
+# 0.15 for every family that existed when 0.15 was the default).
+DEFAULTS_NOW_NULL = {"task.mlm_probability": 0.15}
+# Keys added later, with the value every run recorded before them had: unset there and this value now is the same run.
+ADDED_KEYS = {"model.tokenizer_kind": "wordpiece"}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
@@ -83,11 +99,11 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     for key in sorted(set(old) | set(new), key=lambda k: (_FIRST.get(str(k), 9), str(k))):
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
         name = f"{prefix}{key}"
-        if name in RETIRED_KEYS:
+        if name in RETIRED_KEYS or (a == "<unset>" and name in ADDED_KEYS and ADDED_KEYS[name] == b):
             continue
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, name + ".")
-        elif a != b:
+        elif a != b and not (b is None and name in DEFAULTS_NOW_NULL and a == DEFAULTS_NOW_NULL[name]):
             out.append(f"{name}: {a!r} there, {b!r} now")
     return out
 
@@ -116,15 +132,65 @@ def _remove_outputs(run_dir: Path, why: str) -> None:
         elif path.exists() or path.is_symlink():
             path.unlink()
             removed.append(name)
+    for handler, _ in _HELD:  # the previous run's train.log: this run's log starts empty
+        path = Path(handler.baseFilename)
+        if path.parent == run_dir and handler.stream is None and path.is_file():
+            path.unlink()
+            removed.append(path.name)
     if removed:
         log.warning("%s: removed the previous run's %s from %s", why, ", ".join(removed), run_dir)
 
 
 def claim_run_dir(run_dir: Path, cfg: Any) -> None:
-    """Refuse a different configuration in a used run dir (see the module docstring); record this one."""
+    """Refuse a different configuration in a used run dir, and any run in a folder another run is using
+    (see the module docstring); record this one. Until it returns, nothing was written into ``run_dir``."""
     run_dir = Path(run_dir)
     if _is_secondary_rank():  # the other processes of one distributed run share its folder
+        release_log_files(write=True)
         return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    previous = _STATE.pop("lock", None)  # a claim of this process's earlier run (library use): that run is over
+    if previous is not None:
+        previous.release()
+    lock = try_lock(run_dir / LOCK)
+    if lock is None:
+        _STATE["refused"] = True
+        raise ConfigError(_in_use_message(run_dir))
+    try:
+        remove_why = _check_claim(run_dir, cfg)
+    except BaseException:
+        lock.release()
+        _STATE["refused"] = True
+        raise
+    _STATE["lock"] = lock
+    _STATE["claimed"] = run_dir
+    if remove_why:
+        _remove_outputs(run_dir, remove_why)
+    record = {"fingerprint": config_fingerprint(cfg), "status": "running",
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": socket.gethostname(), "pid": os.getpid(),
+              "config": training_config(cfg)}
+    with writing(run_dir / MARKER, "the run's record", RUN_DIR_FIX):
+        write_text_atomic(run_dir / MARKER, json.dumps(record, indent=1, default=str) + "\n")
+        _record_hydra_config(run_dir, cfg)
+    release_log_files(write=True)
+
+
+def _in_use_message(run_dir: Path) -> str:
+    try:
+        other = json.loads((run_dir / MARKER).read_text())
+        who = (f" (pid {other['pid']} on {other['host']}, started {other['started']})"
+               if other.get("status") == "running" else "")
+    except (OSError, ValueError, KeyError, TypeError):
+        who = ""
+    return (f"hydra.run.dir={run_dir} is in use: another run is running in it now{who}. Two runs in one folder "
+            "would write the same checkpoints and mix their logs. Wait for that run to end (then resume with "
+            "ckpt_path=last if this is the same run), or give this run its own folder (leave hydra.run.dir unset "
+            "for a fresh timestamped one)")
+
+
+def _check_claim(run_dir: Path, cfg: Any) -> str | None:
+    """Raise :class:`ConfigError` when ``run_dir`` holds another run that ``cfg`` may not replace; else
+    return why its outputs are to be removed first (None: kept)."""
     marker = run_dir / MARKER
     new = training_config(cfg)
     fingerprint = config_fingerprint(cfg)
@@ -144,27 +210,122 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
         same = all(d.split(":", 1)[0] in RESUME_LENGTH_KEYS for d in _differences(old.get("config", {}), new))
     if used and not same:
         if overwrite:
-            _remove_outputs(run_dir, f"{OVERWRITE_KEY}=true")
-        elif old is not None and old.get("status") == "finished" and _in_multirun():
-            _remove_outputs(run_dir, "a finished multirun job run again")
-        elif old is None and cfg.get("ckpt_path"):
-            pass  # a run dir from before run records existed, resumed: nothing to compare with
-        else:
-            diffs = _differences(old.get("config", {}), new) if old is not None else []
-            what = (f"it holds a run with another configuration ({'; '.join(diffs[:4])}"
-                    f"{'; …' if len(diffs) > 4 else ''})" if diffs else
-                    "it already holds a run's outputs (checkpoints, tokenizer or metrics.json) and no record of "
-                    "that run's configuration")
-            raise ConfigError(
-                f"hydra.run.dir={run_dir} is used: {what}. A run dir belongs to one run: its checkpoints, "
-                "tokenizer and logs would mix with this run's. Give this run its own folder (leave hydra.run.dir "
-                f"unset for a fresh timestamped one), resume the run there with its own settings and "
-                f"ckpt_path=last, or pass {OVERWRITE_KEY}=true to delete its outputs and start over"
-            )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"fingerprint": fingerprint, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-              "host": socket.gethostname(), "pid": os.getpid(), "config": new}
-    write_text_atomic(marker, json.dumps(record, indent=1, default=str) + "\n")
+            return f"{OVERWRITE_KEY}=true"
+        if old is not None and old.get("status") == "finished" and _in_multirun():
+            return "a finished multirun job run again"
+        if old is None and cfg.get("ckpt_path"):
+            return None  # a run dir from before run records existed, resumed: nothing to compare with
+        diffs = _differences(old.get("config", {}), new) if old is not None else []
+        what = (f"it holds a run with another configuration ({'; '.join(diffs[:4])}"
+                f"{'; …' if len(diffs) > 4 else ''})" if diffs else
+                "it already holds a run's outputs (checkpoints, tokenizer or metrics.json) and no record of "
+                "that run's configuration")
+        raise ConfigError(
+            f"hydra.run.dir={run_dir} is used: {what}. A run dir belongs to one run: its checkpoints, "
+            "tokenizer and logs would mix with this run's. Give this run its own folder (leave hydra.run.dir "
+            f"unset for a fresh timestamped one), resume the run there with its own settings and "
+            f"ckpt_path=last, or pass {OVERWRITE_KEY}=true to delete its outputs and start over"
+        )
+    return None
+
+
+def _record_hydra_config(run_dir: Path, cfg: Any) -> None:
+    """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` as Hydra writes them, written once the
+    run is accepted (Hydra would write them before the job starts, over a used folder's records). Nothing
+    when Hydra writes them itself (``hydra.output_subdir`` set on the command line) or runs no job."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        return
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.instance().cfg
+    if hydra_cfg.hydra.get("output_subdir") is not None:
+        return
+    folder = run_dir / ".hydra"
+    folder.mkdir(exist_ok=True)
+    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
+                       ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
+        write_text_atomic(folder / name, OmegaConf.to_yaml(node))
+
+
+# What this process's current run holds: the run-dir lock, whether its claim was refused or accepted.
+_STATE: dict[str, Any] = {}
+
+
+class _Hold(logging.Filter):
+    """On a log-file handler: keeps records back (``discard``: drops them) until :func:`_release_log_files`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self.discard = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.discard:
+            self.records.append(record)
+        return False
+
+
+_HELD: list[tuple[logging.FileHandler, _Hold]] = []
+
+
+def hold_log_files(cfg: Any) -> None:
+    """Start of a job: the root logger's files inside its run dir (``cfg.paths.output_dir``: Hydra's
+    ``train.log``, opened only on its first record, ``delay: true``) keep this run's records back until the
+    run dir is claimed. A run refused there leaves the folder's log as it was; a run that fails earlier in a
+    fresh folder still logs there. Called again in the same job, it changes nothing."""
+    try:
+        run_dir = Path(os.path.abspath(str(cfg.paths.output_dir)))
+    except Exception:  # an interpolation that cannot resolve: the run reports it; nothing to hold
+        return
+    if any(handler in logging.getLogger().handlers for handler, _ in _HELD):
+        return  # held already in this job
+    _HELD.clear()  # handlers of an earlier job (a multirun reconfigures logging for each)
+    lock = _STATE.pop("lock", None)  # an earlier run of this process that was never released
+    if lock is not None:
+        lock.release()
+    _STATE.clear()
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run_dir:
+            hold = _Hold()
+            handler.addFilter(hold)
+            _HELD.append((handler, hold))
+
+
+def release_log_files(write: bool) -> None:
+    """Write the held records (``write``) and log on as usual; or drop them and every later record of
+    this run (a refused run writes nothing into a folder that is not its own)."""
+    while _HELD:
+        handler, hold = _HELD.pop()
+        if not write:
+            hold.discard = True
+            continue
+        handler.removeFilter(hold)
+        for record in hold.records:
+            handler.handle(record)
+
+
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run's record or outputs (an earlier run's, or this one's)."""
+    return any((Path(run_dir) / n).exists() for n in (MARKER, "checkpoints", "metrics.json", "tokenizer"))
+
+
+def claimed_run_dir() -> Path | None:
+    """The run dir this process's current run was accepted in (None before, or when it was refused)."""
+    return _STATE.get("claimed")
+
+
+def release_run_dir() -> None:
+    """End of a run: free the run dir's lock; a run never accepted in its folder writes its held log records
+    only into a folder that holds no other run."""
+    lock = _STATE.pop("lock", None)
+    if lock is not None:
+        lock.release()
+    if _HELD:
+        folder = Path(_HELD[0][0].baseFilename).parent
+        release_log_files(write=not _STATE.get("refused") and not holds_a_run(folder))
 
 
 def finish_run_dir(run_dir: Path) -> None:

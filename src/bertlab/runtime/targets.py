@@ -9,6 +9,10 @@ Allowed without asking:
   environments), of bertlab, and Optuna's samplers and pruners;
 - the factory functions listed in :data:`ALLOWED_FACTORIES` (e.g. ``bertlab.training.distributed.fsdp_strategy``).
 
+A class is judged by where it is defined (``logging.FileHandler``), never by the path that reached it: a
+path that starts in an allowed package can walk through a module that package imports
+(``lightning.pytorch.callbacks.model_checkpoint.logging.FileHandler``) to any class at all.
+
 Anything else (a user's own callback class, say) needs an explicit opt-in given *outside* the config files:
 ``allow_targets=[mypkg.callbacks.MyCallback]`` (or a prefix ending in ``.``: ``mypkg.callbacks.``) on the
 command line, or the environment variable ``BERTLAB_ALLOW_TARGETS`` (comma-separated). A config file that
@@ -52,44 +56,79 @@ ALLOWED_FACTORIES = frozenset({"bertlab.training.distributed.fsdp_strategy", "be
 
 
 def _resolve(target: str) -> Any:
-    """The object a dotted path names, or None. Imports only modules under the allowed prefixes (the
-    caller checks the prefix first), so resolving cannot run a foreign module's import-time code."""
+    """The object a dotted path names, found as Hydra's ``instantiate`` finds it (attribute first, then a
+    submodule import), or None. The caller checks the path's prefix first, so only modules under an allowed
+    (or granted) package are imported: resolving cannot run a foreign module's import-time code."""
+    try:
+        from hydra._internal.utils import _locate
+    except ImportError:  # pragma: no cover - Hydra moved it: the same walk, by hand
+        _locate = _walk_path
+    try:
+        return _locate(target)
+    except Exception:
+        return None
+
+
+def _walk_path(target: str) -> Any:
     parts = target.split(".")
-    for i in range(len(parts) - 1, 0, -1):
+    obj = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 1):
         try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        try:
-            for name in parts[i:]:
-                obj = getattr(obj, name)
+            obj = getattr(obj, part)
         except AttributeError:
-            return None
-        return obj
-    return None
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+    return obj
+
+
+def identity(obj: Any) -> str | None:
+    """Where ``obj`` is defined: ``<its module>.<its qualified name>`` (``logging.FileHandler`` however it was
+    reached), or None when it has none (a local class, an instance)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    return f"{module}.{qualname}"
 
 
 def _granted(target: str, extra: Iterable[str]) -> bool:
     return any(target == e or (e.endswith(".") and target.startswith(e)) for e in extra)
 
 
+def _allowed_path(name: str, extra: Iterable[str]) -> bool:
+    return name in ALLOWED_FACTORIES or name.startswith(ALLOWED_CLASS_PREFIXES) or _granted(name, extra)
+
+
 def refusal(target: str, extra: Sequence[str] = ()) -> str | None:
-    """Why ``target`` may not be instantiated (None when it may)."""
+    """Why ``target`` may not be instantiated (None when it may).
+
+    The path decides only what may be imported to look at it; what is allowed is the object it leads to, by
+    its real identity (defining module and qualified name). A path that starts in an allowed package can pass
+    through a module that package imports (``lightning.pytorch.accelerators.cuda.subprocess.Popen``) and name
+    any class at all. A user's exact opt-in (``allow_targets=[x.y.Z]``) grants that path as given.
+    """
     if not isinstance(target, str) or not target:
         return "it is not a dotted name"
-    if _granted(target, extra):
-        return None
-    if target in ALLOWED_FACTORIES:
+    if target in extra:
         return None
     if any(part.startswith("_") for part in target.split(".")):
         return "private names are never allowed"
-    if not target.startswith(ALLOWED_CLASS_PREFIXES):
+    if not _allowed_path(target, extra):
         return "it is not on bertlab's allow-list"
     obj = _resolve(target)
     if obj is None:
         return None  # Hydra's own error ("Error locating target") says it does not exist
+    real = identity(obj)
+    prefixes = [e for e in extra if e.endswith(".")]
+    # The home must be allowed too, and must lead back to this very object (a class that names another
+    # module as its home is judged by neither name).
+    home_allowed = real is not None and _allowed_path(real, prefixes) and _resolve(real) is obj
+    if target in ALLOWED_FACTORIES and real in ALLOWED_FACTORIES and home_allowed:
+        return None
     if not inspect.isclass(obj):
         return "only classes are allowed there, and this is a function or method"
+    if not home_allowed:
+        return (f"the path leads to {real or repr(obj)} (defined in {getattr(obj, '__module__', '?')}), which is "
+                "not on bertlab's allow-list: the list holds classes by where they are defined, not by a path "
+                "through another module's imports")
     return None
 
 

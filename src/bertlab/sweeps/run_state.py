@@ -30,6 +30,7 @@ from hydra.experimental.callback import Callback as HydraCallback
 from omegaconf import DictConfig
 
 from bertlab.runtime.files import write_text_atomic
+from bertlab.runtime.run_dir import claimed_run_dir, holds_a_run, release_log_files
 from bertlab.sweeps import trial as trial_state
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ def finished_result(cfg: DictConfig) -> float | None | bool:
         log.info("%s was written for other overrides (%s): running this job", path, recorded.get("overrides"))
         return False
     trial_state.OUTCOME.skipped = True
+    release_log_files(write=True)  # the job's own folder: its log notes the skip
     log.info("skipping this job: %s already holds its %s result (%s=false runs it again)", path,
              recorded["state"], SKIP_KEY)
     return (recorded.get("monitor") or {}).get("value")
@@ -100,6 +102,8 @@ class RunStateCallback(HydraCallback):
         failed = job_return.status != JobStatus.COMPLETED
         if failed and not _multirun(hc):
             return  # a single run's error is on the terminal; its folder keeps what it had
+        if failed and claimed_run_dir() is None and holds_a_run(path.parent):
+            return  # refused in (or failed before claiming) a folder that holds another run: not this job's
         try:
             data = json.loads(path.read_text()) if path.is_file() else None
         except (OSError, ValueError):

@@ -59,16 +59,19 @@ def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor,
 def generate(model: nn.Module, tokenizer: BertTokenizer, prompt: str, n_tokens: int) -> str:
     """Greedy continuation of ``prompt`` by up to ``n_tokens`` pieces; returns the continuation's text.
 
-    The prompt is read as ``[CLS]`` + its pieces (how training segments start); each step appends the most
-    likely next piece and stops at [SEP] (the end of a segment). [PAD], [CLS] and [MASK] never occur as
-    targets and are excluded. ``model`` is a ``TaskModel`` with a causal LM head; it runs in eval mode and
+    The prompt is read as the template's start (``[CLS]``, RoBERTa's ``<s>``) + its pieces (how training segments
+    start); each step appends the most likely next piece and stops at the template's end token ([SEP], ``</s>``).
+    Padding, start and mask tokens never occur as targets and are excluded. ``model`` is a ``TaskModel`` with a causal LM head; it runs in eval mode and
     its mode is restored afterwards. Each step re-reads the whole sequence: a few tokens, no state cache.
     """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    ids = [tokenizer.cls_id] + tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids
-    banned = torch.tensor([tokenizer.pad_id, tokenizer.cls_id, tokenizer.mask_id], device=device)
+    start = list(tokenizer.template.prefix)
+    end = tokenizer.template.suffix[-1] if tokenizer.template.suffix else tokenizer.sep_id
+    ids = start + tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids
+    banned = torch.tensor([i for i in (tokenizer.pad_id, *start, tokenizer.mask_id) if i is not None and i != end],
+                          device=device)
     new: list[int] = []
     try:
         for _ in range(n_tokens):
@@ -77,13 +80,13 @@ def generate(model: nn.Module, tokenizer: BertTokenizer, prompt: str, n_tokens: 
             logits = model({"input_ids": input_ids}, positions=last)[0]  # (V,)
             logits[banned] = float("-inf")
             token = int(logits.argmax())
-            if token == tokenizer.sep_id:
+            if token == end:
                 break
             new.append(token)
     finally:
         model.train(was_training)
     # Decode with the prompt, so a first piece continuing the prompt's last word ("##s") joins it.
-    full, head = tokenizer.decode(ids[1:] + new), tokenizer.decode(ids[1:])
+    full, head = tokenizer.decode(ids[len(start):] + new), tokenizer.decode(ids[len(start):])
     return full[len(head):].strip() if full.startswith(head) else tokenizer.decode(new)
 
 

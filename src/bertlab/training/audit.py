@@ -20,7 +20,9 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from bertlab.models.encoder import layer_stack_path
 from bertlab.models.lora import ADAPTER_PARAMETER_NAMES
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +48,10 @@ class _Tracked:
     frozen: bool  # requires_grad=False at start()
 
 
-def _encoder_group(rel_name: str) -> str:
-    """``encoder.layer.N.*`` → ``layer.N``; otherwise the first name component (``embeddings``, ``pooler``;
-    for other encoders e.g. ``token_embedding``)."""
-    m = re.match(r"encoder\.layer\.(\d+)\.", rel_name)
+def _encoder_group(rel_name: str, stack: str = "encoder.layer") -> str:
+    """``encoder.layer.N.*`` (``stack``: the encoder's ``layer_stack``, ModernBERT's ``layers``) → ``layer.N``;
+    otherwise the first name component (``embeddings``, ``pooler``; for other encoders e.g. ``token_embedding``)."""
+    m = re.match(re.escape(stack) + r"\.(\d+)\.", rel_name)
     return f"layer.{m.group(1)}" if m else rel_name.split(".", 1)[0]
 
 
@@ -83,8 +85,8 @@ class ScopeAudit:
     ``<head_prefix>.<name in the head>`` (the callback uses ``bert`` / ``head``, i.e. ``TaskModel``'s own
     parameter names). A tensor tied into the head appears once, under its encoder name.
 
-    Groups: ``layer.N`` for ``encoder.layer.N.*``, else the first component of the encoder name
-    (``embeddings``, ``pooler``, …), ``head`` for the head, ``adapters`` for LoRA tensors (``lora_A`` /
+    Groups: ``layer.N`` for ``encoder.layer.N.*`` (or the encoder's ``layer_stack``), else the first component
+    of the encoder name (``embeddings``, ``pooler``, …), ``head`` for the head, ``adapters`` for LoRA tensors (``lora_A`` /
     ``lora_B``). Totals: ``encoder`` (pooler included, adapters excluded), ``head``, ``adapters``.
 
     Counts per set, over named parameter tensors: ``tensors``; ``trainable`` (requires_grad now);
@@ -125,7 +127,8 @@ class ScopeAudit:
                 if leaf in ADAPTER_PARAMETER_NAMES:
                     kind, group = "adapters", "adapters"
                 else:
-                    kind, group = part, (_encoder_group(rel) if part == "encoder" else "head")
+                    kind, group = part, (_encoder_group(rel, layer_stack_path(self.encoder)) if part == "encoder"
+                                         else "head")
                 frozen = not p.requires_grad
                 tracked.append(_Tracked(f"{prefix}.{rel}", kind, group, p, _owner(root, rel), frozen))
         return tracked
@@ -281,8 +284,9 @@ class ScopeAudit:
     def write(self, path: str | Path) -> Path:
         """Write ``report()`` as JSON (the caller decides the rank: write on global rank 0 only)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.report(), indent=2) + "\n")
+        with writing(path, "the update-scope report", RUN_DIR_FIX):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, json.dumps(self.report(), indent=2) + "\n")
         return path
 
 

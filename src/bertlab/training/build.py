@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
 from bertlab.models.families import family_spec, is_native
@@ -32,7 +32,14 @@ from bertlab.models.hf_weights import (
     resolve_checkpoint_dir,
     sentence_transformers_pooling,
 )
-from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, HeadConfig
+from bertlab.runtime.config import (
+    DEFAULT_MLM_PROBABILITY,
+    ConfigError,
+    EncoderConfig,
+    ExecutionConfig,
+    HeadConfig,
+    TaskSpec,
+)
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
@@ -79,21 +86,23 @@ def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path |
     checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
     if model_cfg.get("tokenizer"):
         return Path(model_cfg["tokenizer"])
-    if init_dir is not None and ((init_dir / "tokenizer.json").is_file() or (init_dir / "vocab.txt").is_file()):
+    if init_dir is not None and holds_tokenizer(init_dir):
         return init_dir
     return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
 
 
 def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
                     ) -> BertTokenizer:
-    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a WordPiece vocabulary trained
-    on the training split only (cached by content hash)."""
+    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a vocabulary of
+    ``model.tokenizer_kind`` (wordpiece | bpe | unigram) trained on the training split only (cached by content
+    hash)."""
     if model_cfg.get("name") == "auto" and not any(model_cfg.get(k) for k in ("pretrained", "init_from")):
         raise ConfigError("model=auto reads the family and the tokenizer from a checkpoint: give it one with "
                           "model.pretrained=<hub id | local Hugging Face folder> (e.g. model.pretrained=roberta-base)")
     return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
                          vocab_size=int(model_cfg.get("vocab_size") or 8000),
-                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir)
+                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir,
+                         kind=str(model_cfg.get("tokenizer_kind") or "wordpiece"))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -144,6 +153,34 @@ def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> Head
              f"the checkpoint's sentence-transformers Pooling module in {pretrained}" if declared
              else "no sentence-transformers Pooling module: BERT's pooler")
     return dataclasses.replace(head_cfg, pooling=pooling)
+
+
+def encoder_model_type(model_cfg: dict[str, Any]) -> str | None:
+    """The family (``model_type``) of the encoder a run's ``model.*`` builds, read before it is built: the
+    checkpoint's config.json, or the encoder config an ``init_from`` run recorded; None for a recurrent encoder
+    or a scratch BERT."""
+    if model_cfg.get("encoder", "bert") != "bert":
+        return None
+    init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    if init_kind == "ckpt":
+        recorded = (read_checkpoint(init_path, "model.init_from").get("hyper_parameters") or {}).get("encoder_config")
+        return (recorded or {}).get("model_type")
+    pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
+    return read_config_json(pretrained).get("model_type") if pretrained is not None else model_cfg.get("model_type")
+
+
+def resolve_task_defaults(task: TaskSpec, model_cfg: dict[str, Any]) -> TaskSpec:
+    """``task.mlm_probability=null`` (conf/task/mlm.yaml) → the masking rate of the encoder's family: 15 %, 30 % for
+    ModernBERT (``FamilySpec.mlm_probability``). A rate the task or the command line sets is kept."""
+    if task.family != "mlm" or task.mlm_probability is not None:
+        return task
+    model_type = encoder_model_type(model_cfg)
+    rate = family_spec(model_type).mlm_probability if model_type and is_native(model_type) \
+        else DEFAULT_MLM_PROBABILITY
+    log.info("task.mlm_probability=null → %g (%s)", rate,
+             f"{family_spec(model_type).display}'s masking rate" if model_type and is_native(model_type)
+             else "BERT's masking rate")
+    return dataclasses.replace(task, mlm_probability=rate)
 
 
 def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,

@@ -20,11 +20,9 @@ checkpoint a run dir stands for), :func:`check_resume_checkpoint` (can this run 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from bertlab.runtime.errors import CheckpointError
-from bertlab.runtime.files import atomic_path
+from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, write_failure_message, writing
 
 log = logging.getLogger(__name__)
 
@@ -247,15 +245,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().save_checkpoint(checkpoint, path, storage_options)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with atomic_path(path) as tmp, open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-        except (OSError, RuntimeError) as err:
-            if _disk_full(err):
-                raise CheckpointError(disk_full_message(path)) from None
-            raise
+        # torch's zip writer reports a full disk as a RuntimeError ("unexpected pos", "file write failed")
+        # with the OSError in its context: writing() looks through the chain.
+        with writing(path, "the checkpoint", RUN_DIR_FIX, error=CheckpointError, note=KEPT_NOTE), \
+                atomic_path(path) as tmp, open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
         with contextlib.suppress(OSError):  # make the rename itself durable (not possible on every OS)
             fd = os.open(path.parent, os.O_RDONLY)
             try:
@@ -264,30 +260,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 os.close(fd)
 
 
-def _disk_full(err: BaseException) -> bool:
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    # torch's zip writer reports a failed write as a RuntimeError ("enforce fail at inline_container.cc")
-    text = str(err)
-    return isinstance(err, RuntimeError) and ("No space left" in text or "file write failed" in text
-                                              or "Disk quota exceeded" in text)
-
-
-def _mount_point(path: Path) -> Path:
-    path = path.resolve()
-    while not path.exists() or (not os.path.ismount(path) and path.parent != path):
-        path = path.parent
-    return path
+KEPT_NOTE = "The previous checkpoint there, if any, is unchanged."
 
 
 def disk_full_message(path: Path) -> str:
-    disk = _mount_point(Path(path).parent)
-    try:
-        free = shutil.disk_usage(disk).free
-        free_text = f"{free / 2**20:.0f} MiB free"
-    except OSError:
-        free_text = "free space unknown"
-    return (f"the disk is full: could not write the checkpoint {path} (disk mounted at {disk}, {free_text}). "
-            "The previous checkpoint there, if any, is unchanged. Free space on that disk, or give the run "
-            "another disk with hydra.run.dir=<folder on it> (and resume with ckpt_path=<the last .ckpt>)")
-
+    """The paragraph for a checkpoint a full disk could not take (see ``runtime.files.writing``)."""
+    return write_failure_message(path, "the checkpoint", "full", RUN_DIR_FIX, KEPT_NOTE)

@@ -14,8 +14,9 @@
 Whether a tensor really changed is what the update-scope audit checks (:mod:`bertlab.training.audit`).
 
 Policies only rely on the module names that their structure needs: ``embeddings`` (embeddings),
-``embeddings`` + ``encoder.layer.N`` (bottom_k); ``none``, ``encoder``, ``bitfit`` and ``lora`` work on any
-``nn.Module`` encoder. An encoder declares the policies that do not apply to it, with the reason, in
+``embeddings`` + ``encoder.layer.N`` (bottom_k), where an encoder may name them otherwise (``layer_stack`` and
+``embeddings_path``: ModernBERT's ``layers.N``; :mod:`bertlab.models.encoder`); ``none``, ``encoder``, ``bitfit``
+and ``lora`` work on any ``nn.Module`` encoder. An encoder declares the policies that do not apply to it, with the reason, in
 ``unsupported_freeze_policies`` (the recurrent encoder has no ``nn.Linear`` for LoRA).
 """
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from bertlab.models.encoder import embeddings_path, layer_stack_path
 from bertlab.models.lora import ADAPTER_PARAMETER_NAMES, inject_lora, lora_modules
 from bertlab.runtime.config import ConfigError, FreezeConfig
 
@@ -115,10 +117,11 @@ def _submodule(encoder: nn.Module, path: str, policy: str, what: str) -> nn.Modu
 
 
 def _layers(encoder: nn.Module, policy: str) -> nn.ModuleList:
-    layers = _submodule(encoder, "encoder.layer", policy, "a layer stack")
+    path = layer_stack_path(encoder)
+    layers = _submodule(encoder, path, policy, "a layer stack")
     if not isinstance(layers, nn.ModuleList):
         raise ConfigError(
-            f"freeze={policy}: `encoder.layer` of {type(encoder).__name__} is not an nn.ModuleList"
+            f"freeze={policy}: `{path}` of {type(encoder).__name__} is not an nn.ModuleList"
         )
     return layers
 
@@ -133,12 +136,12 @@ def _policy_encoder(encoder: nn.Module, cfg: FreezeConfig) -> list[str]:
 
 
 def _policy_embeddings(encoder: nn.Module, cfg: FreezeConfig) -> list[str]:
-    _submodule(encoder, "embeddings", cfg.policy, "an embeddings module").requires_grad_(False)
-    return ["embeddings"]
+    _submodule(encoder, embeddings_path(encoder), cfg.policy, "an embeddings module").requires_grad_(False)
+    return [embeddings_path(encoder)]
 
 
 def _policy_bottom_k(encoder: nn.Module, cfg: FreezeConfig) -> list[str]:
-    embeddings = _submodule(encoder, "embeddings", cfg.policy, "an embeddings module")
+    embeddings = _submodule(encoder, embeddings_path(encoder), cfg.policy, "an embeddings module")
     layers = _layers(encoder, cfg.policy)
     if cfg.k > len(layers):
         raise ConfigError(
@@ -147,7 +150,7 @@ def _policy_bottom_k(encoder: nn.Module, cfg: FreezeConfig) -> list[str]:
     embeddings.requires_grad_(False)
     for i in range(cfg.k):
         layers[i].requires_grad_(False)
-    return ["embeddings"] + [f"encoder.layer.{i}" for i in range(cfg.k)]
+    return [embeddings_path(encoder)] + [f"{layer_stack_path(encoder)}.{i}" for i in range(cfg.k)]
 
 
 # `*bias` also matches fused names such as nn.MultiheadAttention's in_proj_bias; PyTorch's RNNs name theirs

@@ -18,6 +18,7 @@ from bertlab.models.hf_weights import CheckpointError
 from bertlab.models.lora import base_changed_message, base_fingerprint
 from bertlab.runtime.config import OptimConfig
 from bertlab.runtime.errors import NonFiniteLossError
+from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.tasks.base import EvalState, Evaluation, Family
 from bertlab.training.checkpoints import last_checkpoint
 from bertlab.training.distributed import gather_objects
@@ -25,6 +26,12 @@ from bertlab.training.freeze import FreezePlan
 from bertlab.training.optim import DEFAULT_ADAMW_KERNEL, adamw_kwargs, optimizer_param_groups
 
 log = logging.getLogger(__name__)
+
+
+# on_nonfinite_loss=skip stops a run once more than this share of its training batches were skipped, judged
+# from this many batches on (and at the end of training, however few there were).
+MAX_SKIPPED_FRACTION = 0.5
+MIN_BATCHES_JUDGED = 10
 
 
 class BertTaskModule(L.LightningModule):
@@ -52,6 +59,8 @@ class BertTaskModule(L.LightningModule):
             raise ValueError(f"on_nonfinite_loss must be 'error' or 'skip', got {on_nonfinite_loss!r}")
         self.on_nonfinite_loss = on_nonfinite_loss
         self.skipped_nonfinite = 0
+        self._batches_seen = 0  # training batches of this fit, skipped or not
+        self._first_skipped = ""
         # Plain values only (no modules, no DictConfig) so checkpoints stay loadable and small.
         self.save_hyperparameters(hparams or {}, logger=False)
         self._eval: EvalState | None = None
@@ -112,6 +121,7 @@ class BertTaskModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
         loss = self.family.loss(self(batch), batch)
+        self._batches_seen += 1
         # Every rank must take the same branch (a rank that skips while the others step would hang DDP's
         # gradient all-reduce): a non-finite loss on any rank stops, or skips, the batch on all of them.
         if self.trainer.strategy.reduce_boolean_decision(not bool(torch.isfinite(loss)), all=False):
@@ -124,10 +134,30 @@ class BertTaskModule(L.LightningModule):
                     "batches; " + self._checkpoint_note()
                 )
             self.skipped_nonfinite += 1
+            self._first_skipped = self._first_skipped or message
             log.warning("skipping batch: %s", message)
+            if self._batches_seen >= MIN_BATCHES_JUDGED:
+                self._stop_if_mostly_skipped()
             return None  # Lightning skips the optimizer step for this batch
         self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(batch["index"]))
         return loss
+
+    def _stop_if_mostly_skipped(self) -> None:
+        """``on_nonfinite_loss=skip`` is for a rare bad batch: a run that skipped most of its batches learned
+        from almost nothing, and its scores (a val/loss of None, chance accuracy) would read as a result."""
+        if self.skipped_nonfinite <= MAX_SKIPPED_FRACTION * self._batches_seen:
+            return
+        raise NonFiniteLossError(
+            f"on_nonfinite_loss=skip skipped {self.skipped_nonfinite} of the {self._batches_seen} training batches "
+            f"so far (more than {MAX_SKIPPED_FRACTION:.0%}): the loss was NaN or infinite on most of them, so the "
+            "model learned from almost nothing and its scores would mislead. The first: "
+            f"{self._first_skipped}. Lower optim.lr, check the data (a label or value out of range), or use "
+            "on_nonfinite_loss=error to stop at the first such batch; " + self._checkpoint_note()
+        )
+
+    def on_train_end(self) -> None:
+        if self.skipped_nonfinite:
+            self._stop_if_mostly_skipped()
 
     def _checkpoint_note(self) -> str:
         """Where a stopped run can continue from: only checkpoints that exist are named."""
@@ -223,8 +253,9 @@ class BertTaskModule(L.LightningModule):
         self.last_metrics[stage] = scores
         if predictions is not None and self.output_dir is not None and self.trainer.is_global_zero:
             out = self.output_dir / "predictions" / f"{stage}_predictions.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
+            with writing(out, "the predictions", RUN_DIR_FIX):
+                out.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(out, json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
 
 
 def evaluate_extra_split(trainer: L.Trainer, module: BertTaskModule, datamodule: Any, name: str,

@@ -9,11 +9,20 @@ from typing import Any
 
 from torch import nn
 
+from bertlab.models.encoder import embeddings_path, layer_stack_path
 from bertlab.runtime.errors import ConfigError
 from bertlab.training.freeze import _is_bias
 
-_LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
-_EMBEDDINGS_RE = re.compile(r"(?:^|\.)embeddings\.")
+
+def _name_patterns(model: nn.Module) -> tuple[re.Pattern, re.Pattern]:
+    """Where a parameter name says its layer (``encoder.layer.N.``, or the encoder's own ``layer_stack``) and that
+    it belongs to the embeddings (``embeddings.``, or the encoder's ``embeddings_path``), for ``model`` or the
+    encoder it holds under ``bert`` (a ``TaskModel``)."""
+    encoder = getattr(model, "bert", model)
+    stack, embeddings = re.escape(layer_stack_path(encoder)), re.escape(embeddings_path(encoder))
+    return re.compile(rf"(?:^|\.){stack}\.(\d+)\."), re.compile(rf"(?:^|\.){embeddings}\.")
+
+
 _NORM_TYPES: tuple[type[nn.Module], ...] = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase) + (
     (nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()
 )
@@ -48,7 +57,8 @@ def optimizer_param_groups(
     - Layer-wise LR decay (ELECTRA; Sun et al. 2019, "How to Fine-Tune BERT"): each step down from the top
       multiplies the lr by ``layer_lr_decay``. With L layers, ``encoder.layer.l`` (0-based) gets
       ``lr * decay**(L - l)``, ``embeddings`` ``lr * decay**(L + 1)``; the pooler, the head and anything
-      else get ``lr``. Needs ``encoder.layer.N`` names (L is inferred from them when ``num_layers`` is None).
+      else get ``lr``. Needs ``encoder.layer.N`` names, or those of the encoder's ``layer_stack`` (ModernBERT's
+      ``layers.N``; L is inferred from them when ``num_layers`` is None).
     - ``head_lr`` (None = ``lr``) for tensors under the top-level ``head`` submodule.
 
     Each group: ``params`` (tensors), ``param_names`` (their names; torch ≥ 2.6 keeps it in the optimizer
@@ -56,10 +66,11 @@ def optimizer_param_groups(
     """
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     no_decay = _no_decay_names(model)
-    layer_ids = {n: int(m.group(1)) for n, _ in named if (m := _LAYER_RE.search(n))}
+    layer_re, embeddings_re = _name_patterns(model)
+    layer_ids = {n: int(m.group(1)) for n, _ in named if (m := layer_re.search(n))}
     if layer_lr_decay != 1.0:
         if num_layers is None:
-            all_layers = {int(m.group(1)) for n, _ in model.named_parameters() if (m := _LAYER_RE.search(n))}
+            all_layers = {int(m.group(1)) for n, _ in model.named_parameters() if (m := layer_re.search(n))}
             if not all_layers:
                 raise ConfigError(
                     f"optim.layer_lr_decay={layer_lr_decay} needs an encoder with `encoder.layer.N` layers; "
@@ -74,7 +85,7 @@ def optimizer_param_groups(
             return "model", lr
         if name in layer_ids:
             return f"layer.{layer_ids[name]}", lr * layer_lr_decay ** (num_layers - layer_ids[name])
-        if _EMBEDDINGS_RE.search(name):
+        if embeddings_re.search(name):
             return "embeddings", lr * layer_lr_decay ** (num_layers + 1)
         return "top", lr  # pooler and anything above the layer stack
 

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ class GracefulStop(Callback):
         self.training = False
         self._saved: tuple[Path, int] | None = None
         self._previous: dict[int, Any] = {}
+        self.results: Path | None = None  # metrics.json, once the run's results are written
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -63,8 +65,23 @@ class GracefulStop(Callback):
                 signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._previous = {}
 
+    def results_complete(self, metrics: Path) -> None:
+        """The run's results are in ``metrics``: a stop signal from now on no longer stops the run (what
+        remains is the export and the records), it is noted and the run ends normally."""
+        self.results = Path(metrics)
+
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
+        if self.results is not None:
+            if self.signum is not None:
+                raise JobStopped(f"received {name} again: stopped at once. The run's results are complete in "
+                                 f"{self.results}; what comes after them (the export=true folder, the run's "
+                                 "final records) may be missing: run the command again to write them", signum)
+            self.signum = signum
+            log.warning("received %s after the run wrote its results: the results are complete in %s; finishing "
+                        "the run (export, records) and ending normally; send it again to stop at once", name,
+                        self.results)
+            return
         if self.signum is not None or not self.training:
             self.signum = signum
             raise JobStopped(self._message(name, saved=None), signum)
@@ -134,14 +151,70 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
 
 def end_of_run(failed: bool = False) -> None:
     """Give the stop signals back to whoever handled them before the run (multirun jobs share a process),
-    and record a run that ended without error as finished in its run dir."""
-    from bertlab.runtime.run_dir import finish_run_dir
+    and record a run that ended without error as finished in its run dir; then free the run dir."""
+    from bertlab.runtime.run_dir import finish_run_dir, release_run_dir
 
     while _ACTIVE_STOP:
         stop = _ACTIVE_STOP.pop()
         stop.uninstall()
         if not failed:
             finish_run_dir(stop.run_dir)
+            if _ANSWER_LATE_SIGNALS:
+                _after_the_run(stop.run_dir)
+    release_run_dir()
+
+
+_ANSWER_LATE_SIGNALS = False
+
+
+def answer_late_signals() -> None:
+    """The command line's process (train.py) ends with the run: after a run that ended well, a stop signal is
+    answered by :func:`_after_the_run` until the process exits. A library caller (a notebook, the tests) keeps
+    its own signal handling."""
+    global _ANSWER_LATE_SIGNALS
+    _ANSWER_LATE_SIGNALS = True
+
+
+def _after_the_run(run_dir: Path) -> None:
+    """Until the process exits (a few seconds of tidying up: loggers, Hydra's callbacks) a stop signal would
+    otherwise kill it silently with 128 + its number, or print a KeyboardInterrupt traceback, though the run
+    is complete. It is answered by a line saying the results are complete, and the process ends normally; a
+    second one ends it at once. In a multirun, a signal between two jobs stops the sweep (saying so)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    multirun = _in_multirun()
+    metrics = Path(run_dir) / "metrics.json"
+    received: list[int] = []
+
+    def handle(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if multirun:
+            sys.stderr.write(f"\nbertlab: stopped: received {name} between two jobs of the multirun: the jobs "
+                             "that ended are complete; the next ones did not start\n")
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        if received:
+            sys.stderr.write(f"\nbertlab: stopped: received {name} again while tidying up after the run; its "
+                             f"results are complete in {metrics}\n")
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        received.append(signum)
+        sys.stderr.write(f"\nbertlab: received {name} after the run had ended; its results are complete in "
+                         f"{metrics}: nothing to resume\n")
+        sys.stderr.flush()
+
+    for sig in stop_signals():
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(sig, handle)
+
+
+def _in_multirun() -> bool:
+    with contextlib.suppress(Exception):
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    return False
 
 
 def resume_command(run_dir: Path) -> str:

@@ -41,12 +41,21 @@ from optuna.trial import TrialState
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.targets import check_targets, env_allowed
 from bertlab.sweeps import study as study_mod
-from bertlab.sweeps import trial as trial_mod
 from bertlab.sweeps.space import SearchSpace, params_to_overrides, parse_search_space, suggest_missing
 
 log = logging.getLogger(__name__)
 
 _DIRECTIONS = {"max": "maximize", "maximize": "maximize", "min": "minimize", "minimize": "minimize"}
+
+
+def _trial():
+    """:mod:`bertlab.sweeps.trial`, imported on first use: it loads Lightning (seconds), and Hydra imports this
+    module at every start of train.py to discover its plugins, ``--help`` and mistyped keys included."""
+    from bertlab.sweeps import trial
+
+    return trial
+
+
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 WORKER_ATTR = "worker"
 _PRUNERS = {
@@ -169,7 +178,7 @@ class BertlabOptunaSweeper(Sweeper):
                 if (stored or others) and not grid and hasattr(study.sampler, "reseed_rng"):
                     # A seeded sampler in a second process would replay the first one's random draws.
                     study.sampler.reseed_rng()
-            trial_mod.register_in_process(study, storage)
+            _trial().register_in_process(study, storage)
             done = sum(t.state in _FINISHED for t in stored)
             log.info("Study %s (storage %s, sampler %s, pruner %s, %s): %d of %d trials finished; worker %s%s",
                      study.study_name, study_mod.describe(self.storage), type(study.sampler).__name__,
@@ -226,7 +235,7 @@ class BertlabOptunaSweeper(Sweeper):
                 runs.append([trial])
         by_number: dict[int, JobReturn] = {}
         for run in runs:
-            overrides = [space.overrides(t.params) + trial_mod.env_overrides(t.number, study_name, self.storage)
+            overrides = [space.overrides(t.params) + _trial().env_overrides(t.number, study_name, self.storage)
                          for t in run]
             for trial, ret in zip(run, self.launcher.launch(overrides, initial_job_idx=run[0].number)):
                 by_number[trial.number] = ret
@@ -239,8 +248,8 @@ class BertlabOptunaSweeper(Sweeper):
             error: BaseException | None = None
         except Exception as e:
             error = e
-        if isinstance(error, optuna.TrialPruned) or trial_mod.PRUNED_ATTR in frozen.user_attrs:
-            pruned = frozen.user_attrs.get(trial_mod.PRUNED_ATTR) or {}
+        if isinstance(error, optuna.TrialPruned) or _trial().PRUNED_ATTR in frozen.user_attrs:
+            pruned = frozen.user_attrs.get(_trial().PRUNED_ATTR) or {}
             log.info("Trial %d pruned at step %s (value %s)", trial.number, pruned.get("step"), pruned.get("value"))
             study.tell(trial.number, state=TrialState.PRUNED)
             return
@@ -276,7 +285,7 @@ class BertlabOptunaSweeper(Sweeper):
         results["trials"] = [
             {"number": t.number, "state": t.state.name, "values": t.values, "params": t.params,
              **({"fail_reason": t.user_attrs["fail_reason"]} if "fail_reason" in t.user_attrs else {}),
-             **({"pruned": t.user_attrs[trial_mod.PRUNED_ATTR]} if trial_mod.PRUNED_ATTR in t.user_attrs else {})}
+             **({"pruned": t.user_attrs[_trial().PRUNED_ATTR]} if _trial().PRUNED_ATTR in t.user_attrs else {})}
             for t in trials
         ]
         path = sweep_dir / "optimization_results.yaml"

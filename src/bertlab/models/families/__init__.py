@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bertlab.runtime.config import EncoderConfig
@@ -24,8 +24,10 @@ from bertlab.runtime.errors import ConfigError
 # Head kinds (``TaskModel.head_kind``) a family may have a transformers class for.
 HEAD_KINDS = ("sequence", "token", "span", "multiple_choice", "mlm", "pretraining")
 # First-token transforms of classification heads (``FamilySpec.sequence_pooler``): "encoder" reads the
-# encoder's pooler (BERT: dense + tanh inside the encoder); the others are a dense layer of the head itself.
-POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu")
+# encoder's pooler (BERT: dense + tanh inside the encoder); the others are a dense layer of the head itself
+# ("dense_gelu_norm": ModernBERT's prediction head, dense → GELU → LayerNorm, on [CLS] or the mean of the tokens
+# as the config's ``classifier_pooling`` says).
+POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu", "dense_gelu_norm")
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,15 @@ class FamilySpec:
     sequence_pooler: str = "encoder"  # head.pooling=pooler for sequence classification (POOLER_STYLES)
     choice_pooler: str = "encoder"  # the same for multiple choice
     lora_targets: tuple[str, ...] = ("query", "value")  # freeze=lora's default targets
+    # freeze.lora.target_modules role names (query, key, value, dense: BERT's module names, those of
+    # conf/freeze/*.yaml) → the family's own nn.Linear names; a name that is no role is taken as it is.
+    lora_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # A transform token-level heads (token classification, span) apply at every position before their classifier
+    # (None: none; "dense_gelu_norm": ModernBERT's prediction head, as in its transformers classes).
+    token_transform: str | None = None
+    # The config class the family's checkpoints record (``assemble.config_from_record`` rebuilds it).
+    config_class: type = EncoderConfig
+    mlm_probability: float = 0.15  # task=mlm's masking rate when task.mlm_probability is null
     nsp: bool = False  # pre-trained with next-sentence prediction (task.nsp's default)
     tokenizer_kind: str = "wordpiece"  # wordpiece | bpe | unigram: the vocabulary a scratch model trains
     max_positions: str = "max_position_embeddings"  # config.json key of the context length
@@ -112,7 +123,7 @@ class FamilySpec:
     encoder_class: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
-        for style in (self.sequence_pooler, self.choice_pooler):
+        for style in (self.sequence_pooler, self.choice_pooler, self.token_transform or "encoder"):
             if style not in POOLER_STYLES:
                 raise ValueError(f"{self.model_type}: pooler style {style!r} not in {POOLER_STYLES}")
         unknown = set(self.heads) - set(HEAD_KINDS)
@@ -149,9 +160,16 @@ class FamilySpec:
 
 
 def _registry() -> dict[str, FamilySpec]:
-    from bertlab.models.families import bert, distilbert, electra, roberta
+    from bertlab.models.families import bert, distilbert, electra, modernbert, roberta
 
-    specs = [bert.BERT, roberta.ROBERTA, roberta.XLM_ROBERTA, distilbert.DISTILBERT, electra.ELECTRA]
+    specs = [  # one line per family
+        bert.BERT,
+        roberta.ROBERTA,
+        roberta.XLM_ROBERTA,
+        distilbert.DISTILBERT,
+        electra.ELECTRA,
+        modernbert.MODERNBERT,
+    ]
     return {spec.model_type: spec for spec in specs}
 
 

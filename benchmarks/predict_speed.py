@@ -1,0 +1,204 @@
+"""Prediction throughput as a user runs it: whole processes (start-up and model loading included), bertlab's
+backends against ``transformers.pipeline`` on the run's exported folder, same inputs, same batch size, same
+threads; each side's accuracy on the gold labels and its peak memory.
+
+Sides: ``bertlab_torch`` (``python -m bertlab.predict RUN --backend torch``), ``bertlab_onnx`` (the ONNX export,
+fp32), ``bertlab_onnx_int8`` (its gated int8 graph), ``hf_pipeline`` (``pipeline("text-classification")`` or
+``pipeline("token-classification")`` on ``export=true``'s folder). Each side runs ``--rounds`` times, sides in
+turn; the report gives the median wall time and the ratios against the pipeline.
+
+    python benchmarks/predict_speed.py --sst2-run RUN [--conll-run RUN] [--threads 2] [--rounds 3] [--json out.json]
+    python benchmarks/predict_speed.py --train [--data-dir ../shared/data]   # trains the two MiniLM runs first
+
+``--train`` fine-tunes MiniLM-L6 (SST-2: the first 8,000 training sentences, one epoch; CoNLL-2003: the first
+2,000 sentences, one epoch) with export=true and then the ONNX export with int8. SST-2's inputs are the 872 dev
+sentences in file order; CoNLL-2003's the sentences of eng.testa (words joined by spaces for the pipeline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    REPO,
+    SHARED_DATA,
+    emit,
+    machine_description,
+    median,
+    python,
+    run_child,
+    thread_env,
+)
+
+BATCH = 32
+PIPELINE = """
+import json, sys
+from transformers import pipeline
+task, model, inputs, out, batch = sys.argv[1:6]
+texts = [line.rstrip("\\n") for line in open(inputs, encoding="utf-8")]
+pipe = pipeline(task, model=model, device=-1, **({{"aggregation_strategy": "none"}} if task == "token-classification" else {{}}))
+results = pipe(texts, batch_size=int(batch))
+with open(out, "w", encoding="utf-8") as f:
+    for r in results:
+        f.write(json.dumps(r, default=float) + "\\n")
+""".replace("{{", "{").replace("}}", "}")
+
+
+def sst2_dev(data_dir: Path) -> tuple[list[str], list[str]]:
+    with (data_dir / "sst2" / "dev.tsv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [r["sentence"] for r in rows], [r["label"] for r in rows]
+
+
+def conll_testa(data_dir: Path) -> tuple[list[list[str]], list[list[str]]]:
+    sentences, tags, words, labels = [], [], [], []
+    for line in (data_dir / "conll2003" / "eng.testa").read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if words:
+                sentences.append(words)
+                tags.append(labels)
+            words, labels = [], []
+            continue
+        parts = line.split()
+        words.append(parts[0])
+        labels.append(parts[-1])
+    if words:
+        sentences.append(words)
+        tags.append(labels)
+    return sentences, tags
+
+
+def train_runs(data_dir: Path, workdir: Path, threads: int) -> tuple[Path, Path]:
+    runs = {"sst2": ["task=sst2", "data.max_train_samples=8000"],
+            "conll": ["task=conll2003", "data.max_train_samples=2000"]}
+    out = {}
+    for name, args in runs.items():
+        run_dir = workdir / f"run_{name}"
+        cmd = [python(), str(REPO / "train.py"), "model=minilm_l6", *args, "trainer.max_epochs=1", "export=true",
+               "logger=csv", "trainer.enable_progress_bar=false", f"paths.data_dir={data_dir}",
+               f"hydra.run.dir={run_dir}"]
+        child = run_child(cmd, env=thread_env(threads))
+        if child.returncode != 0:
+            raise SystemExit(f"training {name} failed:\n{child.stderr[-3000:]}")
+        out[name] = run_dir
+    return out["sst2"], out["conll"]
+
+
+def onnx_export(run_dir: Path, threads: int) -> Path:
+    out = run_dir / "onnx"
+    if not (out / "model.int8.onnx").is_file():
+        child = run_child([python(), "-m", "bertlab.export", str(run_dir), str(out), "--format", "onnx",
+                           "--quantize", "int8", "--force"], env=thread_env(threads))
+        if child.returncode != 0:
+            raise SystemExit(f"ONNX export of {run_dir} failed:\n{child.stderr[-3000:]}")
+    return out
+
+
+def sides(run_dir: Path, onnx_dir: Path, inputs: Path, hf_task: str, work: Path) -> dict[str, list[str]]:
+    def bertlab(model: Path, backend: str, name: str) -> list[str]:
+        return [python(), "-m", "bertlab.predict", str(model), str(inputs), "--backend", backend, "--batch-size",
+                str(BATCH), "--no-progress", "--output", str(work / f"{name}.jsonl")]
+
+    return {"bertlab_torch": bertlab(run_dir, "torch", "bertlab_torch"),
+            "bertlab_onnx": bertlab(onnx_dir, "onnx", "bertlab_onnx"),
+            "bertlab_onnx_int8": bertlab(onnx_dir, "onnx-int8", "bertlab_onnx_int8"),
+            "hf_pipeline": [python(), "-c", PIPELINE, hf_task, str(run_dir / "export"), str(inputs),
+                            str(work / "hf_pipeline.jsonl"), str(BATCH)]}
+
+
+def sequence_accuracy(path: Path, gold: list[str], hf: bool, id2label: dict[str, str]) -> float:
+    preds = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        preds.append(r["label"] if not hf else id2label.get(r["label"], r["label"]))
+    return round(sum(p == g for p, g in zip(preds, gold)) / len(gold), 4)
+
+
+def entity_f1(path: Path, gold: list[list[str]]) -> float | None:
+    from seqeval.metrics import f1_score
+
+    preds = [json.loads(line)["tags"] for line in path.read_text(encoding="utf-8").splitlines()]
+    if len(preds) != len(gold) or any(len(p) != len(g) for p, g in zip(preds, gold)):
+        return None
+    return round(float(f1_score(gold, preds)), 4)
+
+
+def measure(name: str, commands: dict[str, list[str]], threads: int, rounds: int) -> dict[str, Any]:
+    walls: dict[str, list[float]] = {side: [] for side in commands}
+    rss: dict[str, list[float]] = {side: [] for side in commands}
+    for _ in range(rounds):
+        for side, cmd in commands.items():
+            child = run_child(cmd, env=thread_env(threads))
+            if child.returncode != 0:
+                raise SystemExit(f"{name} {side} failed:\n{child.stderr[-3000:]}")
+            walls[side].append(round(child.wall_s, 2))
+            rss[side].append(round(child.peak_rss_mib, 1))
+    out = {side: {"wall_s": median(w), "rounds_s": w, "peak_rss_mib": median(rss[side])} for side, w in walls.items()}
+    base = out["hf_pipeline"]["wall_s"]
+    for side in out:
+        out[side]["speed_vs_pipeline"] = round(base / out[side]["wall_s"], 3)
+    return out
+
+
+def run(sst2_run: Path | None, conll_run: Path | None, data_dir: Path, threads: int, rounds: int) -> dict[str, Any]:
+    report: dict[str, Any] = {"machine": machine_description(threads, peak=False), "batch_size": BATCH,
+                              "rounds": rounds}
+    with tempfile.TemporaryDirectory(prefix="predict_speed_") as tmp:
+        work = Path(tmp)
+        if sst2_run is not None:
+            texts, gold = sst2_dev(data_dir)
+            inputs = work / "sst2.txt"
+            inputs.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+            cmds = sides(sst2_run, onnx_export(sst2_run, threads), inputs, "text-classification", work)
+            r = measure("sst2", cmds, threads, rounds)
+            config = json.loads((sst2_run / "export" / "config.json").read_text())
+            for side in r:
+                r[side]["accuracy"] = sequence_accuracy(work / f"{side}.jsonl", gold, side == "hf_pipeline",
+                                                        {v: v for v in config.get("id2label", {}).values()})
+            report["sst2"] = {"examples": len(texts), "sides": r}
+        if conll_run is not None:
+            sentences, tags = conll_testa(data_dir)
+            inputs = work / "conll.jsonl"
+            inputs.write_text("".join(json.dumps({"tokens": s}) + "\n" for s in sentences), encoding="utf-8")
+            cmds = sides(conll_run, onnx_export(conll_run, threads), inputs, "token-classification", work)
+            plain = work / "conll.txt"  # the pipeline reads raw text: the words joined by spaces
+            plain.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+            cmds["hf_pipeline"][cmds["hf_pipeline"].index(str(inputs))] = str(plain)
+            r = measure("conll", cmds, threads, rounds)
+            for side in r:
+                if side != "hf_pipeline":
+                    r[side]["entity_f1"] = entity_f1(work / f"{side}.jsonl", tags)
+            report["conll"] = {"sentences": len(sentences), "sides": r}
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sst2-run", type=Path, default=None)
+    p.add_argument("--conll-run", type=Path, default=None)
+    p.add_argument("--train", action="store_true", help="train both MiniLM runs first (minutes)")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/bertlab_predict_bench"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--data-dir", type=Path, default=SHARED_DATA)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    sst2_run, conll_run = args.sst2_run, args.conll_run
+    if args.train:
+        sst2_run, conll_run = train_runs(args.data_dir.resolve(), args.workdir, args.threads)
+    if sst2_run is None and conll_run is None:
+        p.error("give --sst2-run / --conll-run, or --train")
+    report = run(sst2_run, conll_run, args.data_dir, args.threads, args.rounds)
+    emit(report, args.json)
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,405 @@
+"""ONNX export, int8 quantization and the quality gate that proves them on the run's own dev set.
+
+``python -m bertlab.export RUN OUT --format onnx [--quantize int8]`` writes:
+
+- ``model.onnx``: the trained model (encoder + head, LoRA merged in) as one graph with dynamic batch and sequence
+  axes (and choices, for multiple choice), inputs ``input_ids``, ``attention_mask`` (+ ``token_type_ids`` where
+  the family has segments), outputs ``logits`` (``start_logits`` / ``end_logits`` for QA), the padded path;
+- ``model.int8.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantization (int8 weights of every
+  MatMul, activations quantized per batch at run time);
+- the run's tokenizer files and ``bertlab_onnx.json`` (task, labels, the run's reading settings), so that
+  ``bertlab.predict`` / ``Predictor`` predict from the folder as from the run;
+- ``export_report.json``, the quality gate: fp32 ONNX against PyTorch (max |Δlogit| over the dev set), int8
+  against fp32 (argmax agreement, the task metric of both, the drop in points, size and speed ratios). The
+  export fails when int8 loses more than ``max_drop`` points of the task metric, unless forced; the int8 file is
+  then removed, so that no one serves it by mistake.
+
+``onnx`` and ``onnxruntime`` are the optional extra ``pip install bertlab[onnx]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertlab.models.heads import TaskModel
+from bertlab.models.lora import lora_modules, merge_lora
+from bertlab.runtime.config import TaskSpec
+from bertlab.runtime.errors import CheckpointError, ConfigError
+
+log = logging.getLogger(__name__)
+
+ONNX_NAME = "model.onnx"
+INT8_NAME = "model.int8.onnx"
+INFO_NAME = "bertlab_onnx.json"
+REPORT_NAME = "export_report.json"
+OPSET = 17
+FAMILIES = ("sequence", "token", "qa", "multiple_choice")
+
+
+class QualityGateError(CheckpointError):
+    """The int8 model scores too far below fp32 on the run's dev set; the message gives both and the way out."""
+
+
+def require_onnx() -> tuple[Any, Any]:
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as err:
+        raise ConfigError("ONNX export and prediction need onnx and onnxruntime: `pip install bertlab[onnx]` "
+                          "(or `pip install onnx onnxruntime`)") from err
+    return onnx, onnxruntime
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The graph
+
+
+def reads_segments(model: TaskModel) -> bool:
+    """Whether the encoder reads token_type_ids (a family with more than one segment row)."""
+    config = model.bert.config
+    if getattr(model.bert, "generic", False):
+        return bool(getattr(model.bert, "_types", False))
+    return int(getattr(config, "type_vocab_size", 0) or 0) > 1
+
+
+def output_names(family: str) -> list[str]:
+    return ["start_logits", "end_logits"] if family == "qa" else ["logits"]
+
+
+class _Graph(nn.Module):
+    """The TaskModel called with positional tensors, as a traced graph takes them."""
+
+    def __init__(self, model: TaskModel, family: str, segments: bool):
+        super().__init__()
+        self.model, self.family, self.segments = model, family, segments
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None):
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        if self.family == "multiple_choice":
+            return self.model(batch, num_choices=input_ids.shape[1])  # (B, C)
+        out = self.model(batch)
+        if self.family == "qa":
+            return out[..., 0], out[..., 1]  # (B, T) each
+        return out
+
+
+def plain_model(model: TaskModel) -> TaskModel:
+    """The model with LoRA adapters merged into their base weights (one matmul per projection in the graph)."""
+    if lora_modules(model):
+        merge_lora(model, inplace=True)
+    return model
+
+
+def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSET) -> list[str]:
+    """Write ``model`` as an ONNX graph at ``path``; returns its input names."""
+    require_onnx()
+    if task.family not in FAMILIES:
+        raise ConfigError(f"ONNX export covers the prediction heads ({', '.join(FAMILIES)}), not {task.family}")
+    if not hasattr(model.bert, "static_graph") and not getattr(model.bert, "generic", False):
+        raise ConfigError(f"ONNX export needs a transformer encoder; {type(model.bert).__name__} has no graph form")
+    model = plain_model(model).eval()
+    segments = reads_segments(model)
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
+    shape = (2, 2, 8) if task.family == "multiple_choice" else (2, 8)
+    vocab = int(model.bert.config.vocab_size)
+    ids = torch.randint(min(5, vocab - 1), vocab, shape)
+    mask = torch.ones_like(ids)
+    mask[1, ..., 6:] = 0  # padding in the example batch
+    args = (ids, mask) + ((torch.zeros_like(ids),) if segments else ())
+    axes = {0: "batch", 1: "choices", 2: "sequence"} if task.family == "multiple_choice" else \
+        {0: "batch", 1: "sequence"}
+    outputs = output_names(task.family)
+    out_axes = {0: "batch", 1: "choices"} if task.family == "multiple_choice" else \
+        ({0: "batch"} if task.family == "sequence" else {0: "batch", 1: "sequence"})
+    dynamic = {name: axes for name in inputs} | {name: out_axes for name in outputs}
+    static_before = getattr(model.bert, "static_graph", None)
+    if static_before is not None:
+        model.bert.static_graph = True
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            # The tracer warns about shape checks it records as constants (the position-table bound) and that
+            # the TorchScript exporter is the older one: both known, neither changes the graph's values.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(_Graph(model, task.family, segments).eval(), args, str(path), dynamo=False,
+                              input_names=inputs, output_names=outputs, dynamic_axes=dynamic,
+                              opset_version=opset, do_constant_folding=True)
+    finally:
+        if static_before is not None:
+            model.bert.static_graph = static_before
+    return inputs
+
+
+def quantize_int8(fp32: Path, int8: Path) -> None:
+    """onnxruntime's dynamic quantization: int8 weights of every MatMul/Gemm, activations quantized at run time."""
+    require_onnx()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The quantizer logs a line per tensor it leaves alone, and advises pre-processing, through the root logger:
+    # the export report says what was quantized and what it cost, so those lines are held back.
+    logging.disable(logging.WARNING)
+    try:
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+class OnnxTaskModel(nn.Module):
+    """An exported graph run by onnxruntime, called as a ``TaskModel`` is: a batch dict in, torch tensors out
+    (QA's two outputs stacked back into (B, T, 2)). CPU only; ``threads`` sets onnxruntime's intra-op pool."""
+
+    def __init__(self, path: Path, family: str, threads: int | None = None):
+        super().__init__()
+        _, ort = require_onnx()
+        options = ort.SessionOptions()
+        threads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.family = family
+        self.path = Path(path)
+        self._anchor = nn.Parameter(torch.zeros(0), requires_grad=False)  # Predictor reads the device from it
+
+    def forward(self, batch: dict[str, torch.Tensor], num_choices: int | None = None) -> torch.Tensor:
+        feed = {}
+        for name in self.inputs:
+            value = batch.get(name)
+            if value is None:
+                value = torch.zeros_like(batch["input_ids"])
+            feed[name] = value.detach().cpu().numpy().astype(np.int64)
+        out = self.session.run(None, feed)
+        if self.family == "qa":
+            return torch.from_numpy(np.stack(out[:2], -1))  # (B, T, 2)
+        return torch.from_numpy(out[0])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The gate: every model scored on the run's dev set, as training scores it
+
+
+def dev_evaluator(loaded) -> Any:
+    """A function that scores a model on the run's validation split exactly as training did (the task
+    family's eval step and scores over the same features), returning (scores, outputs, seconds)."""
+    from bertlab.data.datamodule import TaskDataModule
+    from bertlab.data.tokenizer import load_tokenizer
+    from bertlab.runtime.config import DataConfig
+    from bertlab.runtime.overrides import build_typed
+    from bertlab.tasks.base import EvalState
+    from bertlab.tasks.families import build_family
+
+    config = loaded.hparams.get("config") or {}
+    if not config.get("data"):
+        raise CheckpointError(f"{loaded.path}: the checkpoint does not record its run's data settings")
+    data_cfg = build_typed(DataConfig, dict(config["data"]), "data")
+    if not data_cfg.val_file:
+        raise ConfigError(f"{loaded.path}: the run has no validation file to check the export on (data.val_file)")
+    tokenizer = load_tokenizer(loaded.path.parent.parent / "tokenizer")
+    datamodule = TaskDataModule(loaded.task, data_cfg, tokenizer, seed=int(config.get("seed", 0)))
+    datamodule.setup("validate")
+    family = build_family(loaded.task, datamodule.num_labels, datamodule.labels, data_cfg)
+    split = datamodule.splits["val"]
+    batches = list(datamodule.val_dataloader())
+
+    def evaluate(model: nn.Module) -> tuple[dict[str, float], list[torch.Tensor], float]:
+        state, outputs, seconds = EvalState(), [], 0.0
+        with torch.inference_mode():
+            if batches:  # one untimed batch first: every side is timed warm (allocator, thread pool, caches)
+                model(batches[0], **family.head_kwargs(batches[0]))
+            for batch in batches:
+                started = time.perf_counter()
+                out = model(batch, **family.head_kwargs(batch))
+                seconds += time.perf_counter() - started
+                family.eval_step(out, batch, state)
+                outputs.append(out.float())
+        index = torch.cat(state.index).numpy() if state.index else np.zeros(0, dtype=np.int64)
+        loss = state.loss_sum / state.loss_count if state.loss_count else float("nan")
+        scores = family.evaluate(index, state.outputs, split, loss, state.extra).scores
+        scores.setdefault("num_examples", len(index))
+        return scores, outputs, seconds
+
+    return evaluate, batches
+
+
+def _agreement(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float | None:
+    """The share of predictions (argmax over classes, tags, span ends or choices) on which two models agree."""
+    if a and a[0].shape[-1] == 1 and family == "sequence":
+        return None  # regression: no argmax
+    same = total = 0
+    for x, y, batch in zip(a, b, batches):
+        if family in ("token", "qa"):
+            keep = batch["attention_mask"].bool()  # real positions only
+            eq = (x.argmax(-1) == y.argmax(-1))[keep] if family == "token" else \
+                (x.argmax(1) == y.argmax(1)).reshape(-1)  # QA: the start and the end position of each window
+        else:
+            eq = x.argmax(-1) == y.argmax(-1)
+        same += int(eq.sum())
+        total += eq.numel()
+    return round(same / total, 6) if total else None
+
+
+def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float:
+    worst = 0.0
+    for x, y, batch in zip(a, b, batches):
+        d = (x - y).abs()
+        if family in ("token", "qa"):
+            d = d[batch["attention_mask"].bool()]
+        worst = max(worst, float(d.max()) if d.numel() else 0.0)
+    return worst
+
+
+def metric_points(task: TaskSpec, fp32: float, int8: float) -> float:
+    """How many points int8 loses against fp32 on the task's monitored metric (SQuAD's EM/F1 are already on a
+    0-100 scale, the other metrics on 0-1); negative when int8 is better."""
+    scale = 1.0 if task.family == "qa" else 100.0
+    drop = (fp32 - int8) if task.mode == "max" else (int8 - fp32)
+    return round(drop * scale, 4)
+
+
+def _size_mb(path: Path) -> float:
+    return round(path.stat().st_size / 2**20, 2)
+
+
+def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None = None, max_drop: float = 1.0,
+                force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None,
+                overwrite: bool = False) -> dict[str, Any]:
+    """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report.
+    ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``."""
+    from bertlab.inference.export import (
+        TOKENIZER_FILES,
+        _copy_tokenizer,
+        check_export_folder,
+        load_checkpoint_model,
+        resolve_checkpoint,
+    )
+
+    require_onnx()
+    if quantize not in (None, "int8"):
+        raise ConfigError(f"--quantize must be int8 (or left out), got {quantize!r}")
+    ckpt = resolve_checkpoint(ckpt_path)
+    out_dir = Path(out_dir)
+    tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
+    check_export_folder(out_dir, ckpt, tok_dir, overwrite,
+                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx")
+    loaded = load_checkpoint_model(ckpt)
+    task = loaded.task
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _copy_tokenizer(tok_dir, out_dir, ckpt)
+    reference = load_checkpoint_model(ckpt).model.eval()  # PyTorch, as the run evaluates it
+    fp32_path = out_dir / ONNX_NAME
+    inputs = export_graph(loaded.model, task, fp32_path)
+    info = {"format": "bertlab-onnx", "task": asdict(task), "head": asdict(loaded.head), "labels": loaded.labels,
+            "data": (loaded.hparams.get("config") or {}).get("data") or {}, "inputs": inputs,
+            "outputs": output_names(task.family), "opset": OPSET, "source": str(ckpt),
+            "model_type": getattr(loaded.model.bert.config, "model_type", None),
+            "files": {"fp32": ONNX_NAME, **({"int8": INT8_NAME} if quantize else {})}}
+    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+    report: dict[str, Any] = {"checkpoint": str(ckpt), "task": task.name, "metric": task.monitor,
+                              "sizes_mb": {"pytorch_fp32": round(sum(p.numel() * 4 for p in reference.parameters())
+                                                                 / 2**20, 2), "onnx_fp32": _size_mb(fp32_path)}}
+    int8_path = out_dir / INT8_NAME
+    if quantize == "int8":
+        quantize_int8(fp32_path, int8_path)
+        report["sizes_mb"]["onnx_int8"] = _size_mb(int8_path)
+    if check_dev:
+        evaluate, batches = dev_evaluator(loaded)
+        metric = task.monitor.split("/", 1)[-1]
+        sides = {"pytorch": reference, "onnx_fp32": OnnxTaskModel(fp32_path, task.family)}
+        if quantize == "int8":
+            sides["onnx_int8"] = OnnxTaskModel(int8_path, task.family)
+        results = {name: evaluate(model) for name, model in sides.items()}
+        report["dev"] = {name: {"scores": r[0], "seconds": round(r[2], 3)} for name, r in results.items()}
+        torch_out, fp32_out = results["pytorch"][1], results["onnx_fp32"][1]
+        report["onnx_fp32_vs_pytorch"] = {
+            "max_abs_logit_diff": _max_diff(torch_out, fp32_out, batches, task.family),
+            "agreement": _agreement(torch_out, fp32_out, batches, task.family),
+            "speed_ratio": round(results["pytorch"][2] / max(results["onnx_fp32"][2], 1e-9), 3)}
+        if quantize == "int8":
+            fp32_scores, int8_scores = results["onnx_fp32"][0], results["onnx_int8"][0]
+            drop = metric_points(task, float(fp32_scores[metric]), float(int8_scores[metric]))
+            report["onnx_int8_vs_fp32"] = {
+                "agreement": _agreement(fp32_out, results["onnx_int8"][1], batches, task.family),
+                "metric": metric, "fp32": fp32_scores[metric], "int8": int8_scores[metric], "drop_points": drop,
+                "max_drop_points": max_drop, "passed": drop <= max_drop,
+                "size_ratio": round(report["sizes_mb"]["onnx_fp32"] / report["sizes_mb"]["onnx_int8"], 3),
+                "speed_ratio": round(results["onnx_fp32"][2] / max(results["onnx_int8"][2], 1e-9), 3),
+                "speed_ratio_vs_pytorch": round(results["pytorch"][2] / max(results["onnx_int8"][2], 1e-9), 3)}
+    (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
+    gate = report.get("onnx_int8_vs_fp32")
+    if gate is not None and not gate["passed"]:
+        if force:
+            log.warning("int8 loses %.2f points of %s (more than %.2f): kept because forced", gate["drop_points"],
+                        gate["metric"], max_drop)
+        else:
+            int8_path.unlink(missing_ok=True)
+            info["files"].pop("int8", None)
+            (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+            raise QualityGateError(
+                f"int8 quantization loses {gate['drop_points']:.2f} points of {gate['metric']} on the run's dev set "
+                f"({gate['fp32']:.4f} fp32 → {gate['int8']:.4f} int8; the limit is {max_drop:g}): {INT8_NAME} was "
+                f"removed, the fp32 graph and {REPORT_NAME} are in {out_dir}. Serve the fp32 graph, raise the limit "
+                "with --max-drop, or keep the int8 file anyway with --force")
+    return report
+
+
+def export_format(export: Any, quantize: Any = None) -> str | None:
+    """train.py's ``export`` setting as None, "hf" or "onnx" (``true`` is "hf", as before ONNX existed); a
+    ConfigError for anything else, and for ``export_quantize`` other than null / int8 or without export=onnx."""
+    value = {False: None, None: None, True: "hf"}.get(export, export) if isinstance(export, bool | None) else \
+        str(export).lower()
+    if value in ("false", "none", "null"):
+        value = None
+    if value in ("true",):
+        value = "hf"
+    if value not in (None, "hf", "onnx"):
+        raise ConfigError(f"export must be false, true (= hf), hf or onnx, got {export!r}")
+    if quantize not in (None, "int8"):
+        raise ConfigError(f"export_quantize must be null or int8, got {quantize!r}")
+    if quantize is not None and value != "onnx":
+        raise ConfigError(f"export_quantize={quantize} quantizes an ONNX export: add export=onnx")
+    return value
+
+
+def load_onnx_folder(path: Path, backend: str = "auto") -> tuple[OnnxTaskModel, TaskSpec, list[str] | None,
+                                                                 dict[str, Any]]:
+    """An ONNX export folder as (model, task, labels, the run's data settings); ``backend``: onnx (fp32),
+    onnx-int8, or auto (int8 when the folder has a gated int8 graph, else fp32)."""
+    info = json.loads((path / INFO_NAME).read_text())
+    files = info.get("files") or {}
+    if backend == "onnx-int8" and "int8" not in files:
+        raise CheckpointError(f"{path}: no int8 graph in this export (export it with --quantize int8)")
+    name = files["int8"] if backend in ("onnx-int8", "auto") and "int8" in files else files.get("fp32", ONNX_NAME)
+    task = TaskSpec(**info["task"])
+    return OnnxTaskModel(path / name, task.family), task, info.get("labels"), info.get("data") or {}
+
+
+def is_onnx_folder(path: Path) -> bool:
+    return path.is_dir() and (path / INFO_NAME).is_file()
+
+
+def gate_line(report: dict[str, Any]) -> str:
+    """The gate in one paragraph, as the command line prints it."""
+    parts = [f"ONNX fp32 vs PyTorch: max |Δlogit| {report['onnx_fp32_vs_pytorch']['max_abs_logit_diff']:.2e}"] \
+        if "onnx_fp32_vs_pytorch" in report else []
+    gate = report.get("onnx_int8_vs_fp32")
+    if gate:
+        parts.append(f"int8 vs fp32 on the dev set: {gate['metric']} {gate['fp32']:.4f} → {gate['int8']:.4f} "
+                     f"({gate['drop_points']:+.2f} points lost, limit {gate['max_drop_points']:g}), agreement "
+                     f"{gate['agreement']}, {gate['size_ratio']:.2f}× smaller, {gate['speed_ratio']:.2f}× faster "
+                     f"than fp32 ONNX ({gate['speed_ratio_vs_pytorch']:.2f}× PyTorch)")
+    return "; ".join(parts)
+
+
+__all__ = ["INFO_NAME", "INT8_NAME", "ONNX_NAME", "REPORT_NAME", "OnnxTaskModel", "QualityGateError",
+           "gate_line", "export_graph", "export_onnx", "is_onnx_folder", "load_onnx_folder", "quantize_int8"]

@@ -1,0 +1,57 @@
+"""The command lines answer ``--help`` and argument mistakes without importing torch, Lightning or transformers
+(seconds each): those load only once a run, a prediction or an export starts.
+
+Each case runs the real command in a fresh interpreter; an exit hook records which heavy modules were loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+HEAVY = ("torch", "lightning", "transformers", "datasets")
+
+# Installed at interpreter start (python -c), before the entry point runs; it prints the heavy modules loaded
+# when the command exits, whichever way it exits (argparse and Hydra end with SystemExit).
+_PROBE = """
+import atexit, runpy, sys
+heavy = {heavy!r}
+atexit.register(lambda: print("HEAVY:" + ",".join(m for m in heavy if m in sys.modules), file=sys.stderr))
+args = {args!r}
+if args[0] == "-m":
+    sys.argv = [args[1], *args[2:]]
+    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = list(args)
+    runpy.run_path(args[0], run_name="__main__")
+"""
+
+CASES = {
+    "train --help": ["train.py", "--help"],
+    "train, a mistyped key": ["train.py", "tsk=sst2"],
+    "train, a mistyped value": ["train.py", "task=sst3"],
+    "predict --help": ["-m", "bertlab.predict", "--help"],
+    "predict, an unknown --format": ["-m", "bertlab.predict", "run_dir", "--format", "xml"],
+    "export --help": ["-m", "bertlab.export", "--help"],
+    "export, missing argument": ["-m", "bertlab.export", "only_one"],
+    "compare --help": ["-m", "bertlab.compare", "--help"],
+    "glue --help": ["-m", "bertlab.glue", "--help"],
+}
+
+
+@pytest.mark.parametrize("args", CASES.values(), ids=CASES.keys())
+def test_help_and_argument_errors_import_no_torch(args, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    probe = _PROBE.format(heavy=HEAVY, args=args)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    heavy = [line for line in done.stderr.splitlines() if line.startswith("HEAVY:")]
+    assert heavy, f"the command did not exit through the probe:\n{done.stderr[-2000:]}"
+    assert heavy[-1] == "HEAVY:", f"{' '.join(args)} imported {heavy[-1][6:]}:\n{done.stderr[-1000:]}"
+    assert done.returncode in (0, 1, 2), done.stderr[-2000:]
+    if args[-1] != "--help":
+        assert done.returncode != 0, f"{' '.join(args)} should fail:\n{done.stdout[-500:]}{done.stderr[-500:]}"

@@ -1,0 +1,141 @@
+"""ONNX export with its quality gate: per head, the fp32 graph equals PyTorch on the run's dev set and on odd
+shapes (batch 1, odd lengths, the longest length), int8 is scored against fp32, the gate fails a broken
+quantization, and predictions from the export folder equal the run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import run_train
+
+pytest.importorskip("onnxruntime")
+
+from bertlab.inference import onnx as bonnx  # noqa: E402
+from bertlab.inference.export import load_checkpoint_model  # noqa: E402
+from bertlab.inference.predictor import Predictor  # noqa: E402
+
+QUICK = ("model=bert_tiny", "trainer.max_epochs=1", "trainer.limit_train_batches=3")
+CASES = {
+    "sequence": ("task=sst2",),
+    "regression": ("task=stsb",),
+    "token": ("task=conll2003",),
+    "span": ("task=squad", "data.max_seq_length=128", "data.doc_stride=32"),
+    "choice": ("task=swag",),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("onnx")
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            run_train([*QUICK, *CASES[name]], root / name)
+            cache[name] = root / name
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fp32_graph_equals_pytorch_and_int8_is_gated(runs, tmp_path, name):
+    run_dir = runs(name)
+    out = tmp_path / "onnx"
+    report = bonnx.export_onnx(run_dir, out, quantize="int8", max_drop=100.0)
+    assert (out / bonnx.ONNX_NAME).is_file() and (out / bonnx.INT8_NAME).is_file()
+    assert json.loads((out / bonnx.REPORT_NAME).read_text()) == json.loads(json.dumps(report))
+    assert report["onnx_fp32_vs_pytorch"]["max_abs_logit_diff"] <= 1e-4
+    assert report["dev"]["onnx_fp32"]["scores"]["num_examples"] == report["dev"]["pytorch"]["scores"]["num_examples"]
+    gate = report["onnx_int8_vs_fp32"]
+    assert gate["passed"] and gate["size_ratio"] > 1.0
+    if name != "regression":
+        assert 0.0 <= gate["agreement"] <= 1.0
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (1, 17), (5, 9), (3, 128)])
+def test_dynamic_shapes(runs, tmp_path, shape):
+    """Batch 1, odd lengths and the longest length, with padding in every batch of more than one row."""
+    run_dir = runs("sequence")
+    ckpt = json.loads((run_dir / "metrics.json").read_text())["best_checkpoint"]
+    loaded = load_checkpoint_model(ckpt)
+    path = tmp_path / "m.onnx"
+    bonnx.export_graph(load_checkpoint_model(ckpt).model, loaded.task, path)
+    graph = bonnx.OnnxTaskModel(path, "sequence")
+    ids = torch.randint(5, loaded.model.bert.config.vocab_size, shape)
+    mask = torch.ones_like(ids)
+    if shape[0] > 1:
+        mask[-1, shape[1] // 2:] = 0
+    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    with torch.no_grad():
+        want = loaded.model.eval()(batch)
+    torch.testing.assert_close(graph(batch), want, atol=1e-4, rtol=0)
+
+
+def test_gate_fails_a_broken_quantization(tmp_path, monkeypatch):
+    """A quantizer that ruins the model (its int8 graph negates the logits: every decision flipped) on a run that
+    fits its dev sentences: the export fails with the figures, and leaves no int8 file."""
+    from conftest import FIXTURE_DATA
+
+    lines = (FIXTURE_DATA / "sst2" / "train.tsv").read_text().splitlines()
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("\n".join(lines[:-1]) + "\n")  # the training sentences: a fitted model scores high on them
+    run_dir = tmp_path / "run"
+    run_train(["model=bert_tiny", "task=sst2", "trainer.max_epochs=12", "optim.lr=2e-3", "optim.warmup_ratio=0",
+               "model.hidden_dropout_prob=0", f"data.val_file={dev}"], run_dir)
+    real = bonnx.quantize_int8
+
+    def broken(fp32, int8):
+        import onnx
+        from onnx import helper
+
+        real(fp32, int8)
+        model = onnx.load(str(int8))
+        out = model.graph.output[0].name
+        for node in model.graph.node:
+            node.output[:] = [f"{o}_raw" if o == out else o for o in node.output]
+        model.graph.node.append(helper.make_node("Neg", [f"{out}_raw"], [out]))
+        onnx.save(model, str(int8))
+
+    monkeypatch.setattr(bonnx, "quantize_int8", broken)
+    out = tmp_path / "onnx"
+    with pytest.raises(bonnx.QualityGateError, match="points of accuracy") as err:
+        bonnx.export_onnx(run_dir, out, quantize="int8", max_drop=1.0)
+    assert "--force" in str(err.value)
+    assert not (out / bonnx.INT8_NAME).exists() and (out / bonnx.ONNX_NAME).is_file()
+    report = json.loads((out / bonnx.REPORT_NAME).read_text())
+    assert report["onnx_int8_vs_fp32"]["passed"] is False and report["onnx_int8_vs_fp32"]["drop_points"] > 50
+    assert report["onnx_int8_vs_fp32"]["agreement"] < 0.5
+    report = bonnx.export_onnx(run_dir, tmp_path / "forced", quantize="int8", max_drop=1.0, force=True)
+    assert (tmp_path / "forced" / bonnx.INT8_NAME).is_file()
+
+
+@pytest.mark.parametrize("name", ["sequence", "token", "span"])
+def test_predict_records_equal_across_backends(runs, tmp_path, name):
+    run_dir = runs(name)
+    out = tmp_path / "onnx"
+    bonnx.export_onnx(run_dir, out, check_dev=False)
+    inputs = {
+        "sequence": ["a gorgeous, witty film .", "the plot is a mess", "x"],
+        "token": ["John Smith visited New York .", "Paris"],
+        "span": [{"question": "Who wrote it?", "context": "It was written by Jane Doe in 1999 in London."}],
+    }[name]
+    torch_records = Predictor.from_run(run_dir)(inputs)
+    onnx_records = Predictor.from_run(out)(inputs)
+    assert len(torch_records) == len(onnx_records)
+    for a, b in zip(torch_records, onnx_records):
+        assert _close(a, b), (a, b)
+
+
+def _close(a, b) -> bool:
+    """Equal records, floats within 1e-5 (the graph's float32 rounding)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return isinstance(b, float) and abs(a - b) <= 1e-5
+    return a == b
