@@ -1,13 +1,13 @@
 """Encoder families at their base shape: bertlab's encoder of the family (random weights, the unpadded path as
-``model.unpad=auto`` runs it) against the family's ``transformers`` model (sdpa) with dynamic padding, on the
-same batches, weights and threads.
+``model.unpad=auto`` runs it) against the family's ``transformers`` model (sdpa; eager for DeBERTa, which has no
+sdpa path) with dynamic padding, on the same batches, weights and threads.
 
 The measure is the encoder train step of benchmarks/unpadded.py (forward, a loss over the real positions,
 backward, AdamW, zero_grad) on batches of 32 SST-2 training sentences in random order, each padded to its
 longest; real (non-padding) tokens per second, sides interleaved, medians. Random weights: speed does not
 depend on them, and no hub weights are needed.
 
-    python benchmarks/families.py [--families roberta,distilbert,electra,modernbert] [--threads 2] [--json out.json]
+    python benchmarks/families.py [--families roberta,distilbert,electra,modernbert,deberta-v2] [--threads 2] [--json out.json]
     python benchmarks/families.py --tiny      # tiny shapes, the bundled SST-2 sample: a smoke check
 """
 
@@ -26,6 +26,10 @@ from unpadded import measure_encoder, random_order_batches, sst2_sentences  # no
 
 # The families' base shapes (as their hub configs), and what differs in each.
 BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+# DeBERTa-v3's relative attention (microsoft/deberta-v3-base's config.json).
+DEBERTA_V3 = dict(relative_attention=True, position_biased_input=False, pos_att_type="p2c|c2p", position_buckets=256,
+                  max_relative_positions=-1, share_att_key=True, norm_rel_ebd="layer_norm", type_vocab_size=0,
+                  max_position_embeddings=512, layer_norm_eps=1e-7, pad_token_id=0)
 SHAPES = {
     "roberta": dict(BASE, vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
                     layer_norm_eps=1e-5),
@@ -35,6 +39,7 @@ SHAPES = {
     "modernbert": dict(vocab_size=50368, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
                        intermediate_size=1152, local_attention=128, global_attn_every_n_layers=3,
                        pad_token_id=50283),
+    "deberta-v2": dict(BASE, vocab_size=128100, **DEBERTA_V3),
 }
 TINY = {"roberta": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                         vocab_size=2000, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1),
@@ -44,8 +49,11 @@ TINY = {"roberta": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads
         # Windows of 16 tokens: the sample's sentences cross them.
         "modernbert": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96,
                            vocab_size=2000, local_attention=16, global_attn_every_n_layers=2, pad_token_id=0,
-                           bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)}
+                           bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
+        "deberta-v2": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                           vocab_size=2000, **DEBERTA_V3)}
 BATCH = 32
+REFERENCE_ATTENTION = {"deberta-v2": "eager"}
 
 
 def models(model_type: str, tiny: bool):
@@ -57,7 +65,9 @@ def models(model_type: str, tiny: bool):
 
     config = transformers.AutoConfig.for_model(model_type, **(TINY if tiny else SHAPES)[model_type])
     torch.manual_seed(0)
-    ref = transformers.AutoModel.from_config(config, attn_implementation="sdpa").train()
+    # transformers computes DeBERTa's disentangled attention in eager mode only (it has no SDPA path).
+    ref = transformers.AutoModel.from_config(config, attn_implementation=REFERENCE_ATTENTION.get(model_type, "sdpa"))
+    ref.train()
     spec = family_spec(model_type)
     ours = spec.build_encoder(spec.read_config(config.to_dict(), "bench"), add_pooling_layer=False).train()
     state, report = convert_hf_state_dict(ref.state_dict(), None, has_pooler=False, spec=spec)
@@ -93,7 +103,7 @@ def run(families: list[str], threads: int, tiny: bool, data_dir: Path | None, re
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--families", default="roberta,distilbert,electra,modernbert")
+    p.add_argument("--families", default="roberta,distilbert,electra,modernbert,deberta-v2")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tiny", action="store_true", help="tiny shapes and the bundled sample: a smoke check")
     p.add_argument("--repeats", type=int, default=3)

@@ -60,6 +60,7 @@ TARGETS = {
     # Encoder families at their base shape (benchmarks/families.py).
     "families: roberta-base encoder train, SST-2 random batches, vs transformers": 2.0,
     "families: modernbert-base encoder train, SST-2 random batches, vs transformers": 2.0,
+    "families: deberta-v2-base encoder train, SST-2 random batches, vs transformers": 1.5,
 }
 
 

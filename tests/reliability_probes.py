@@ -265,6 +265,25 @@ def probes(work: Path) -> list[Probe]:
                 return f"{name} was changed"
         return None if not marker.exists() else "a program ran"
 
+    def nothing_written(name: str, record: bool = True) -> Callable[[Path], str | None]:
+        """No output a later run in the same folder would take for a result (nor, for a check before any
+        work, the run's record .bertlab-run.json)."""
+        def check(_: Path) -> str | None:
+            left = [n for n in ((".bertlab-run.json",) if record else ()) + ("metrics.json", "checkpoints",
+                                                                             "tokenizer")
+                    if (work / "runs" / name / n).exists()]
+            return f"the refused run wrote {left}" if left else None
+        return check
+
+    def a_file(_: Path) -> None:
+        _write(work / "a_file", "not a folder\n")
+
+    def refused(name: str, args: list[str], expect: str, setup: Callable[[Path], None] | None = None,
+                record: bool = True) -> Probe:
+        """A setting refused by its kind or with the others (docs/reliability.md, "Settings validated by kind")."""
+        name = f"setting-{name}"  # -k setting- replays these alone
+        return Probe(name, [*TINY, *args, run(name)], 1, expect, setup=setup, check=nothing_written(name, record))
+
     nan_loss = "from bertlab.tasks.families import SequenceFamily\nL = SequenceFamily.loss\n" \
                "SequenceFamily.loss = lambda self, out, batch: L(self, out, batch) * float('nan')"
     full_disk = "import errno, torch\ndef full(*a, **k):\n    raise OSError(errno.ENOSPC, 'No space left on device')\n" \
@@ -352,6 +371,28 @@ def probes(work: Path) -> list[Probe]:
               "results", script=term_after_summary),
         Probe("skip-most-batches", [*TINY, "on_nonfinite_loss=skip", "data.batch_size=4", run("most-nan")], 1,
               "on_nonfinite_loss=skip skipped", script=most_nan),
+        refused("seed-minus-1", ["seed=-1"], "seed=-1: the random seed must be an integer from 0"),
+        refused("lr-nan", ["optim.lr=nan"], "optim.lr=nan: the learning rate must be a finite number above 0"),
+        refused("betas-out-of-range", ["optim.betas=[1.5,0.999]"], "optim.betas=[1.5,0.999]: AdamW's betas"),
+        refused("warmup-ratio-1.5", ["optim.warmup_ratio=1.5"], "optim.warmup_ratio=1.5: the fraction"),
+        refused("lora-rank-0", ["freeze=lora", "freeze.lora.r=0"], "freeze.lora.r=0: the LoRA rank must be"),
+        refused("max-train-samples-0", ["data.max_train_samples=0"], "data.max_train_samples=0: the number of"),
+        refused("never-ends", ["trainer.max_epochs=-1", "trainer.max_steps=-1"], "the training would never end"),
+        refused("zero-epochs", ["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
+        refused("no-training-batch", ["trainer.limit_train_batches=0"], "trains on no batch"),
+        refused("val-check-past-the-end", ["trainer.max_steps=3", "trainer.val_check_interval=10"],
+                "trainer.val_check_interval=10 batches is past the end of training"),
+        refused("monitor-never-logged", ["task.monitor=val/acc"], "task.monitor=val/acc: task sst2 (family "
+                "sequence) never logs it"),
+        refused("early-stopping-never-triggers", ["trainer.max_epochs=2", "callbacks=early_stopping"],
+                "can never trigger"),
+        refused("gpu-without-a-gpu", ["trainer=gpu"], "needs a CUDA GPU, and this machine has none visible"),
+        refused("cache-dir-under-a-file", [f"paths.cache_dir={work / 'a_file' / 'cache'}"],
+                "is a file, not a folder", setup=a_file),
+        Probe("setting-run-dir-is-a-file", [*TINY, f"hydra.run.dir={work / 'a_file'}"], 1,
+              "the run folder cannot be created there", setup=a_file),
+        refused("val-check-past-the-epoch", ["trainer.val_check_interval=1000"],
+                "trainer.val_check_interval=1000 batches is past the end of an epoch", record=False),
         *kinds,
     ]
 

@@ -30,8 +30,12 @@ from bertlab.models.hf_weights import (  # noqa: E402
 from bertlab.runtime.config import HeadConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
-NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert"]
+NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2"]
 VOCAB = 99
+# DeBERTa-v3's config.json keys, with few buckets so that the batch's 11 tokens reach the log-spaced ones.
+DEBERTA_V3 = dict(relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"],
+                  position_buckets=8, max_relative_positions=64, share_att_key=True, norm_rel_ebd="layer_norm",
+                  type_vocab_size=0, pooler_dropout=0.0, cls_dropout=0.0)
 
 
 def tiny_hf_config(model_type: str, **extra):
@@ -56,6 +60,8 @@ def tiny_hf_config(model_type: str, **extra):
             kw.update(type_vocab_size=2)
         if "roberta" in model_type:
             kw.update(type_vocab_size=1, max_position_embeddings=66, pad_token_id=1)
+        if model_type == "deberta-v2":  # DeBERTa-v3's layout: relative attention with log buckets (8 → 4 exact)
+            kw.update(DEBERTA_V3, layer_norm_eps=1e-7)
     kw.update(extra)
     return transformers.AutoConfig.for_model(model_type, **kw)
 

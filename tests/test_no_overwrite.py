@@ -166,3 +166,16 @@ def test_export_never_writes_over_a_tokenizer_it_copies(run_dir, tmp_path, capsy
     code, err = _export([str(run_dir), str(tok), "--tokenizer", str(tok), "--overwrite"], capsys)
     assert code == 1 and "which this command reads" in err, err
     assert _snapshot(tok) == before
+
+
+def test_onnx_export_refuses_a_users_folder_and_the_run(run_dir, tmp_path, capsys):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "model.onnx").write_bytes(b"a user's graph")
+    code, err = _export([str(run_dir), str(out), "--format", "onnx"], capsys)
+    assert code == 1 and "is not empty" in err and "--overwrite" in err, err
+    assert (out / "model.onnx").read_bytes() == b"a user's graph"
+    code, err = _export([str(run_dir), str(run_dir / "tokenizer"), "--format", "onnx", "--overwrite"], capsys)
+    assert code == 1 and f"{run_dir / 'onnx'}" in err, err

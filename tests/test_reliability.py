@@ -33,7 +33,7 @@ def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pat
     with pytest.raises(NonFiniteLossError) as err:
         run_train(list(RUN), tmp_path / "run")
     message = str(err.value)
-    assert message.startswith("non-finite training loss (nan) at global step 3, epoch 0, batch 3 (example indices [")
+    assert message.startswith("non-finite training loss (nan) at global step 3, epoch 1, batch 3 (example indices [")
     assert "set on_nonfinite_loss=skip to skip such batches" in message
     assert f"the last good checkpoint is kept in {tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}" in message
     last = _load(tmp_path / "run" / "checkpoints" / "last.ckpt")  # whole, and loadable weights-only
@@ -55,7 +55,7 @@ def test_nonfinite_loss_reaches_the_terminal_with_exit_status_1(tmp_path):
     out = cli(tmp_path, "model=bert_tiny", "task=sst2", f"hydra.run.dir={tmp_path / 'run'}", script=script)
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
-    assert "bertlab: error: non-finite training loss (inf) at global step 0, epoch 0, batch 0" in out.stderr
+    assert "bertlab: error: non-finite training loss (inf) at global step 0, epoch 1, batch 0" in out.stderr
     # Nothing was saved before step 0: the message must not point to a checkpoint that does not exist.
     assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
     assert "last.ckpt" not in out.stderr and "no checkpoint had been written before this step" in out.stderr
@@ -163,7 +163,7 @@ def test_selection_reads_validation_only_and_test_runs_once_on_the_best_checkpoi
     monkeypatch.setattr(BertTaskModule, "on_test_epoch_end", lambda self: (scores.append(1), end(self))[1])
 
     metrics = run_train(["model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.test_file=sst2/dev.tsv",
-                         "callbacks=early_stopping"], tmp_path / "run")
+                         "callbacks=early_stopping", "callbacks.early_stopping.patience=1"], tmp_path / "run")
     assert [e for e, _ in events] == ["fit", "test", "test_dataloader"]  # test data untouched during fit
     assert events[1][1] == metrics["best_checkpoint"] and len(scores) == 1
     assert metrics["monitor"]["metric"].startswith("val/")

@@ -132,7 +132,7 @@ def test_crash_mid_epoch_then_resume_from_last(uninterrupted, shared_cache, tmp_
     b = tmp_path / "b"
     with monkeypatch.context() as patch:
         nan_loss_at(patch, {7})
-        with pytest.raises(NonFiniteLossError, match=r"at global step 7, epoch 1, batch 2"):
+        with pytest.raises(NonFiniteLossError, match=r"at global step 7, epoch 2, batch 2"):
             run_train([*RUN, shared_cache], b)
     assert _load(b / "checkpoints" / "last.ckpt")["global_step"] == 6
 
@@ -151,7 +151,7 @@ def test_crash_then_resume_from_an_epoch_end_checkpoint_file(uninterrupted, shar
     c = tmp_path / "c"
     with monkeypatch.context() as patch:
         nan_loss_at(patch, {8})
-        with pytest.raises(NonFiniteLossError, match=r"at global step 8, epoch 1, batch 3"):
+        with pytest.raises(NonFiniteLossError, match=r"at global step 8, epoch 2, batch 3"):
             run_train([*RUN, shared_cache], c)
     epoch_end = c / "checkpoints" / "epoch_000_step_000005.ckpt"
     metrics = run_train([*RUN, shared_cache, f"ckpt_path={epoch_end}"], c)

@@ -1,6 +1,6 @@
 """Tiny random checkpoints of every encoder family, built offline (config → model → save_pretrained), each with a
-WordPiece tokenizer trained on a text file beside it: what docs/models.md's family examples and the family tests
-run on when no hub weights can be downloaded.
+WordPiece tokenizer trained on a text file beside it (DeBERTa-v3: a SentencePiece spm.model, as its hub folders):
+what docs/models.md's family examples and the family tests run on when no hub weights can be downloaded.
 
     python experiments/families/make_tiny.py OUT_DIR [--text FILE] [--types roberta distilbert electra ...]
 
@@ -20,10 +20,42 @@ from bertlab.data.tokenizer import train_wordpiece
 SIZES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 
 
+# DeBERTa-v3's relative attention (microsoft/deberta-v3-base's config.json).
+DEBERTA_V3 = dict(relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"],
+                  position_buckets=256, max_relative_positions=-1, share_att_key=True, norm_rel_ebd="layer_norm",
+                  type_vocab_size=0, layer_norm_eps=1e-7)
+
+
+def make_deberta(folder: Path, texts: list[str]) -> Path:
+    """DeBERTa-v3 as the hub ships it: weights and a SentencePiece spm.model (300 pieces: the sample text holds no
+    more; no tokenizer.json, bertlab converts it), [MASK] after the pieces (added_tokens.json). Needs the
+    sentencepiece package to train the model."""
+    import io
+    import json
+
+    import sentencepiece
+    import transformers
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=300, model_type="unigram", pad_id=0,
+        pad_piece="[PAD]", bos_id=1, bos_piece="[CLS]", eos_id=2, eos_piece="[SEP]", unk_id=3, unk_piece="[UNK]",
+        minloglevel=2)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spm.model").write_bytes(model.getvalue())
+    (folder / "added_tokens.json").write_text(json.dumps({"[MASK]": 300}) + "\n")
+    config = transformers.DebertaV2Config(vocab_size=320, max_position_embeddings=512, **SIZES, **DEBERTA_V3)
+    torch.manual_seed(0)
+    transformers.DebertaV2Model(config).save_pretrained(folder)
+    return folder
+
+
 def make(out: Path, model_type: str, texts: list[str]) -> Path:
     import transformers
 
     folder = out / model_type
+    if model_type == "deberta-v2":
+        return make_deberta(folder, texts)
     tok = train_wordpiece(texts, vocab_size=2000)
     kw = dict(SIZES)
     if model_type == "distilbert":
@@ -47,7 +79,7 @@ def main() -> None:
     parser.add_argument("--text", type=Path, default=Path(__file__).resolve().parents[2] / "src" / "bertlab" /
                         "samples" / "sst2" / "train.tsv", help="text to train the WordPiece vocabulary on")
     parser.add_argument("--types", nargs="+", default=["roberta", "xlm-roberta", "distilbert", "electra", "modernbert",
-                                                         "mpnet"])
+                                                         "deberta-v2", "mpnet"])
     args = parser.parse_args()
     texts = [line.split("\t")[0] for line in args.text.read_text(encoding="utf-8").splitlines()[1:]]
     for model_type in args.types:

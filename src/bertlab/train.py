@@ -30,7 +30,7 @@ from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
-from bertlab.runtime.checks import preflight
+from bertlab.runtime.checks import check_epoch_length, preflight
 from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.runtime.console import (
     AutoLogInterval,
@@ -44,6 +44,7 @@ from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
+from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.families import build_family
@@ -62,6 +63,8 @@ from bertlab.training.checkpoints import (
     LastCheckpoint,
     ValidateFinalStep,
     check_resume_checkpoint,
+    checkpoint_settings,
+    disk_use,
     last_checkpoint,
 )
 from bertlab.training.debug_hooks import debug_hooks_from_env
@@ -132,11 +135,11 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
     check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
-    L.seed_everything(cfg.seed, workers=True)
-    if cfg.trainer.get("deterministic"):
-        torch.use_deterministic_algorithms(True, warn_only=True)
     run_dir = Path(cfg.paths.output_dir)
     graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt
+    L.seed_everything(cfg.seed, workers=True)  # after the check: the seed is one of the settings
+    if cfg.trainer.get("deterministic"):
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
     policy_defaults = apply_policy_defaults(cfg)
     if policy_defaults:
@@ -203,7 +206,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         raise ConfigError("train=false needs ckpt_path=<checkpoint to evaluate>")
     ckpt_path = _resolve_ckpt(cfg.get("ckpt_path"), run_dir)
     # Another architecture's checkpoint is refused here, with what differs, not by a strict load mid-fit.
-    info = check_resume_checkpoint(ckpt_path, module) if ckpt_path is not None else None
+    info = check_resume_checkpoint(ckpt_path, module, resume=bool(cfg.train)) if ckpt_path is not None else None
     ckpt_step = info.global_step if info is not None else None
     finished = None  # a resume of a run that had already reached its end: nothing to train, nothing to log
     if cfg.train and info is not None and info.finished(cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")):
@@ -214,7 +217,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     throughput.feature_extraction_s = feature_extraction_s
     callbacks: list[Callback] = []
     checkpoint: ModelCheckpoint | None = None
-    last = LastCheckpoint(run_dir / "checkpoints", every_n_steps=cfg.get("save_every_n_steps"))
+    keep = checkpoint_settings(cfg.get("checkpoint"))
     final_validation = ValidateFinalStep()
     if trains:  # an evaluation-only run writes no checkpoints (and restores no checkpointing state)
         checkpoint = ModelCheckpoint(
@@ -223,9 +226,14 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
             filename="epoch_{epoch:03d}_step_{step:06d}",
             auto_insert_metric_name=False,
             monitor=task.monitor, mode=task.mode, save_top_k=1,
-            enable_version_counter=False,
+            enable_version_counter=False, save_weights_only=keep["best_weights_only"],
         )
+    last = LastCheckpoint(run_dir / "checkpoints", every_n_steps=cfg.get("save_every_n_steps"), best=checkpoint,
+                          **keep)
+    if trains:
         callbacks += [checkpoint, last, final_validation]
+    estimate = RunEstimate()  # the planned steps and the time left (train.log; the progress bar)
+    callbacks.append(estimate)
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
     callbacks += [ResumeStateCallback(), *debug_hooks_from_env(), graceful_stop, TokenizerFingerprint(tokenizer)]
@@ -238,7 +246,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if mode == "quiet":
         trainer_kwargs["enable_progress_bar"] = False
     elif mode == "normal" and trainer_kwargs.get("enable_progress_bar", True):
-        callbacks.append(ProgressBar(task.monitor))
+        callbacks.append(ProgressBar(task.monitor, estimate))
     if mode != "verbose":  # parameter counts are in the freeze line; the table adds nothing in normal mode
         trainer_kwargs.setdefault("enable_model_summary", False)
     if trainer_kwargs.get("log_every_n_steps") is None:
@@ -256,6 +264,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
+    if trains:  # before anything is written: Lightning would refuse it when fit starts
+        check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
+                           trainer.world_size)
     log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer,
                                  describe_encoder(model.bert)))
 
@@ -273,6 +284,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
                  ckpt_path, finished.global_step, finished.epochs_done, best_path)
         train_block = _finished_train_block(run_dir, finished)
     elif cfg.train:
+        if resumed_from is not None and info is not None:
+            log.info("resuming from %s: global step %d, %d epoch%s done", ckpt_path, resumed_from,
+                     info.epochs_done, "" if info.epochs_done == 1 else "s")
         if resumed_from is not None and trainer.is_global_zero:
             continue_csv_logs(trainer.loggers, resumed_from)  # the resumed run extends the same metrics.csv
         with warnings.catch_warnings():
@@ -285,8 +299,14 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     with warnings.catch_warnings():
         # Evaluation loads the checkpoint's weights only; its training callbacks are not needed.
         warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used")
-        val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
-        metrics["val"] = module.last_metrics.get("val", val[0] if val else {})
+        # The best weights are usually the final ones, which fit's last validation has just scored: scoring
+        # them again would only repeat every validation batch.
+        known = final_validation.scores_of(trainer, best_path) if trains else None
+        if known is None:
+            val = trainer.validate(module, datamodule=datamodule, ckpt_path=best_path, verbose=False,
+                                   weights_only=True)
+            known = module.last_metrics.get("val", val[0] if val else {})
+        metrics["val"] = known
         for name in data_cfg.val_extra_files or {}:  # MNLI's mismatched dev set: its own metrics.json block
             metrics[name] = evaluate_extra_split(trainer, module, datamodule, name, best_path)
         if cfg.test and data_cfg.test_file:
@@ -306,14 +326,20 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         with writing(run_dir / "metrics.json", "the run's results", RUN_DIR_FIX):  # never half a metrics.json
             write_text_atomic(run_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
         graceful_stop.results_complete(run_dir / "metrics.json")  # a stop signal now ends the run normally
-        _print_summary(run_dir, result, trained=trains)
+    onnx_line = None
     if export == "hf" and trainer.is_global_zero:
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
     elif export == "onnx" and trainer.is_global_zero:
         report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
                              max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer",
                              overwrite=True)
-        print(f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}")
+        onnx_line = f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}"
+    if trains and trainer.is_global_zero:
+        last.finish(best_path)  # checkpoint.keep_last=0: the training states go now
+    if trainer.is_global_zero:
+        _print_summary(run_dir, result, trained=trains)
+        if onnx_line:
+            print(onnx_line)
     value = metrics["val"].get(task.monitor.split("/", 1)[-1])
     return float(value) if value is not None else None
 
@@ -480,6 +506,7 @@ def _print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) 
         lines.append("test:             " + ", ".join(f"{k}={v}" for k, v in result["test"].items()))
     for sample in result.get("samples", []):
         lines.append(f"sample:           {sample['prompt']!r} → {sample['continuation']!r}")
+    lines.append(f"disk:             {disk_use(run_dir)}")
     if result.get("note"):
         lines.append(f"NOTE: {result['note']}")
     print("\n".join(lines))

@@ -57,7 +57,8 @@ class TrainBatchSampler(Sampler[list[int]]):
     Grouping follows the usual recipe (HF ``group_by_length``): shuffle, cut into mega-batches of 50 batches,
     sort each by length, cut into batches, shuffle the batch order. The longest batch comes first so an
     out-of-memory error shows at step one. Every rank sees the same number of batches (DDP needs it): the
-    batch list is cycled to a multiple of the world size. ``set_epoch`` (called by Lightning) reshuffles.
+    batch list is cycled to a multiple of the world size. ``set_epoch`` (called by Lightning) reshuffles, unless
+    ``same_every_epoch`` (``trainer.overfit_batches``).
     """
 
     def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, group_by_length: bool = True,
@@ -70,6 +71,7 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
         self.epoch = 0
+        self.same_every_epoch = False  # set for trainer.overfit_batches
         # Mid-epoch resume: batches of the current epoch that training steps have used (batch_used), not the
         # batches yielded: loader workers and the fit loop fetch batches ahead of the steps that use them.
         self.used = 0
@@ -102,8 +104,14 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.used = done
         self._resume_at = (epoch, done)
 
+    @property
+    def _order_epoch(self) -> int:
+        # overfit_batches: the same batches (and MLM masks) every epoch, as Lightning's sequential sampler
+        # gives a plain DataLoader: a model that cannot fit them is then wrong, not unlucky.
+        return 0 if self.same_every_epoch else self.epoch
+
     def _batches(self) -> list[np.ndarray]:
-        rng = np.random.default_rng([self.seed, self.epoch])
+        rng = np.random.default_rng([self.seed, self._order_epoch])
         order = rng.permutation(len(self.lengths))
         if self.group_by_length:
             mega = self.batch_size * 50
@@ -132,7 +140,8 @@ class TrainBatchSampler(Sampler[list[int]]):
         for pos in range(start, len(batches)):
             batch = IndexBatch(batches[pos].tolist())
             global_pos = pos * self.world_size + self.rank
-            batch.mask_seed = int(np.random.SeedSequence([self.seed, self.epoch, global_pos]).generate_state(1)[0])
+            batch.mask_seed = int(np.random.SeedSequence([self.seed, self._order_epoch, global_pos])
+                                  .generate_state(1)[0])
             yield batch
 
     def __len__(self) -> int:

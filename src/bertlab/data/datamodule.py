@@ -295,6 +295,8 @@ class TaskDataModule(L.LightningDataModule):
         split = self.splits["train"]
         sampler = TrainBatchSampler(_lengths(split), self.cfg.batch_size, self.seed,
                                     group_by_length=self.cfg.group_by_length)
+        trainer = getattr(self, "trainer", None)
+        sampler.same_every_epoch = bool(trainer is not None and trainer.overfit_batches)
         if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped
             sampler.load_state_dict(self._sampler_state)
             self._sampler_state = None

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer, processors
 
+from bertlab.data.spm import SPM_NAME, tokenizer_from_spm_folder
 from bertlab.data.templates import Template, template_of
 from bertlab.data.vocab import KINDS, SPECIAL_TOKENS, bert_template, build_vocabulary, wordpiece_from_vocab
 from bertlab.runtime.errors import TokenizerError
@@ -319,7 +320,8 @@ def _read_config(directory: Path) -> dict[str, Any]:
 def load_tokenizer(directory: str | Path) -> EncoderTokenizer:
     """``tokenizer.json`` when present, else ``vocab.txt`` (WordPiece, lower-casing as the checkpoint says), else
     the slow tokenizer files HF's AutoTokenizer converts (``vocab.json`` + ``merges.txt``, a SentencePiece
-    ``*.model``). The special tokens' roles, ``model_max_length`` and ``add_prefix_space`` come from
+    ``*.model``; a DeBERTa-v3 ``spm.model`` is converted by
+    :mod:`bertlab.data.spm`, exact to SentencePiece). The special tokens' roles, ``model_max_length`` and ``add_prefix_space`` come from
     ``tokenizer_config.json`` / ``special_tokens_map.json`` when the folder has them.
 
     Any file that cannot be read as such (damaged, truncated, not JSON, unreadable) is a :class:`TokenizerError`
@@ -341,6 +343,9 @@ def load_tokenizer(directory: str | Path) -> EncoderTokenizer:
         wordpiece = json.loads(tokenizer.to_str()).get("model", {}).get("type") == "WordPiece"
         return EncoderTokenizer(tokenizer, do_lower_case=bool(lowercase if lowercase is not None else wordpiece),
                                 config=config)
+    if (directory / SPM_NAME).is_file():  # DeBERTa-v3's hub folders: a SentencePiece model only
+        tokenizer, spm_lowercase = tokenizer_from_spm_folder(directory)
+        return EncoderTokenizer(tokenizer, do_lower_case=spm_lowercase, config=config)
     if vocab_txt.is_file():
         lowercase = bool(lowercase if lowercase is not None else True)
         try:

@@ -79,7 +79,8 @@ def masked_mean(x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.T
 def pooler_style(config: object, head_kind: str) -> str:
     """How ``head.pooling=pooler`` turns the first token into a sentence vector for this encoder: ``encoder`` (the
     encoder's own pooler: BERT's dense + tanh, a recurrent encoder's sequence vector) or a dense layer of the head
-    (``dense_tanh`` RoBERTa, ``dense_gelu`` ELECTRA, ``dense_relu`` DistilBERT), as the family's HF heads do."""
+    (``dense_tanh`` RoBERTa, ``dense_gelu`` ELECTRA, ``dense_relu`` DistilBERT, ``context_pooler`` DeBERTa), as the
+    family's HF heads do."""
     model_type = getattr(config, "model_type", None)
     return family_spec(model_type).pooler_style(head_kind) if model_type and is_native(model_type) else "encoder"
 
@@ -91,7 +92,8 @@ def token_transform(config: object) -> str | None:
     return family_spec(model_type).token_transform if model_type and is_native(model_type) else None
 
 
-_POOLER_ACTIVATIONS = {"dense_tanh": torch.tanh, "dense_gelu": nn.functional.gelu, "dense_relu": torch.relu}
+_POOLER_ACTIVATIONS = {"dense_tanh": torch.tanh, "dense_gelu": nn.functional.gelu, "dense_relu": torch.relu,
+                       "context_pooler": nn.functional.gelu}
 
 
 def _add_prediction_head(module: nn.Module, config: EncoderConfig, in_dim: int) -> None:
@@ -112,7 +114,9 @@ class SequenceClassificationHead(nn.Module):
     ``pooling=pooler`` is the family's own head: with a linear head it is exactly ``BertForSequenceClassification``
     (the encoder's pooler), ``RobertaForSequenceClassification`` (dropout → ``dense`` → tanh → dropout →
     ``classifier``), ``ElectraForSequenceClassification`` (the same with GELU) or
-    ``DistilBertForSequenceClassification`` (``dense`` → ReLU → dropout → ``classifier``).
+    ``DistilBertForSequenceClassification`` (``dense`` → ReLU → dropout → ``classifier``) or
+    ``DebertaV2ForSequenceClassification`` (the ContextPooler: its own dropout → ``dense`` → GELU, then dropout →
+    ``classifier``).
     """
 
     head_kind = "sequence"
@@ -132,6 +136,9 @@ class SequenceClassificationHead(nn.Module):
             _init_linear(self.dense, config.initializer_range)
         if self.style == "dense_gelu_norm":
             _add_prediction_head(self, config, config.hidden_size * head.feature_multiplier)
+        # DeBERTa's ContextPooler drops out before its dense layer with a rate of its own.
+        self.pooler_dropout = nn.Dropout(getattr(config, "pooler_dropout", 0.0)) \
+            if self.style == "context_pooler" else None
 
     @property
     def reads_attention_mask(self) -> bool:
@@ -164,6 +171,8 @@ class SequenceClassificationHead(nn.Module):
             return _prediction_head(self, x)
         if self.style == "dense_relu":  # DistilBERT: pre_classifier → ReLU, then the classifier's dropout
             return torch.relu(self.dense(x))
+        if self.style == "context_pooler":  # DeBERTa: pooler dropout → dense → GELU, then the classifier's dropout
+            return nn.functional.gelu(self.dense(self.pooler_dropout(x)))
         return _POOLER_ACTIVATIONS[self.style](self.dense(self.dropout(x)))  # RoBERTa / ELECTRA: dropout first
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -130,7 +130,7 @@ def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
         return Path(
             snapshot_download(
                 str(path_or_hub_id),
-                allow_patterns=["*.json", "*.safetensors", "*.txt", TORCH_NAME],
+                allow_patterns=["*.json", "*.safetensors", "*.txt", "spm.model", TORCH_NAME],
                 local_files_only=unreachable is not None,
             )
         )
@@ -339,9 +339,13 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
     """
     own = model.state_dict()
     tied = _tied_aliases(model)
+    optional = _optional_keys(model)
     to_load: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         name = key[len(prefix):] if prefix and key.startswith(prefix) else key
+        if name not in own and name.removeprefix("bert.").startswith(optional):
+            report.dropped.append(key)  # a tensor the family's checkpoints carry and this model does not use
+            continue
         if name not in own:
             raise CheckpointError(
                 f"{report.source}: key {key!r} has no place in the model "
@@ -369,6 +373,13 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
     report.loaded = sorted(to_load)
     report.newly_initialised = sorted(missing)
     return report
+
+
+def _optional_keys(model: nn.Module) -> tuple[str, ...]:
+    """The encoder keys of the model's family that a checkpoint may hold without the model having them."""
+    config = getattr(getattr(model, "bert", model), "config", None)
+    model_type = getattr(config, "model_type", None)
+    return family_spec(model_type).optional_keys if model_type and is_native(model_type) else ()
 
 
 def _is_encoder_key(name: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,9 @@ from bertlab.runtime.errors import ConfigError
 # measures the effect). The price is RSS: freed heap memory is kept for reuse, so a large batch peaks higher
 # than one SDPA call. ``Kernels.cpu_attention_slice_bytes`` is the budget; 0 = one slice.
 DEFAULT_ATTENTION_SLICE_BYTES = 32 * 2**20
+# An additive attention-score bias as a function of q (n, h, Tq, hd), k (n, h, T, hd) of n batch rows and the
+# heads they are (a slice of 0..nh-1) → a fresh (n, h, Tq, T) tensor (its caller may change it in place).
+ScoreBias = Callable[[torch.Tensor, torch.Tensor, slice], torch.Tensor]
 VARLEN_KERNELS = ("auto", "repad", "nested", "flash_attn")
 
 
@@ -138,29 +142,43 @@ def _mask_rows(mask: torch.Tensor, start: int, rows: int, nh: int) -> torch.Tens
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, window: int | None = None) -> torch.Tensor:
+              dropout_p: float, kernels: Kernels = DEFAULT_KERNELS, window: int | None = None,
+              bias: ScoreBias | None = None, scale: float | None = None) -> torch.Tensor:
     """Scaled dot-product attention: q (B, nh, Tq, hd), k and v (B, nh, T, hd), mask (B, 1, 1, T) bool or None →
     (B, nh, Tq, hd). Tq is T, or fewer query rows (the [CLS] rows of the last layer: :class:`BertModel`).
 
     ``window``: a sliding window (:func:`window_mask`: query i sees keys within ``window`` positions), None for
-    global attention.
+    global attention (ModernBERT's local layers). ``bias``: an additive score bias (DeBERTa's relative-position
+    scores) as a function of q and k of some batch rows and a range of heads (:data:`ScoreBias`), added after the
+    scaling; ``scale``: the factor of q kᵀ (None: 1/√hd).
 
-    SDPA, except for dropout on CPU: softmax(q kᵀ / √hd) with masked keys at -inf, then :func:`dropout`, then
-    · v, over slices of (batch, head) rows (each row attends only within itself).
+    SDPA, except for dropout on CPU: softmax(q kᵀ · scale + bias) with masked keys at -inf, then :func:`dropout`,
+    then · v, over slices of (batch, head) rows (each row attends only within itself). The bias is computed per
+    slice there, so that neither it nor the tensors it is made of exceed the slice budget at once.
     """
-    tq, t = q.shape[2], k.shape[2]
+    b, nh, tq, hd = q.shape
+    t = k.shape[2]
     mask = window_mask(mask, tq, t, window, q.device)  # (B or 1, 1, 1 or Tq, T)
     if dropout_p == 0.0 or q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    b, nh, _, hd = q.shape
+        if bias is not None:  # one additive float mask: the bias (a fresh tensor) with masked keys at -inf
+            full = bias(q, k, slice(0, nh))
+            mask = full if mask is None else full.masked_fill_(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     rows = b * nh
     if kernels.cpu_attention_slice_bytes:
         rows = min(rows, max(1, kernels.cpu_attention_slice_bytes // (tq * t * q.element_size())))
+    if bias is not None:  # slices of whole batch rows, or of heads within one batch row
+        rows = rows // nh * nh if rows >= nh else max(d for d in range(1, rows + 1) if nh % d == 0)
     qs = q.reshape(b * nh, tq, hd).split(rows)  # slices of (rows, Tq, hd)
     ks, vs = (x.reshape(b * nh, t, hd).split(rows) for x in (k, v))  # slices of (rows, T, hd)
+    scale = hd**-0.5 if scale is None else scale
     ctx = []
-    for start, (qi, ki, vi) in zip(range(0, b * nh, rows), zip(qs, ks, vs)):
-        scores = torch.matmul(qi, ki.transpose(1, 2)) * hd**-0.5  # (rows, Tq, T)
+    for i, (start, qi, ki, vi) in enumerate(zip(range(0, b * nh, rows), qs, ks, vs)):
+        scores = torch.matmul(qi, ki.transpose(1, 2)) * scale  # (rows, Tq, T)
+        if bias is not None:
+            n, h = (qi.shape[0] // nh, nh) if rows >= nh else (1, qi.shape[0])
+            first = 0 if rows >= nh else i * rows % nh
+            scores = scores + bias(qi.view(n, h, tq, hd), ki.view(n, h, t, hd), slice(first, first + h)).view_as(scores)
         if mask is not None:  # bool "may attend" (bertlab's), or additive like SDPA's float masks
             mi = _mask_rows(mask, start, len(qi), nh)  # (rows or 1, 1 or Tq, T)
             scores = scores.masked_fill(~mi, float("-inf")) if mi.dtype == torch.bool else scores + mi
@@ -239,7 +257,8 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
 
 
 def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kernels: Kernels = DEFAULT_KERNELS,
-                    queries: torch.Tensor | None = None, window: int | None = None) -> torch.Tensor:
+                    queries: torch.Tensor | None = None, window: int | None = None,
+                    score_bias: ScoreBias | None = None, scale: float | None = None) -> torch.Tensor:
     """The ``repad`` kernel: packed q, k, v stacked (N, 3, nh, hd) → attention within each sequence (N, nh, hd).
 
     Per attention group of ``packing`` (rows of similar length), one scatter of the group's q, k and v into a
@@ -250,6 +269,8 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
     (B, nh, hd), each row's query (its first token) attending to its row's tokens.
 
     ``window``: a sliding window within each row (:func:`window_mask`, per group: the band of its layout).
+    ``score_bias``: :func:`attention`'s ``bias`` for a group, each row's tokens at positions 0..L-1 of the compact
+    layout (DeBERTa's relative positions); ``scale`` as in :func:`attention`. Not with ``queries``.
     """
     _, parts, nh, hd = qkv.shape
     out = []
@@ -258,7 +279,8 @@ def repad_attention(qkv: torch.Tensor, packing: Packing, dropout_p: float, kerne
         compact = compact.view(g.rows, g.max_len, parts, nh, hd).permute(2, 0, 3, 1, 4)  # (parts, rows, nh, L, hd)
         if queries is None:
             q, k, v = compact
-            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels, window)  # (rows, nh, L, hd)
+            ctx = attention(q, k, v, g.key_mask, dropout_p, kernels, window, bias=score_bias,
+                            scale=scale)  # (rows, nh, L, hd)
             out.append(ctx.transpose(1, 2).reshape(g.rows * g.max_len, nh, hd)[g.compact_index])  # (n_g, nh, hd)
         else:
             k, v = compact

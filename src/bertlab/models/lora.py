@@ -127,6 +127,10 @@ def inject_lora(encoder: nn.Module, config: LoraConfig) -> list[str]:
     Only exact ``nn.Linear`` instances are replaced: subclasses such as ``nn.MultiheadAttention.out_proj``
     (``NonDynamicallyQuantizableLinear``) are read as raw weights by their parent, so an adapter there
     would never run.
+
+    The targets name roles as BERT's attributes do (``query``, ``key``, ``value``, ``dense``); an encoder family
+    whose modules are named otherwise (DeBERTa's ``query_proj``) maps them (:func:`lora_targets`), so the same
+    ``freeze.lora.target_modules`` adapts the same roles in every family and old run configurations still resume.
     """
     targets = set(lora_targets(encoder, config.target_modules))
     adapted: list[str] = []

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bertlab.runtime.errors import ConfigError
+from bertlab.runtime.schema import check_fields
 
 POSITION_STYLES = ("absolute", "after_padding")
 
@@ -43,16 +44,7 @@ class EncoderConfig:
     classifier_dropout: float | None = None  # the family's classification-head dropout (None = hidden dropout)
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
-            raise ConfigError(f"model.type_vocab_size must be 0 (no segment embeddings) or more, got "
-                              f"{self.type_vocab_size!r}")
-        if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size <= 0):
-            raise ConfigError(f"model.embedding_size must be a positive integer or null, got {self.embedding_size!r}")
+        check_fields(self, "model")  # every field by its kind (bertlab.runtime.schema)
         if self.position_style not in POSITION_STYLES:
             raise ConfigError(f"model.position_style must be one of {', '.join(POSITION_STYLES)}, got "
                               f"{self.position_style!r}")
@@ -66,10 +58,6 @@ class EncoderConfig:
             raise ConfigError(
                 f"hidden_act {self.hidden_act!r} is not supported: BERT uses exact 'gelu' (erf form)"
             )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
 
@@ -177,10 +165,7 @@ class HeadConfig:
             raise ConfigError(
                 f"head.layers must be last, concat_last4, sum_last4 or a layer index, got {self.layers!r}"
             )
-        if self.hidden_layers < 0:
-            raise ConfigError(f"head.hidden_layers must be >= 0, got {self.hidden_layers}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"head.dropout must be in [0, 1), got {self.dropout}")
+        check_fields(self, "head")
 
     @property
     def reads_all_layers(self) -> bool:
@@ -199,8 +184,7 @@ class LoraConfig:
     target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
 
     def __post_init__(self) -> None:
-        if self.r <= 0:
-            raise ConfigError(f"freeze.lora.r must be positive, got {self.r}")
+        check_fields(self, "freeze.lora")
 
 
 FREEZE_POLICIES = ("none", "encoder", "embeddings", "bottom_k", "bitfit", "lora")
@@ -217,8 +201,7 @@ class FreezeConfig:
             self.lora = LoraConfig(**self.lora)
         if self.policy not in FREEZE_POLICIES:
             raise ConfigError(f"freeze.policy must be one of {', '.join(FREEZE_POLICIES)}, got {self.policy!r}")
-        if self.policy == "bottom_k" and self.k < 0:
-            raise ConfigError(f"freeze.k must be >= 0, got {self.k}")
+        check_fields(self, "freeze")
 
 
 @dataclass
@@ -232,13 +215,8 @@ class OptimConfig:
     head_lr: float | None = None  # None = lr
 
     def __post_init__(self) -> None:
+        check_fields(self, "optim")  # lr, betas, eps, ...: finite and in range (bertlab.runtime.schema)
         self.betas = tuple(self.betas)  # type: ignore[assignment]
-        if self.lr <= 0:
-            raise ConfigError(f"optim.lr must be positive, got {self.lr}")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if not 0.0 < self.layer_lr_decay <= 1.0:
-            raise ConfigError(f"optim.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
 
 
 TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
@@ -270,12 +248,9 @@ class TaskSpec:
             raise ConfigError(f"task.mode must be 'min' or 'max', got {self.mode!r}")
         if self.labels is not None:
             self.labels = [str(x) for x in self.labels]
-        if self.mlm_probability is not None and not 0.0 < self.mlm_probability < 1.0:
-            raise ConfigError(f"task.mlm_probability must be in (0, 1), got {self.mlm_probability}")
         if self.prompts is not None:
             self.prompts = [str(p) for p in self.prompts]
-        if self.max_new_tokens < 0:
-            raise ConfigError(f"task.max_new_tokens must be >= 0, got {self.max_new_tokens}")
+        check_fields(self, "task")
 
 
 @dataclass
@@ -335,9 +310,10 @@ class DataConfig:
             raise ConfigError(f"data.source must be files, hub or sample, got {self.source!r}")
         if self.on_bad_example not in ("error", "skip"):
             raise ConfigError(f"data.on_bad_example must be 'error' or 'skip', got {self.on_bad_example!r}")
-        for name in ("batch_size", "eval_batch_size", "max_seq_length"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"data.{name} must be positive, got {getattr(self, name)}")
+        check_fields(self, "data")  # sizes, lengths, limits, rates: by kind (bertlab.runtime.schema)
+        for name in ("max_train_samples", "max_eval_samples"):
+            if getattr(self, name) == -1:  # the -1 / null = all rule: never a slice [:-1]
+                setattr(self, name, None)
         if self.stream not in ("auto", True, False):
             raise ConfigError(f"data.stream must be auto, true or false, got {self.stream!r}")
         if self.tag_scheme not in ("iob1", "iob2"):

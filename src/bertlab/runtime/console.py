@@ -20,9 +20,11 @@ from typing import Any
 from lightning.fabric.utilities.rank_zero import _get_rank
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import BatchesProcessedColumn, CustomBarColumn
-from rich.progress import TimeElapsedColumn
+from rich.progress import ProgressColumn
+from rich.text import Text
 
 from bertlab.runtime.config import ConfigError
+from bertlab.runtime.progress import RunEstimate, clock_text
 
 MODES = ("quiet", "normal", "verbose")
 
@@ -110,23 +112,52 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-class ProgressBar(RichProgressBar):
-    """Lightning's rich progress bar in 80 columns: the epoch, a short bar, batches and elapsed time, then
-    the training loss, the monitored validation metric and the throughput, with short names and 4
-    significant digits. Every logged metric is still in the loggers and ``metrics.json``."""
+class ElapsedRemainingColumn(ProgressColumn):
+    """The training bar: ``elapsed<remaining`` for the whole run (validations included; ``1:05<12:30``), from
+    the run's :class:`RunEstimate` (``?`` until the first steps are measured); other bars: their elapsed time."""
 
-    def __init__(self, monitor: str) -> None:
+    def __init__(self, bar: ProgressBar) -> None:
+        super().__init__()
+        self.bar = bar
+
+    def render(self, task: Any) -> Text:
+        estimate = self.bar.estimate
+        if (estimate is not None and task.id == self.bar.train_progress_bar_id
+                and estimate.elapsed_s() is not None):
+            return Text(f"{clock_text(estimate.elapsed_s())}<{clock_text(estimate.remaining_s())}",
+                        style="progress.elapsed")
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text(clock_text(elapsed), style="progress.elapsed")
+
+
+class ProgressBar(RichProgressBar):
+    """Lightning's rich progress bar in 80 columns: the epoch (counted from 1, of the epochs the run plans),
+    a short bar, batches, elapsed < remaining time of the run, then the training loss, the monitored
+    validation metric and the throughput, with short names and 4 significant digits. Every logged metric is
+    still in the loggers and ``metrics.json``."""
+
+    def __init__(self, monitor: str, estimate: RunEstimate | None = None) -> None:
         super().__init__()
         self.monitor = monitor
+        self.estimate = estimate
 
     def configure_columns(self, trainer: Any) -> list:
         return [
             "[progress.description]{task.description}",
-            CustomBarColumn(bar_width=14, complete_style=self.theme.progress_bar,
+            CustomBarColumn(bar_width=8, complete_style=self.theme.progress_bar,
                             finished_style=self.theme.progress_bar_finished, pulse_style=self.theme.progress_bar_pulse),
             BatchesProcessedColumn(style=self.theme.batch_progress),
-            TimeElapsedColumn(),
+            ElapsedRemainingColumn(self),
         ]
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        # Lightning counts from 0 ("Epoch 0/0" for a one-epoch run); people count from 1.
+        plan = self.estimate.plan if self.estimate is not None else None
+        total = plan.epochs if plan is not None else self.trainer.max_epochs
+        description = f"Epoch {current_epoch + 1}" + (f"/{total}" if total is not None and total >= 0 else "")
+        if len(self.validation_description) > len(description):  # as Lightning: no flicker between bars
+            description = f"{description:{len(self.validation_description)}}"
+        return description
 
     def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
         shown = ("train/loss", self.monitor, "train/samples_per_s", "train/tokens_per_s")

@@ -77,7 +77,8 @@ def user_errors() -> Iterator[None]:
         sys.stderr.flush()
         sys.exit(128 + err.signum)
     except Exception as raised:
-        err = raised if isinstance(raised, user_error_types()) else _unwritable_output(raised)
+        err = (raised if isinstance(raised, user_error_types())
+               else _unwritable_output(raised) or framework_setting_error(raised))
         if err is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         in_multirun = _in_multirun()
@@ -96,6 +97,24 @@ def _unwritable_output(err: BaseException) -> BaseException | None:
     from bertlab.runtime.files import unwritable_output  # files imports this module
 
     return unwritable_output(err)
+
+
+# Lightning's ValueErrors that are about a setting (its other ValueErrors may be bugs: they keep the traceback).
+_LIGHTNING_SETTING_VALUE_ERRORS = ("`val_check_interval` (", "You selected an invalid strategy name",
+                                   "You selected an invalid accelerator name")
+
+
+def framework_setting_error(err: BaseException) -> ConfigError | None:
+    """A :class:`ConfigError` for an exception Lightning raises about a setting a user can change (its
+    ``MisconfigurationException``, e.g. an accelerator this machine lacks, an unknown strategy name), else None.
+    Most are caught earlier by ``runtime.checks``; this is the net for the rest."""
+    names = {c.__name__ for c in type(err).__mro__}
+    text = " ".join(str(err).split())
+    if "MisconfigurationException" in names or (
+            isinstance(err, ValueError) and any(text.startswith(p) for p in _LIGHTNING_SETTING_VALUE_ERRORS)):
+        return ConfigError(f"Lightning refused a setting: {text} (the trainer.* and callbacks.* keys, "
+                           "`python train.py --cfg job --package trainer` lists them)")
+    return None
 
 
 def _in_multirun() -> bool:

@@ -149,7 +149,42 @@ def check_command_line(argv: list[str], config_dir: str | Path, config_name: str
     try:
         _check(argv, config_dir, config_name)
     except Exception:  # this check must never stop a command that Hydra would run
+        pass
+    try:
+        _check_output_dir(argv, Path(config_dir), config_name)
+    except Exception:  # as above: Hydra reports what this check cannot read
         return
+
+
+def _check_output_dir(argv: list[str], config_dir: Path, config_name: str) -> None:
+    """The run folder (``hydra.run.dir``, or ``hydra.sweep.dir`` in a multirun) must be creatable: Hydra makes
+    it before any bertlab code runs and fails with a traceback on a file in the way or a folder this user may
+    not write into."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from bertlab.runtime.schema import writable_dir_problem
+
+    if any(a.split("=", 1)[0] in _HYDRA_FLAGS_WITH_VALUES for a in argv):
+        return
+    overrides = _first_values([a for a in argv if not a.startswith("-")]) or []
+    overrides += [a for a in argv if a.startswith("hydra.run.dir=") or a.startswith("hydra.sweep.dir=")]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    multirun = "-m" in argv or "--multirun" in argv or str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    folder = OmegaConf.select(cfg, key)
+    problem = writable_dir_problem(folder) if folder else None
+    if problem:
+        sys.stderr.write(f"\nbertlab: error: {key}={folder}: the run folder cannot be created there ({problem}). "
+                         f"Choose another {key}, or leave it unset for a fresh timestamped folder under "
+                         "paths.log_dir\n")
+        sys.exit(1)
 
 
 def _check(argv: list[str], config_dir: str | Path, config_name: str) -> None:

@@ -46,8 +46,9 @@ LOCK = ".bertlab-run.lock"
 OVERWRITE_KEY = "overwrite_run_dir"
 FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
-IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "logger", "callbacks", "paths", "tags",
-               "save_every_n_steps", "allow_targets", OVERWRITE_KEY, "hydra",
+IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "export_quantize", "export_max_drop", "logger",
+               "callbacks", "paths", "tags", "save_every_n_steps", "checkpoint", "allow_targets", OVERWRITE_KEY,
+               "hydra",
                "release_heap"}  # host memory handling (training.callbacks.ReleaseFreedHeap): same training
 IGNORED_DATA = {"data_dir", "cache_dir", "num_workers", "test_file", "predict_file", "eval_batch_size"}
 IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_summary"}
@@ -61,6 +62,11 @@ RETIRED_KEYS = {"data.hub_dataset"}
 DEFAULTS_NOW_NULL = {"task.mlm_probability": 0.15}
 # Keys added later, with the value every run recorded before them had: unset there and this value now is the same run.
 ADDED_KEYS = {"model.tokenizer_kind": "wordpiece"}
+# Keys whose default changed, with (the default every run recorded before, the default now): a run recorded with
+# the old default and resumed with the new one is the same run. data.stream_threshold_mb 64 → 0 (every corpus
+# streamed by default): a pre-training run on a corpus under 64 MB that started in memory continues on the
+# prepared path when resumed without the old value (docs/pretraining.md says so).
+DEFAULTS_CHANGED = {"data.stream_threshold_mb": (64, 0)}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
@@ -103,7 +109,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
             continue
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, name + ".")
-        elif a != b and not (b is None and name in DEFAULTS_NOW_NULL and a == DEFAULTS_NOW_NULL[name]):
+        elif a != b and not (b is None and name in DEFAULTS_NOW_NULL and a == DEFAULTS_NOW_NULL[name]) \
+                and DEFAULTS_CHANGED.get(name) != (a, b):
             out.append(f"{name}: {a!r} there, {b!r} now")
     return out
 

@@ -8,6 +8,7 @@ every example exactly once whatever the world size and batch size (``num_example
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,13 @@ class Evaluation:
 
 class Family:
     head_kind: str | None = None
+
+    @classmethod
+    def logged_metrics(cls, task: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, str | None]:
+        """The names :meth:`score` returns for a task and data settings (plain mappings: checked before the
+        typed configuration exists), each with its better direction: "min" (a loss), "max" (a score) or None
+        (a count or threshold, not for selecting on). ``runtime.checks`` refuses a monitor not among them."""
+        return {"loss": "min"}
 
     def __init__(self, task: TaskSpec, num_labels: int, labels: list[str] | None, data_cfg: Any = None):
         self.task = task

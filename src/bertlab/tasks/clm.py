@@ -97,6 +97,10 @@ class CLMFamily(Family):
     """Next-token language modelling with teacher forcing (``bertlab.tasks.clm``); needs a left-to-right
     encoder. Metrics per WordPiece token: loss, perplexity, accuracy; greedy samples from ``task.prompts``."""
 
+    @classmethod
+    def logged_metrics(cls, task, data):
+        return {"loss": "min", "perplexity": "min", "accuracy": "max"}
+
     head_kind = None  # no transformers layout for a recurrent LM
 
     def __init__(self, task, num_labels, labels, data_cfg=None):

@@ -6,6 +6,7 @@ evaluation step and the scores; :mod:`bertlab.tasks.base` says what every family
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bertlab.runtime.config import TaskSpec
@@ -18,7 +19,8 @@ from bertlab.tasks.sequence import SequenceFamily
 from bertlab.tasks.token import TokenFamily
 
 __all__ = ["FAMILIES", "CLMFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
-           "SequenceFamily", "TokenFamily", "build_family"]
+           "SequenceFamily", "TokenFamily", "build_family",
+           "logged_metrics"]
 
 FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
             "multiple_choice": MultipleChoiceFamily}
@@ -30,3 +32,10 @@ def build_family(task: TaskSpec, num_labels: int, labels: list[str] | None, data
     except KeyError:
         raise ValueError(f"task family {task.family!r} has no implementation yet") from None
     return cls(task, num_labels, labels, data_cfg)
+
+
+def logged_metrics(task: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, str | None]:
+    """What a run of ``task`` logs as ``val/<name>``, each with its better direction (None: not a score):
+    the family's scores and ``num_examples`` (training.module logs it with them)."""
+    cls = FAMILIES.get(str(task.get("family")))
+    return {**cls.logged_metrics(task, data), "num_examples": None} if cls else {}

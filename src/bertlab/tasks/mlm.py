@@ -46,6 +46,11 @@ def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 class MLMFamily(Family):
     head_kind = "mlm"
 
+    @classmethod
+    def logged_metrics(cls, task, data):
+        nsp = {"nsp_accuracy": "max", "nsp_loss": "min", "mlm_loss": "min"} if task.get("nsp") else {}
+        return {"loss": "min", "perplexity": "min", "mlm_accuracy": "max", **nsp}
+
     def build_head(self, config, head, word_embeddings):
         return PreTrainingHead(config, word_embeddings, nsp=self.task.nsp)
 

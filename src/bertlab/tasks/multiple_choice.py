@@ -13,6 +13,10 @@ class MultipleChoiceFamily(Family):
     """One shared linear score per (context, choice) row, softmax over an example's choices
     (``BertForMultipleChoice``); padded choices (examples with fewer choices than the batch's most) never win."""
 
+    @classmethod
+    def logged_metrics(cls, task, data):
+        return {"loss": "min", "accuracy": "max"}
+
     head_kind = "multiple_choice"
 
     def build_head(self, config, head, word_embeddings):

@@ -383,6 +383,16 @@ def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Seq
 class QAFamily(Family):
     head_kind = "span"
 
+    @classmethod
+    def logged_metrics(cls, task, data):
+        scores = {"loss": "min", "exact_match": "max", "f1": "max"}
+        if data.get("version_2_with_negative"):  # squad_v2_scores (HasAns/NoAns: when the split has such questions)
+            scores.update({f"{p}_{m}": "max" for p in ("HasAns", "NoAns") for m in ("exact", "f1")})
+            scores.update({f"{p}_total": None for p in ("HasAns", "NoAns")})
+            scores.update({"best_exact": "max", "best_f1": "max", "best_exact_thresh": None,
+                           "best_f1_thresh": None})
+        return scores
+
     def build_head(self, config, head, word_embeddings):
         return SpanHead(config, head)
 

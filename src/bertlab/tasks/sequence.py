@@ -14,6 +14,12 @@ from bertlab.tasks.base import Family
 class SequenceFamily(Family):
     head_kind = "sequence"
 
+    @classmethod
+    def logged_metrics(cls, task, data):
+        if task.get("regression"):
+            return {"loss": "min", "pearson": "max", "spearmanr": "max", "combined_score": "max"}
+        return {"loss": "min", "accuracy": "max", "f1": "max", "matthews_correlation": "max"}
+
     def build_head(self, config, head, word_embeddings):
         return SequenceClassificationHead(config, head, self.num_labels)
 

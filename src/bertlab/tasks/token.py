@@ -127,6 +127,10 @@ def entity_scores(true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequen
 class TokenFamily(Family):
     head_kind = "token"
 
+    @classmethod
+    def logged_metrics(cls, task, data):
+        return {"loss": "min", "precision": "max", "recall": "max", "f1": "max", "accuracy": "max"}
+
     def build_head(self, config, head, word_embeddings):
         return TokenClassificationHead(config, head, self.num_labels)
 

@@ -1,10 +1,12 @@
 """Lightning callbacks: ``SamplesPerSecond`` (optional, from ``conf/callbacks``; each entry there needs a
 ``_target_``), and three every run installs: ``Throughput`` (metrics.json's ``train`` timings),
 ``FreezeModeGuard`` (frozen modules stay in eval mode) and ``ReleaseFreedHeap`` (``release_heap``: freed C-heap
-memory handed back after each step, by default when pre-training on the CPU)."""
+memory handed back after each step, by default when pre-training on the CPU); and ``OverfitCheck``
+(``debug=overfit``: whether the training loss fell as it must on a few fixed batches)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -15,6 +17,8 @@ from lightning.pytorch.callbacks import Callback
 
 from bertlab.runtime.config import auto_true_false
 from bertlab.training.freeze import FreezePlan
+
+log = logging.getLogger(__name__)
 
 
 class SamplesPerSecond(Callback):
@@ -238,3 +242,45 @@ class ReleaseFreedHeap(Callback):
         if self.enabled and trainer.global_step != self._step:  # an optimizer step happened
             self._step = trainer.global_step
             self._trim(0)
+
+
+class OverfitCheck(Callback):
+    """``debug=overfit``: says at the end whether the training loss fell under ``ratio`` (a tenth) of where it
+    started, epoch mean against epoch mean, on the same few batches every epoch (``trainer.overfit_batches``).
+
+    A correct model, loss and labels fit a few fixed batches whatever the task: when the loss stays up, one
+    of them is wrong, or the learning rate or the length of the run is. Validation scores batches the
+    model never trained on, so it is no part of this check.
+    """
+
+    def __init__(self, ratio: float = 0.1) -> None:
+        self.ratio = ratio
+        self.losses: dict[int, list[float]] = {}
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None:
+            self.losses.setdefault(trainer.current_epoch, []).append(float(loss))
+
+    def verdict(self, overfit_batches: float) -> tuple[bool, str] | None:
+        """(passed, what it tells), or None before two epochs have trained."""
+        if len(self.losses) < 2:
+            return None
+        epochs = sorted(self.losses)
+        first, last = (sum(self.losses[e]) / len(self.losses[e]) for e in (epochs[0], epochs[-1]))
+        fell = f"train/loss {first:.3g} (epoch {epochs[0] + 1}) → {last:.3g} (epoch {epochs[-1] + 1})"
+        batches = f"the same {overfit_batches:g} batches every epoch" if overfit_batches else "the training batches"
+        if last <= self.ratio * first:
+            return True, (f"overfit check passed: {fell} on {batches}, under {self.ratio:g} of where it started: "
+                          "the model, the loss and the labels can fit data (val/* scores batches it did not "
+                          "train on: not part of this check)")
+        return False, (f"overfit check FAILED: {fell} on {batches}, not under {self.ratio:g} of where it "
+                       "started: the model, the loss or the labels are wrong, or optim.lr does not suit the "
+                       "model (about 1e-3 for a scratch model, 1e-4 for a pre-trained one), or the run is too "
+                       "short (trainer.max_epochs)")
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        result = self.verdict(trainer.overfit_batches) if trainer.is_global_zero else None
+        if result is not None:
+            (log.info if result[0] else log.warning)("%s", result[1])

@@ -126,7 +126,7 @@ class BertTaskModule(L.LightningModule):
         # gradient all-reduce): a non-finite loss on any rank stops, or skips, the batch on all of them.
         if self.trainer.strategy.reduce_boolean_decision(not bool(torch.isfinite(loss)), all=False):
             message = (f"non-finite training loss ({loss.item()}) at global step {self.global_step}, "
-                       f"epoch {self.current_epoch}, batch {batch_idx} (example indices "
+                       f"epoch {self.current_epoch + 1}, batch {batch_idx} (example indices "
                        f"{batch['index'][:8].tolist()}…)")
             if self.on_nonfinite_loss == "error":
                 raise NonFiniteLossError(

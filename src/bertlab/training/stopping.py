@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -43,9 +44,10 @@ class GracefulStop(Callback):
     handler (SIGUSR1) writes ``hpc_ckpt_<n>.ckpt`` files that ``ckpt_path=last`` would not find.
     """
 
-    def __init__(self, run_dir: Path, resume_hint: str):
+    def __init__(self, run_dir: Path, resume_hint: str, sweep_hint: str | None = None):
         self.run_dir = Path(run_dir)
         self.resume_hint = resume_hint
+        self.sweep_hint = sweep_hint  # a multirun job: the command that re-runs its sweep
         self.signum: int | None = None
         self.training = False
         self._saved: tuple[Path, int] | None = None
@@ -96,8 +98,15 @@ class GracefulStop(Callback):
             where = f"the last checkpoint is {last}"
         else:
             where = "no checkpoint had been written yet, so nothing can be resumed: run the command again"
+        resumable = saved is not None or last.is_file()
+        if self.sweep_hint:
+            # Ctrl-C stops the whole multirun: the jobs after this one never started.
+            return (f"received {name}: the multirun stopped in the job of {self.run_dir}; {where}. Finish the "
+                    f"sweep by running it again in the same folder: {self.sweep_hint} (jobs that finished are "
+                    "skipped; this one and those after it run from their start)"
+                    + (f"; or resume this job alone from its last step: {self.resume_hint}" if resumable else ""))
         return (f"received {name}: the run stopped before its end; {where}. "
-                + (f"Resume with: {self.resume_hint}" if saved is not None or last.is_file() else ""))
+                + (f"Resume with: {self.resume_hint}" if resumable else ""))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.training = True
@@ -139,11 +148,12 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
     (returned as the callback that saves ``last.ckpt`` on a signal)."""
     if cfg is not None:
         from bertlab.runtime.run_dir import claim_run_dir
+        from bertlab.tasks.families import logged_metrics
 
-        check_settings(cfg)
+        check_settings(cfg, logged_metrics)  # every setting by its kind, and what they make a run do
         claim_run_dir(run_dir, cfg)  # a run dir belongs to one run (bertlab.runtime.run_dir)
     remove_stale_temporaries(Path(run_dir) / "checkpoints")
-    stop = GracefulStop(run_dir, resume_command(run_dir))
+    stop = GracefulStop(run_dir, resume_command(run_dir), sweep_command())
     stop.install()
     _ACTIVE_STOP.append(stop)
     return stop
@@ -215,6 +225,30 @@ def _in_multirun() -> bool:
 
         return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     return False
+
+
+def sweep_command(hydra_config: Any = None) -> str | None:
+    """In a multirun job: the command that runs its sweep again in the same folder (``python train.py -m
+    <the sweep's own overrides> hydra.sweep.dir=<its folder>``), else None.
+
+    The sweep's overrides (``seed=1,2,3``, not this job's ``seed=1``) come from ``<sweep dir>/multirun.yaml``,
+    which Hydra writes when the sweep starts, whatever the launcher."""
+    hc = hydra_config
+    with contextlib.suppress(Exception):
+        if hc is None:
+            from hydra.core.hydra_config import HydraConfig
+
+            hc = HydraConfig.get()
+        from hydra.types import RunMode
+        from omegaconf import OmegaConf
+
+        if hc.mode != RunMode.MULTIRUN:
+            return None
+        sweep_dir = Path(str(hc.sweep.dir)).absolute()
+        overrides = [str(o) for o in OmegaConf.load(sweep_dir / "multirun.yaml").hydra.overrides.task]
+        keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != "hydra.sweep.dir"]
+        return " ".join(["python train.py -m", *map(shlex.quote, keep), f"hydra.sweep.dir={sweep_dir}"])
+    return None
 
 
 def resume_command(run_dir: Path) -> str:

@@ -26,8 +26,9 @@ HEAD_KINDS = ("sequence", "token", "span", "multiple_choice", "mlm", "pretrainin
 # First-token transforms of classification heads (``FamilySpec.sequence_pooler``): "encoder" reads the
 # encoder's pooler (BERT: dense + tanh inside the encoder); the others are a dense layer of the head itself
 # ("dense_gelu_norm": ModernBERT's prediction head, dense → GELU → LayerNorm, on [CLS] or the mean of the tokens
-# as the config's ``classifier_pooling`` says).
-POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu", "dense_gelu_norm")
+# as the config's ``classifier_pooling`` says; "context_pooler": DeBERTa's, its own dropout (pooler_dropout) →
+# dense → GELU, then the classifier's dropout).
+POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu", "dense_gelu_norm", "context_pooler")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,9 @@ class FamilySpec:
     # The config class the family's checkpoints record (``assemble.config_from_record`` rebuilds it).
     config_class: type = EncoderConfig
     mlm_probability: float = 0.15  # task=mlm's masking rate when task.mlm_probability is null
+    # Encoder keys (bertlab names, prefixes) a checkpoint may hold that a model of the family need not have
+    # (transformers' _keys_to_ignore_on_load_unexpected): dropped and reported where the model has no such tensor.
+    optional_keys: tuple[str, ...] = ()
     nsp: bool = False  # pre-trained with next-sentence prediction (task.nsp's default)
     tokenizer_kind: str = "wordpiece"  # wordpiece | bpe | unigram: the vocabulary a scratch model trains
     max_positions: str = "max_position_embeddings"  # config.json key of the context length
@@ -160,7 +164,7 @@ class FamilySpec:
 
 
 def _registry() -> dict[str, FamilySpec]:
-    from bertlab.models.families import bert, distilbert, electra, modernbert, roberta
+    from bertlab.models.families import bert, deberta, distilbert, electra, modernbert, roberta
 
     specs = [  # one line per family
         bert.BERT,
@@ -169,6 +173,7 @@ def _registry() -> dict[str, FamilySpec]:
         distilbert.DISTILBERT,
         electra.ELECTRA,
         modernbert.MODERNBERT,
+        deberta.DEBERTA_V2,
     ]
     return {spec.model_type: spec for spec in specs}
 
