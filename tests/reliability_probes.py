@@ -152,6 +152,81 @@ def probes(work: Path) -> list[Probe]:
                 shutil.rmtree(path)
         shutil.copy(FIXTURES / "sst2" / "dev.tsv", data / "sst2" / "dev.tsv")
 
+    # Input validation by kind (docs/reliability.md): one probe per kind, each a case the issue listed.
+    def kind_files(folder: str, train: str, dev: str, suffix: str = "tsv") -> Callable[[Path], None]:
+        def setup(_: Path) -> None:
+            _write(data / folder / f"train.{suffix}", train)
+            _write(data / folder / f"dev.{suffix}", dev)
+        return setup
+
+    sst2_train = (FIXTURES / "sst2" / "train.tsv").read_text()
+    sst2_dev = (FIXTURES / "sst2" / "dev.tsv").read_text()
+    spelled = sst2_train.replace("\t1\n", "\t1.0\n", 3).replace("\t0\n", "\t 00\n", 2)
+
+    def squad_no_answer(_: Path) -> None:
+        squad = json.loads((FIXTURES / "squad_v1.1" / "dev.json").read_text())
+        squad["data"][0]["paragraphs"][0]["qas"][1]["answers"] = []
+        _write(data / "kinds-squad" / "squad_v1.1" / "dev.json", json.dumps(squad))
+        shutil.copy(FIXTURES / "squad_v1.1" / "train.json", data / "kinds-squad" / "squad_v1.1" / "train.json")
+
+    def fifo_dev(_: Path) -> None:
+        _write(data / "kinds-fifo" / "train.tsv", sst2_train)
+        dev = data / "kinds-fifo" / "dev.tsv"
+        if not dev.exists():
+            os.mkfifo(dev)
+
+    def flip_labels(_: Path) -> None:
+        rows = [line.rsplit("\t", 1) for line in sst2_train.splitlines()]
+        _write(data / "kinds-resume" / "train.tsv", "\n".join(["\t".join(rows[0])] + [
+            f"{text}\t{1 - int(label)}" for text, label in rows[1:]]) + "\n")
+
+    def generic(folder: str, suffix: str = "tsv", column: str = "sentence") -> list[str]:
+        return ["model=bert_tiny", "task=text_classification", "trainer.max_epochs=1", "logger=csv",
+                f"data.train_file={folder}/train.{suffix}", f"data.val_file={folder}/dev.{suffix}",
+                f"data.text_column={column}", "trainer.enable_progress_bar=false"]
+
+    jsonl_rows = "".join(json.dumps({"sentence": f"film {i}", "label": i % 2}) + "\n" for i in range(8))
+    kinds = [
+        Probe("kind-label-spellings-merged", [*generic("kinds-labels"), run("kind-labels")], 0, "best checkpoint:",
+              setup=kind_files("kinds-labels", spelled, sst2_dev),
+              check=lambda w: None if json.loads((w / "runs" / "kind-labels" / "metrics.json").read_text())[
+                  "labels"] == ["0", "1"] else "labels 1.0 / 00 became classes of their own"),
+        Probe("kind-label-case-clash", [*generic("kinds-case"), run("kind-case")], 1, "spells one class several ways",
+              setup=kind_files("kinds-case", sst2_train.replace("\t1\n", "\tpos\n").replace("\t0\n", "\tneg\n")
+                               .replace("\tpos\n", "\tPos\n", 1), sst2_dev)),
+        Probe("kind-header-twice", [*generic("kinds-header"), run("kind-header")], 1, "names the column 'sentence' twice",
+              setup=kind_files("kinds-header", sst2_train.replace("sentence\tlabel", "sentence\tSentence", 1), sst2_dev)),
+        Probe("kind-jsonl-object-text", [*generic("kinds-json", "jsonl"), run("kind-json")], 1,
+              "field 'sentence' is a JSON object",
+              setup=kind_files("kinds-json", jsonl_rows + '{"sentence": {"t": 1}, "label": 0}\n', jsonl_rows, "jsonl")),
+        Probe("kind-csv-unclosed-quote", [*generic("kinds-csv", "csv"), run("kind-csv")], 1, "is never closed",
+              setup=kind_files("kinds-csv", "sentence,label\none,1\ntwo,\"0\nthree,1\nfour,0\nfive,1\n",
+                               "sentence,label\nok,1\nno,0\n", "csv")),
+        Probe("kind-tsv-quoted-newline", [*generic("kinds-tsvq"), "data.on_bad_example=skip", run("kind-tsvq")], 0,
+              "one record only when read as CSV",
+              setup=kind_files("kinds-tsvq", sst2_train, sst2_dev + '"half of\nan example"\t1\n'),
+              check=lambda w: None if json.loads((w / "runs" / "kind-tsvq" / "metrics.json").read_text())["data"][
+                  "skipped_examples"] == 1 else "the quoted record was not skipped whole"),
+        Probe("kind-conll-word-with-space", ["model=bert_tiny", "task=token_classification", "trainer.max_epochs=1",
+                                            "logger=csv", "data.train_file=kinds-conll/train.conll",
+                                            "data.val_file=kinds-conll/dev.conll", run("kind-conll")], 1,
+              "a word holding a space",
+              setup=kind_files("kinds-conll", "New York B-LOC\nis O\nbig O\n\nParis B-LOC\nis O\n",
+                               "Rome B-LOC\nis O\n", "conll")),
+        Probe("kind-squad-v1-no-answer", ["model=bert_tiny", "task=squad", "trainer.max_epochs=1", "logger=csv",
+                                         f"paths.data_dir={data / 'kinds-squad'}", run("kind-squad")], 1,
+              "SQuAD v1.1 scores a question against its answers", setup=squad_no_answer),
+        Probe("kind-fifo-data-path", [*generic("kinds-fifo"), run("kind-fifo")], 1, "a named pipe (FIFO)",
+              setup=fifo_dev),
+        Probe("kind-same-file-train-val", [*generic("kinds-labels"), "data.val_file=kinds-labels/train.tsv",
+                                          run("kind-same")], 1, "is the same file as data.train_file"),
+        Probe("kind-resume-base", [*generic("kinds-resume"), "trainer.max_steps=2", run("kind-resume")], 0,
+              "best checkpoint:", setup=kind_files("kinds-resume", sst2_train, sst2_dev)),
+        Probe("kind-resume-data-changed", [*generic("kinds-resume"), "trainer.max_steps=4", "ckpt_path=last",
+                                          run("kind-resume")], 1, "the data changed since the checkpoint",
+              setup=flip_labels),
+    ]
+
     first = work / "runs" / "first"
     held: dict[str, object] = {}
 
@@ -318,6 +393,7 @@ def probes(work: Path) -> list[Probe]:
               "the run folder cannot be created there", setup=a_file),
         refused("val-check-past-the-epoch", ["trainer.val_check_interval=1000"],
                 "trainer.val_check_interval=1000 batches is past the end of an epoch", record=False),
+        *kinds,
     ]
 
 

@@ -152,8 +152,9 @@ def _squad_with(tmp_path: Path, edit) -> Path:
 
 def test_squad_missing_key(train_run, tmp_path):
     root = _squad_with(tmp_path, lambda p: p["qas"][1].pop("question"))
-    with pytest.raises(DataError, match=r"squad_v1\.1/dev\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\]: missing or "
-                                        r"malformed key 'question' \(set data\.on_bad_example=skip"):
+    with pytest.raises(DataError, match=r"squad_v1\.1/dev\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\]: no field "
+                                        r"'question' \(expected text \(a JSON string\)\); it has \['answers', 'id'\] "
+                                        r"\(set data\.on_bad_example=skip"):
         train_run(*TINY, "task=squad", data_dir=root)
 
 
@@ -185,7 +186,7 @@ def test_squad_skip_counts_bad_questions(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         split = qa_split("val", root / "squad_v1.1" / "dev.json", cfg, tokenizer, train=False)
     assert split.skipped == 1 and split.num_examples == 9
-    assert "missing or malformed key 'id'" in caplog.text
+    assert "qas[0]: no field 'id'" in caplog.text
 
 
 def test_question_longer_than_the_window_is_cut_and_reported(tmp_path, caplog):

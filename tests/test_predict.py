@@ -183,8 +183,8 @@ def test_pair_task_line_without_a_tab_names_the_line(trained, tmp_path, capsys):
 def test_regression_records_are_values(tmp_path):
     rows = [{"text": f"a cat sat on mat {i}", "text_pair": f"the dog {i}", "label": float(i % 5)}
             for i in range(24)]
-    for name in ("train", "dev"):
-        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name, part in (("train", rows), ("dev", rows[:12])):  # dev: not a copy of train (that is refused)
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
     run_dir = tmp_path / "run"
     run_train([*QUICK, "task=text_regression", f"data.train_file={tmp_path}/train.jsonl",
                f"data.val_file={tmp_path}/dev.jsonl", "data.text_pair_column=text_pair", "model.vocab_size=200"],

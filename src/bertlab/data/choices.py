@@ -17,13 +17,13 @@ pads rows and choices, and padded choices are masked out of the softmax (``choic
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.data.features import Split
-from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, read_text_lines
+from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, json_object, read_text_lines
 from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.validate import BadValue, canonical_label, expect, missing_column, text_value
 from bertlab.runtime.config import DataConfig
 
 
@@ -36,9 +36,10 @@ class ChoiceExample:
 
 
 def _label(value, n_choices: int, where: str, policy: BadExamplePolicy) -> int | None | bool:
-    """The label as a choice index; False (after policy.bad) when it is not one."""
+    """The label as a choice index (``1``, ``"1"``, ``1.0`` and ``" 01"`` are all choice 1: the label rule of
+    :func:`bertlab.data.validate.canonical_label`); False (after policy.bad) when it is not one."""
     try:
-        label = int(str(value).strip())
+        label = int(canonical_label(str(value)))
     except ValueError:
         policy.bad(f"{where}: label {value!r} is not the index of a choice (0..{n_choices - 1})")
         return False
@@ -57,19 +58,17 @@ def read_choices(path: Path, data: DataConfig, labelled: bool, policy: BadExampl
             if not line.strip():
                 continue
             where = f"{path}:{i}"
+            obj = json_object(line, where)
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{where}: not a JSON object per line ({err.msg})") from None
-            choices = obj.get(data.choices_field) if isinstance(obj, dict) else None
-            if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) and c.strip()
-                                                                             for c in choices):
+                context, prefix, choices, label = _json_fields(obj, data, label_column, where)
+            except BadValue as err:
+                policy.bad(str(err))
+                continue
+            if len(choices) < 2 or not all(c.strip() for c in choices):
                 policy.bad(f"{where}: {data.choices_field!r} must be a list of at least two non-empty strings "
                            "(data.choices_field)")
                 continue
-            prefix = str(obj.get(data.choice_prefix_column) or "") if data.choice_prefix_column else ""
-            examples.append(_example(obj.get(data.text_column), prefix, choices,
-                                     obj.get(label_column) if label_column else None, label_column, where, policy))
+            examples.append(_example(context, prefix, choices, label, label_column, where, policy))
     else:
         columns = list(data.choice_columns or [])
         if len(columns) < 2:
@@ -81,7 +80,7 @@ def read_choices(path: Path, data: DataConfig, labelled: bool, policy: BadExampl
                             else []), ("label_column", [label_column] if label_column else [])):
             unknown = [c for c in names if c not in header]
             if unknown:
-                raise DataError(f"{path}: no column {unknown[0]!r} (data.{key}); the header has {header}")
+                raise missing_column(path, key, unknown[0], header)
         for line, row in rows:
             where = f"{path}:{line}"
             if "__bad__" in row:
@@ -91,6 +90,27 @@ def read_choices(path: Path, data: DataConfig, labelled: bool, policy: BadExampl
             examples.append(_example(row.get(data.text_column), prefix, [row[c] for c in columns],
                                      row.get(label_column) if label_column else None, label_column, where, policy))
     return [e for e in examples if e is not None]
+
+
+def _json_fields(obj: dict, data: DataConfig, label_column: str | None, where: str):
+    """(context, prefix, choices, label) of a JSON record, each of the type its field needs (:class:`BadValue`
+    naming the field otherwise): text, text, a list of texts, a choice index (a number or its text)."""
+    if data.text_column not in obj:
+        raise BadValue(f"{where}: no field {data.text_column!r} (data.text_column); the record has {sorted(obj)}")
+    context = text_value(obj[data.text_column], where, data.text_column)
+    prefix = ""
+    if data.choice_prefix_column and obj.get(data.choice_prefix_column) is not None:
+        prefix = text_value(obj[data.choice_prefix_column], where, data.choice_prefix_column)
+    choices = expect(obj, data.choices_field, list, where, "a list of texts (data.choices_field)")
+    for k, choice in enumerate(choices):
+        text_value(choice, where, f"{data.choices_field}[{k}]")
+    label = None
+    if label_column:
+        label = expect(obj, label_column, (int, float, str), where, "the index of the right choice (an integer)",
+                       required=False)
+        if isinstance(label, str) and not label.strip():
+            label = None
+    return context, prefix, choices, label
 
 
 def _example(context, prefix: str, choices: list[str], label, label_column, where: str,

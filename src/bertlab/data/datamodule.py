@@ -33,6 +33,7 @@ from bertlab.data.files import DataFiles
 from bertlab.data.readers import DataError
 from bertlab.data.safe_cache import cached
 from bertlab.data.tokenizer import BertTokenizer, content_hash
+from bertlab.data.validate import changed_splits
 from bertlab.runtime.checks import check_seq_length
 from bertlab.runtime.config import DEFAULT_MLM_PROBABILITY, ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.errors import TokenizerError
@@ -73,6 +74,8 @@ class TaskDataModule(L.LightningDataModule):
         self._train_sampler: TrainBatchSampler | None = None
         self._sampler_state: dict[str, int] | None = None  # from a checkpoint, for the next training sampler
         self.files = DataFiles(task, data)
+        self._splits_checked = False
+        self._fingerprint: dict[str, str] | None = None  # content digests of the training data (fit only)
         # The tokenizer's own special tokens must leave room for text (RoBERTa's pair costs 4, BERT's 3).
         pair = bool(data.text_pair_column) and task.family == "sequence"
         check_seq_length(data.max_seq_length, task.family, pair, task.nsp,
@@ -113,6 +116,17 @@ class TaskDataModule(L.LightningDataModule):
                     "data.label_column; for real-valued targets use task=text_regression"
                 )
         return self._labels
+
+    def _label_map(self) -> LabelMap | None:
+        if self.labels is None:
+            return None
+        if self.task.labels is not None:
+            return LabelMap(self.labels, f"declared by task={self.task.name}",
+                            "fix the file; for another label set use a generic task (task=text_classification or "
+                            "task=token_classification), which takes its labels from its training split")
+        return LabelMap(self.labels, f"the labels of the training split {self.split_file('train')}",
+                        "fix the file, add examples of these labels to the training split, or declare the full "
+                        "label set with task.labels=[...]")
 
     @property
     def num_labels(self) -> int:
@@ -199,7 +213,7 @@ class TaskDataModule(L.LightningDataModule):
         limit = self.cfg.max_train_samples if train else self.cfg.max_eval_samples
         labelled = split != "predict"  # val, test and the data.val_extra_files sets carry labels
         family = self.task.family
-        label_map = LabelMap(self.labels) if self.labels is not None else None
+        label_map = self._label_map()
         if family == "sequence":
             return sequence_split(split, path, self.cfg, self.tokenizer, label_map, self.task.regression,
                                   labelled=labelled, max_examples=limit)
@@ -237,6 +251,11 @@ class TaskDataModule(L.LightningDataModule):
                     self._build(split)
 
     def setup(self, stage: str | None = None) -> None:
+        if not self._splits_checked:
+            self.files.check_splits()  # an evaluation split that is the training file: refused before reading
+            self._splits_checked = True
+        if stage in (None, "fit") and self._fingerprint is None and self.cfg.train_file is not None:
+            self._fingerprint = self.files.fingerprint()  # what this run trains on, recorded in checkpoints
         for split in self._splits_for(stage):
             if split not in self.splits and self.split_file(split) is not None:
                 self.splits[split] = self._build(split)
@@ -319,6 +338,8 @@ class TaskDataModule(L.LightningDataModule):
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"labels": self.labels}
+        if self._fingerprint:
+            state["data_fingerprint"] = self._fingerprint
         if self._train_sampler is not None:
             # Data order for a mid-epoch resume. Kept here, not as a stateful DataLoader: Lightning restores
             # loader states only into loaders built after the restore, and configure_optimizers
@@ -327,6 +348,7 @@ class TaskDataModule(L.LightningDataModule):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._check_resumed_data(state.get("data_fingerprint"))
         if state.get("labels") is not None:
             self._labels = state["labels"]
         if state.get("train_sampler") is not None:
@@ -334,3 +356,22 @@ class TaskDataModule(L.LightningDataModule):
                 self._train_sampler.load_state_dict(state["train_sampler"])
             else:
                 self._sampler_state = state["train_sampler"]
+
+    def _check_resumed_data(self, recorded: dict[str, str] | None) -> None:
+        """Training resumed from a checkpoint continues on the data it started with: a training or validation
+        file whose content changed since the checkpoint was written is refused (the run would mix two data
+        sets in one model and one learning curve). Evaluating a checkpoint on other data is allowed."""
+        trainer = self.trainer
+        fitting = trainer is not None and getattr(trainer.state.fn, "value", trainer.state.fn) == "fit"
+        if not recorded or not fitting or self._fingerprint is None:
+            return
+        changed = changed_splits(recorded, self._fingerprint)
+        if changed:
+            files = ", ".join(f"{split} ({self.split_file(split)}: {recorded[split]} then, {self._fingerprint[split]} "
+                              "now)" for split in changed)
+            raise DataError(
+                f"the data changed since the checkpoint being resumed was written: {files} (content digests). "
+                "Resuming would continue training on other data than the run started with. Restore the files as "
+                "they were to resume, or train afresh on the new data: the same command without ckpt_path, "
+                "best in a new folder (leave hydra.run.dir unset)"
+            )

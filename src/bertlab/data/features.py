@@ -19,6 +19,13 @@ import numpy as np
 from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
 from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.validate import (
+    LabelSpellings,
+    canonical_label,
+    check_label_column,
+    number_value,
+    unknown_labels,
+)
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -53,25 +60,42 @@ class Split:
 
 
 class LabelMap:
-    """Label strings exactly as in the data files ↔ ids; unknown labels are errors naming file and line."""
+    """Label strings ↔ ids. Labels are compared in their canonical spelling
+    (:func:`bertlab.data.validate.canonical_label`: ``1.0`` is ``1``, ``True`` is ``true``); ``labels`` keeps
+    the set's own spelling. An evaluation label outside the set is an error naming every such label and its
+    first line; ``source`` and ``fix`` say where the set comes from and what to do (the messages of
+    :func:`bertlab.data.validate.unknown_labels`)."""
 
-    def __init__(self, labels: list[str]):
+    def __init__(self, labels: list[str], source: str = "the task's label set",
+                 fix: str = "fix the file, or give the task the full label set (task.labels=[...])"):
         self.labels = list(labels)
-        self.index = {label: i for i, label in enumerate(self.labels)}
+        self.index = {canonical_label(label): i for i, label in enumerate(self.labels)}
+        self.source = source
+        self.fix = fix
+
+    def check(self, path: Path | str, seen: dict[str, str]) -> None:
+        """Refuse the labels of ``seen`` (label → first file:line) that the set lacks, all of them at once."""
+        unknown_labels(path, seen, self.labels, self.source, self.fix)
 
     def id(self, label: str, where: str) -> int:
         try:
-            return self.index[label]
+            return self.index[canonical_label(label)]
         except KeyError:
-            raise DataError(
-                f"{where}: label {label!r} is not in the task's label set {self.labels} (a preset task's "
-                "declared labels, or for a generic task the labels of the training split); fix the file, or "
-                "for another label set use a generic task (task=text_classification / token_classification) "
-                "whose training split has this label"
-            ) from None
+            self.check(where.rsplit(":", 1)[0], {canonical_label(label): where})
+            raise
 
     def __len__(self) -> int:
         return len(self.labels)
+
+
+def class_labels(examples: list, path: Path | str, column: str | None) -> dict[str, str]:
+    """Spell the class labels of ``examples`` one way (in place) and refuse spellings of one class that
+    differ in case or spacing (:class:`bertlab.data.validate.LabelSpellings`); returns label → first line."""
+    spellings = LabelSpellings(path, column)
+    for ex in examples:
+        ex.label = spellings.add(ex.label, ex.where)
+    spellings.check()
+    return spellings.first_where()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -86,6 +110,9 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
                           data.label_column if labelled else None, policy)
     if labelled and regression:
         examples = _finite_regression_labels(examples, policy)
+    elif labelled:
+        seen = class_labels(examples, path, data.label_column)
+        labels.check(path, seen)  # every label the set lacks, named at once
     if max_examples is not None:
         examples = examples[:max_examples]
     if not examples:
@@ -98,10 +125,7 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
         feature = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "index": i}
         if labelled:
             if regression:
-                try:
-                    feature["labels"] = float(ex.label)
-                except ValueError:
-                    raise DataError(f"{ex.where}: regression label {ex.label!r} is not a number") from None
+                feature["labels"] = float(ex.label)
             else:
                 feature["labels"] = labels.id(ex.label, ex.where)
         features.append(feature)
@@ -113,10 +137,7 @@ def _finite_regression_labels(examples, policy: BadExamplePolicy):
     into NaN mid-run. Found here, while reading, with file and line."""
     kept = []
     for ex in examples:
-        try:
-            value = float(ex.label)
-        except ValueError:
-            raise DataError(f"{ex.where}: regression label {ex.label!r} is not a number") from None
+        value = number_value(ex.label, ex.where, "regression label")  # a non-number: an error, not a skip
         if not math.isfinite(value):
             policy.bad(f"{ex.where}: regression label {ex.label!r} is not a finite number; give the example a real "
                        "score or remove it")
@@ -126,15 +147,26 @@ def _finite_regression_labels(examples, policy: BadExamplePolicy):
 
 
 def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
-    """Generic tasks: the label set of the training split, sorted (so ids do not depend on file order)."""
+    """Generic tasks: the label set of the training split, sorted (so ids do not depend on file order).
+
+    Class labels are spelled one way (:func:`class_labels`) and a column with a new value on most rows is
+    refused (it is no label column). Tags: every entity type seen gets both its ``B-`` and its ``I-`` tag, so
+    an evaluation file may hold a longer entity of a type the training split has only in one-word form.
+    """
     policy = BadExamplePolicy("skip")
     if family == "token":
-        tags = {t for s in read_conll(path, data.tag_column, policy) for t in s.tags}
-        if data.tag_scheme == "iob1":
-            tags |= {"B-" + t[2:] for t in tags if t.startswith("I-")}
+        spellings = LabelSpellings(path, "tags")
+        for s in read_conll(path, data.tag_column, policy):
+            for t in s.tags:
+                spellings.add(t, s.where)
+        spellings.check()
+        tags = set(spellings.spellings)
+        tags |= {prefix + t[2:] for t in tags if t[:2] in ("B-", "I-") for prefix in ("B-", "I-")}
         return sorted(tags, key=lambda t: (t != "O", t[2:], t[:2]))
-    return sorted({e.label for e in read_table(path, data.text_column, data.text_pair_column,
-                                                data.label_column, policy)})
+    examples = read_table(path, data.text_column, data.text_pair_column, data.label_column, policy)
+    labels = sorted(class_labels(examples, path, data.label_column))
+    check_label_column(path, data.label_column, len(labels), len(examples))
+    return labels
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -151,18 +183,19 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
         sentences = sentences[:max_examples]
     if not sentences:
         raise DataError(f"{path}: no sentences")
-    kept = []
+    valid, seen = [], {}
     for s in sentences:
         tags = iob1_to_iob2(s.tags) if data.tag_scheme == "iob1" else s.tags
         try:
             validate_iob2(tags, where=s.where)
-            ids = [labels.id(t, s.where) for t in tags]
-        except DataError:
-            raise
         except ValueError as err:
             policy.bad(str(err) + " (is the file IOB1? set data.tag_scheme=iob1)")
             continue
-        kept.append((s, tags, ids))
+        for t in tags:
+            seen.setdefault(canonical_label(t), s.where)
+        valid.append((s, tags))
+    labels.check(path, seen)  # every tag the label set lacks, named at once
+    kept = [(s, tags, [labels.id(t, s.where) for t in tags]) for s, tags in valid]
     b_to_i = b_to_i_map(labels.labels)
     encodings = tokenizer.truncated(data.max_seq_length).encode_words_batch([s.words for s, _, _ in kept])
     features, gold, word_ids_all, truncated = [], [], [], 0
@@ -189,7 +222,9 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
     from bertlab.data.qa import QADataError, prepare_qa_features
 
     policy = BadExamplePolicy(data.on_bad_example)
-    examples = read_squad(path, train=train, policy=policy)
+    # A labelled split's answers are checked against the SQuAD version (a file to predict has none).
+    examples = read_squad(path, train=train, policy=policy,
+                          version_2=None if name == "predict" else data.version_2_with_negative)
     if max_examples is not None:
         examples = examples[:max_examples]
     if not examples:

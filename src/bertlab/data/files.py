@@ -8,7 +8,8 @@ import math
 import os
 from pathlib import Path
 
-from bertlab.data.readers import DataError, check_readable
+from bertlab.data.readers import DataError
+from bertlab.data.validate import check_column_roles, check_readable, check_split_files, data_fingerprint
 from bertlab.runtime.config import DataConfig, TaskSpec
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
@@ -20,7 +21,13 @@ class DataFiles:
     def __init__(self, task: TaskSpec, data: DataConfig):
         self.task = task
         self.cfg = data
-
+        if task.family == "sequence":  # one column per role, checked before any file is read
+            check_column_roles({"text_column": data.text_column, "text_pair_column": data.text_pair_column,
+                                "label_column": data.label_column})
+        elif task.family == "multiple_choice":
+            check_column_roles({"text_column": data.text_column, "choice_columns": data.choice_columns,
+                                "choice_prefix_column": data.choice_prefix_column,
+                                "label_column": data.label_column})
 
     def _root(self) -> Path:
         # The bundled samples use the same layout as a data folder (sst2/train.tsv, squad_v1.1/dev.json, ...).
@@ -39,10 +46,12 @@ class DataFiles:
         relative = not path.is_absolute()
         if relative:
             path = self._root() / path
-        if path.is_file() and self.cfg.source != "hub":
-            return path
-        if path.is_dir() or path.is_symlink():  # a folder or a broken link: say so, not "not found"
+        if (path.exists() or path.is_symlink()) and not (path.is_file() and self.cfg.source == "hub"):
+            # Something is there: a readable regular file, or an error saying what it is instead (a folder, a
+            # FIFO, a broken link, ...), never "not found" with advice about other sources.
             check_readable(path)
+            if self.cfg.source != "hub":
+                return path
         hub_reason = "data.source=sample does not use the hub"
         if self.cfg.source != "sample" and relative:
             from bertlab.data.hub import HubUnavailable, fetch_preset
@@ -67,6 +76,22 @@ class DataFiles:
         if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
             return [self.resolve(v) for v in value]
         return self.resolve(value)
+
+    def labelled_files(self) -> dict[str, Path | list[Path] | None]:
+        """The files of the splits a run trains and scores on (train, val, the extra dev sets, test)."""
+        splits = ["train", "val", *(self.cfg.val_extra_files or {}), "test"]
+        return {split: self.split_file(split) for split in splits}
+
+    def check_splits(self) -> None:
+        """No evaluation split may be the training file (:func:`bertlab.data.validate.check_split_files`)."""
+        settings = {"val": "data.val_file", "test": "data.test_file",
+                    **{name: f"data.val_extra_files.{name}" for name in self.cfg.val_extra_files or {}}}
+        check_split_files(self.labelled_files(), settings)
+
+    def fingerprint(self) -> dict[str, str]:
+        """Content digests of the training and validation files: what a checkpoint records of its data."""
+        files = self.labelled_files()
+        return data_fingerprint({k: v for k, v in files.items() if k != "test"})
 
     def training_texts(self, max_bytes: int | None = None) -> list[str]:
         """Text of the training split only: what a scratch tokenizer may be fit on (no val/test leakage).

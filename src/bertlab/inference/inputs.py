@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
+from bertlab.data.validate import missing_column
 from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
 from bertlab.inference.text import FORMATS
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
@@ -74,6 +75,12 @@ def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
         header = [h.strip() for h in filled[0].split("," if suffix == ".csv" else "\t")]
         if settings.text_column in header:
             return "table"
+        # A table without the run's text column read as plain text would predict its header line and every
+        # row with all of its cells, gold labels included.
+        raise missing_column(path, "text_column", settings.text_column, header, fix=(
+            f"This model reads its input from the column {settings.text_column!r}, and a {suffix} file is read "
+            f"as a table: name the text column {settings.text_column!r}, or give plain text (one input a line, "
+            "e.g. a .txt file, or --format text to read these lines whole, header included)"))
     return "text"
 
 
