@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.models.encoder import EncoderOutput
+from bertlab.models.encoder import ConfigSizes, EncoderOutput
 from bertlab.models.kernels import (  # noqa: F401  (attention, Kernels, ... are also imported from here)
     DEFAULT_ATTENTION_SLICE_BYTES,
     DEFAULT_KERNELS,
@@ -255,7 +255,7 @@ UNPAD_AUTO_MIN_PADDING = 0.05
 UNPAD_AUTO_FIRST_TOKEN_DEVICES = ("cpu",)
 
 
-class BertModel(nn.Module):
+class BertModel(ConfigSizes, nn.Module):
     """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
 
     computes_first_token_only = True  # forward takes first_token_only (TaskModel passes it for [CLS] heads)
@@ -292,14 +292,6 @@ class BertModel(nn.Module):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
-
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_hidden_layers
 
     def forward(
         self,

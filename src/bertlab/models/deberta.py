@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from bertlab.models.bert import BertIntermediate, BertModel, BertOutput, BertSelfOutput, padding_mask
-from bertlab.models.encoder import EncoderOutput
+from bertlab.models.encoder import ConfigSizes, EncoderOutput
 from bertlab.models.kernels import DEFAULT_KERNELS, Dropout, Kernels, attention, repad_attention
 from bertlab.models.packing import Packing, pack
 from bertlab.runtime.config import EncoderConfig, unpad_mode
@@ -297,7 +297,7 @@ class DebertaEncoder(nn.Module):
         return self.LayerNorm(rel) if self.LayerNorm is not None else rel
 
 
-class DebertaModel(nn.Module):
+class DebertaModel(ConfigSizes, nn.Module):
     """DeBERTa-v2/v3 (HF's ``DebertaV2Model``): ``forward(input_ids, attention_mask, token_type_ids)`` →
     ``EncoderOutput`` (no pooler: the classification heads own DeBERTa's ContextPooler)."""
 
@@ -315,14 +315,6 @@ class DebertaModel(nn.Module):
         self.embeddings = DebertaEmbeddings(config, kernels)
         self.encoder = DebertaEncoder(config, kernels)
         self.apply(lambda m: BertModel._init_weights(self, m))
-
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
-
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_hidden_layers
 
     # The same choice as BERT's: pack when unpad says so (position 0 of every row real).
     uses_unpadded_path = BertModel.uses_unpadded_path

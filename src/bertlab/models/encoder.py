@@ -61,3 +61,18 @@ def layer_stack_path(encoder: nn.Module) -> str:
 def embeddings_path(encoder: nn.Module) -> str:
     """The dotted name of the encoder's embeddings module."""
     return getattr(encoder, "embeddings_path", DEFAULT_EMBEDDINGS)
+
+
+class ConfigSizes:
+    """``hidden_size`` and ``num_layers`` of an encoder read from its ``config`` (the two sizes the Encoder protocol
+    names), for the encoders whose config holds them under Hugging Face's names."""
+
+    config: Any
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.models.bert import BertModel, padding_mask
-from bertlab.models.encoder import EncoderOutput
+from bertlab.models.encoder import ConfigSizes, EncoderOutput
 from bertlab.models.kernels import (
     DEFAULT_KERNELS,
     Dropout,
@@ -243,7 +243,7 @@ class ModernBertEncoderLayer(nn.Module):
         return hidden + self.mlp(self.mlp_norm(hidden))
 
 
-class ModernBertModel(nn.Module):
+class ModernBertModel(ConfigSizes, nn.Module):
     """ModernBERT (HF's ``ModernBertModel``): ``forward(input_ids, attention_mask)`` → ``EncoderOutput`` (no pooler).
 
     ``add_pooling_layer`` is accepted for the encoder protocol and ignored: ModernBERT has no pooler.
@@ -287,14 +287,6 @@ class ModernBertModel(nn.Module):
             init(layer.attn.Wo, out_std)
             init(layer.mlp.Wi, cfg.initializer_range)
             init(layer.mlp.Wo, out_std)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
-
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_hidden_layers
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> EncoderOutput:

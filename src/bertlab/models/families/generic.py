@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertlab.models.encoder import EncoderOutput
+from bertlab.models.encoder import ConfigSizes, EncoderOutput
 from bertlab.runtime.errors import CheckpointError, ConfigError
 
 GENERIC = "hf_auto"  # EncoderConfig-like records of this path say encoder="hf_auto"
@@ -88,7 +88,7 @@ def _transformers():
     return transformers
 
 
-class AutoEncoder(nn.Module):
+class AutoEncoder(ConfigSizes, nn.Module):
     """An ``AutoModel`` as a bertlab encoder (see the module docstring). ``forward`` as ``BertModel``'s."""
 
     generic = True
@@ -108,14 +108,6 @@ class AutoEncoder(nn.Module):
         if self._root_params:
             raise ConfigError(f"{config.model_type}: the model holds parameters outside its submodules "
                               f"({self._root_params[:3]}); the generic path cannot wrap it")
-
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
-
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_hidden_layers
 
     @property
     def word_embeddings(self) -> nn.Embedding:
