@@ -248,7 +248,9 @@ def test_ddp_multirun_sequence_and_token(tmp_path):
     _cli(["task=sst2,conll2003", "data.eval_batch_size=3", f"hydra.sweep.dir={sweep}"], cwd=tmp_path,
          multirun=True)
     assert {p.name for p in tmp_path.iterdir()} == {"sweep", ".cache"}  # no logs/, no outputs/
-    assert {p.name for p in sweep.iterdir()} == {"0", "1", "multirun.yaml"}
+    # The jobs, Hydra's record, and the comparison every multirun writes at its end (bertlab.compare).
+    assert {p.name for p in sweep.iterdir() if not p.name.startswith("comparison.")} == {"0", "1", "multirun.yaml"}
+    assert (sweep / "comparison.md").is_file()
     for job, task in (("0", "sst2"), ("1", "conll2003")):
         run_dir = sweep / job
         m = _check_run_dir(run_dir)

@@ -159,6 +159,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def test_predict_output_on_a_full_disk(run_dir, tmp_path, monkeypatch, capsys):
+    import bertlab.inference.inputs as inputs
     import bertlab.predict as predict
 
     infile = tmp_path / "in.txt"
@@ -168,7 +169,7 @@ def test_predict_output_on_a_full_disk(run_dir, tmp_path, monkeypatch, capsys):
     def full(*args, **kwargs):
         raise _oserror(errno.ENOSPC)
 
-    monkeypatch.setattr(predict, "write_records", full)
+    monkeypatch.setattr(inputs, "write_records", full)  # predict.main imports it when it runs
     with pytest.raises(SystemExit) as stop:
         predict.main([str(run_dir), str(infile), "--output", str(out), "--no-progress", "--device", "cpu"])
     assert stop.value.code == 1
