@@ -56,17 +56,15 @@ IGNORED_TRAINER = {"enable_progress_bar", "log_every_n_steps", "enable_model_sum
 IGNORED_MODEL = {"cpu_fast_dropout", "cpu_attention_slice_mb", "varlen_attention"}
 # Keys bertlab no longer has (data.hub_dataset was never read): a run recorded with them is the same run.
 RETIRED_KEYS = {"data.hub_dataset"}
-# Keys whose fixed default became null, resolved when a run is built to the value every run recorded before had:
-# such a recorded value and null now are the same run (task.mlm_probability: null = the encoder family's rate,
-# 0.15 for every family that existed when 0.15 was the default).
-DEFAULTS_NOW_NULL = {"task.mlm_probability": 0.15}
-# Keys added later, with the value every run recorded before them had: unset there and this value now is the same run.
-ADDED_KEYS = {"model.tokenizer_kind": "wordpiece"}
-# Keys whose default changed, with (the default every run recorded before, the default now): a run recorded with
-# the old default and resumed with the new one is the same run. data.stream_threshold_mb 64 → 0 (every corpus
-# streamed by default): a pre-training run on a corpus under 64 MB that started in memory continues on the
-# prepared path when resumed without the old value (docs/pretraining.md says so).
-DEFAULTS_CHANGED = {"data.stream_threshold_mb": (64, 0)}
+# Values that changed with bertlab and mean the same training: per key, (recorded there, now) pairs. A run
+# recorded before the change resumes under today's defaults. "<unset>": the key did not exist then.
+# - task.mlm_probability: null now means the encoder family's rate, 0.15 for every family that existed then;
+# - model.tokenizer_kind: added, every earlier scratch vocabulary was WordPiece;
+# - data.stream_threshold_mb 64 → 0 (every corpus prepared): a pre-training run on a corpus under 64 MB that
+#   started in memory continues on the prepared path when resumed without the old value (docs/pretraining.md).
+SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
+                 "model.tokenizer_kind": {("<unset>", "wordpiece")},
+                 "data.stream_threshold_mb": {(64, 0)}}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
@@ -105,12 +103,11 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     for key in sorted(set(old) | set(new), key=lambda k: (_FIRST.get(str(k), 9), str(k))):
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
         name = f"{prefix}{key}"
-        if name in RETIRED_KEYS or (a == "<unset>" and name in ADDED_KEYS and ADDED_KEYS[name] == b):
+        if name in RETIRED_KEYS or (a, b) in SAME_TRAINING.get(name, ()):
             continue
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, name + ".")
-        elif a != b and not (b is None and name in DEFAULTS_NOW_NULL and a == DEFAULTS_NOW_NULL[name]) \
-                and DEFAULTS_CHANGED.get(name) != (a, b):
+        elif a != b:
             out.append(f"{name}: {a!r} there, {b!r} now")
     return out
 
