@@ -54,10 +54,7 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 TORCH_NAME = "pytorch_model.bin"
 CONFIG_NAME = "config.json"
 
-# BERT's head layouts by kind, and every native family's transformers class → bertlab head kind.
-HF_ARCHITECTURES = {None: BERT.base_architecture, **{kind: h.architecture for kind, h in BERT.heads.items()}}
-
-
+# Every native family's transformers class → (model_type, bertlab head kind).
 def architecture_to_head(architecture: str | None) -> tuple[str | None, str | None]:
     """(model_type, head kind) of a transformers class name of a native family; (None, None) when unknown."""
     from bertlab.models.families import families
@@ -69,9 +66,6 @@ def architecture_to_head(architecture: str | None) -> tuple[str | None, str | No
         if kind is not None:
             return spec.model_type, kind
     return None, None
-
-
-ARCHITECTURE_TO_HEAD = {v: k for k, v in HF_ARCHITECTURES.items()}
 
 # Prefixes stripped on purpose: our LightningModule attribute inside .ckpt files and torch.compile's wrapper.
 _STRIP_PREFIXES = ("model.", "_orig_mod.")
@@ -145,9 +139,12 @@ def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
 
 def read_encoder_config(directory: Path) -> EncoderConfig:
     """A native family's config.json → ``EncoderConfig`` (the family from its model_type)."""
-    data = read_config_json(directory)
+    return encoder_config_of(read_config_json(directory), directory / CONFIG_NAME)
+
+
+def encoder_config_of(data: dict, path: Path) -> EncoderConfig:
+    """A native family's config.json already read (``data``, from ``path``) → ``EncoderConfig``."""
     model_type = data.get("model_type") or "bert"
-    path = directory / CONFIG_NAME
     if not is_native(model_type):
         raise CheckpointError(not_native_message(model_type, str(path)))
     try:

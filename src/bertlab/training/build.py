@@ -22,12 +22,11 @@ from bertlab.models.hf_weights import (
     LoadReport,
     architecture_to_head,
     convert_hf_state_dict,
+    encoder_config_of,
     load_into,
     normalize_hf_keys,
     not_native_message,
     read_config_json,
-    read_encoder_config,
-    read_hf_config,
     read_state_dict,
     resolve_checkpoint_dir,
     sentence_transformers_pooling,
@@ -196,10 +195,11 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     init_kind, init_path = _init_source(model_cfg.get("init_from"))
     if init_kind == "hf":
         pretrained, init_kind = init_path, None
-    if pretrained is not None and not is_native(read_config_json(pretrained).get("model_type") or "bert"):
+    hf_config = read_config_json(pretrained) if pretrained is not None else {}  # config.json, read once
+    if pretrained is not None and not is_native(hf_config.get("model_type") or "bert"):
         return build_generic_model(pretrained, head_cfg, family, tokenizer)
     if pretrained is not None:
-        config = read_encoder_config(pretrained)
+        config = encoder_config_of(hf_config, pretrained / "config.json")
         overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
                      if model_cfg.get(k) is not None}
         config = dataclasses.replace(config, **overrides)
@@ -235,7 +235,6 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     report = None
     if pretrained is not None:
         state, source = read_state_dict(pretrained)
-        hf_config = read_hf_config(pretrained)
         # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
         ckpt_type, ckpt_head = architecture_to_head((hf_config.get("architectures") or [None])[0])
         head_kind = model.head_kind if ckpt_head == model.head_kind and ckpt_type == config.model_type else None
