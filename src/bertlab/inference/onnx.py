@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -296,7 +297,8 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     task = loaded.task
     out_dir.mkdir(parents=True, exist_ok=True)
     _copy_tokenizer(tok_dir, out_dir, ckpt)
-    reference = load_checkpoint_model(ckpt).model.eval()  # PyTorch, as the run evaluates it
+    # PyTorch as the run evaluates it: a copy, since the graph's model gets its LoRA adapters merged in place.
+    reference = copy.deepcopy(loaded.model).eval()
     fp32_path = out_dir / ONNX_NAME
     inputs = export_graph(loaded.model, task, fp32_path)
     info = {"format": "bertlab-onnx", "task": asdict(task), "head": asdict(loaded.head), "labels": loaded.labels,
@@ -353,22 +355,20 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     return report
 
 
+# train.py's ``export`` setting: what each value writes (``true`` is "hf", as before ONNX existed).
+EXPORT_FORMATS = {None: None, False: None, True: "hf", "hf": "hf", "onnx": "onnx"}
+
+
 def export_format(export: Any, quantize: Any = None) -> str | None:
-    """train.py's ``export`` setting as None, "hf" or "onnx" (``true`` is "hf", as before ONNX existed); a
-    ConfigError for anything else, and for ``export_quantize`` other than null / int8 or without export=onnx."""
-    value = {False: None, None: None, True: "hf"}.get(export, export) if isinstance(export, bool | None) else \
-        str(export).lower()
-    if value in ("false", "none", "null"):
-        value = None
-    if value in ("true",):
-        value = "hf"
-    if value not in (None, "hf", "onnx"):
-        raise ConfigError(f"export must be false, true (= hf), hf or onnx, got {export!r}")
-    if quantize not in (None, "int8"):
-        raise ConfigError(f"export_quantize must be null or int8, got {quantize!r}")
-    if quantize is not None and value != "onnx":
+    """train.py's ``export`` as None, "hf" or "onnx". Each value's own kind is the schema's check
+    (``runtime/schema.py``); this one is what the two settings mean together: int8 quantizes an ONNX export."""
+    known = isinstance(export, bool | str | None) and export in EXPORT_FORMATS  # 1 is not true here
+    if not known or quantize not in (None, "int8"):
+        raise ConfigError(f"export must be false, true (= hf), hf or onnx and export_quantize null or int8, got "
+                          f"export={export!r} export_quantize={quantize!r}")
+    if quantize is not None and EXPORT_FORMATS[export] != "onnx":
         raise ConfigError(f"export_quantize={quantize} quantizes an ONNX export: add export=onnx")
-    return value
+    return EXPORT_FORMATS[export]
 
 
 def load_onnx_folder(path: Path, backend: str = "auto") -> tuple[OnnxTaskModel, TaskSpec, list[str] | None,

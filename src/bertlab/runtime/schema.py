@@ -126,6 +126,8 @@ SETTINGS: dict[str, Setting] = {
                             null="last.ckpt at the end of each epoch and on a stop signal only"),
     "train": S(BOOL, "whether to train"), "test": S(BOOL, "whether to evaluate data.test_file"),
     "predict": S(BOOL, "whether to write predictions"),
+    "export": S(choice(False, True, "hf", "onnx"), "what the run exports (true = hf)"),
+    "export_quantize": S(choice("int8"), "the ONNX export's quantization", null="no int8 graph"),
     "export_max_drop": S(NONNEG_FLOAT, "the task-metric points the int8 ONNX graph may lose"),
     "checkpoint.keep_last": S(NONNEG_INT, "the training states kept (1: last.ckpt; 0: none once finished)"),
     "checkpoint.best_weights_only": S(BOOL, "best checkpoints without the optimizer state"),
