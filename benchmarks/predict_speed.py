@@ -43,12 +43,12 @@ import json, sys
 from transformers import pipeline
 task, model, inputs, out, batch = sys.argv[1:6]
 texts = [line.rstrip("\\n") for line in open(inputs, encoding="utf-8")]
-pipe = pipeline(task, model=model, device=-1, **({{"aggregation_strategy": "none"}} if task == "token-classification" else {{}}))
+pipe = pipeline(task, model=model, device=-1, **({"aggregation_strategy": "none"} if task == "token-classification" else {}))
 results = pipe(texts, batch_size=int(batch))
 with open(out, "w", encoding="utf-8") as f:
     for r in results:
         f.write(json.dumps(r, default=float) + "\\n")
-""".replace("{{", "{").replace("}}", "}")
+"""
 
 
 def sst2_dev(data_dir: Path) -> tuple[list[str], list[str]]:
