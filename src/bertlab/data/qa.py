@@ -29,6 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from bertlab.data.templates import Template
+from bertlab.data.windows import window_bounds  # noqa: F401  (QA's windows are the shared rule)
 
 
 class QADataError(ValueError):
@@ -90,32 +91,6 @@ def validate_example(ex: QAExample, train: bool) -> None:
 
 # --------------------------------------------------------------------------------------------------------
 # Windowing
-
-
-def window_bounds(num_tokens: int, max_window: int, doc_stride: int) -> list[tuple[int, int]]:
-    """Context token windows ``[(ws, we), ...]`` exactly as Hugging Face overflowing truncation cuts them.
-
-    ``doc_stride`` is the number of context tokens that consecutive windows **share** (the
-    ``stride`` of HF tokenizers' ``truncation`` with ``return_overflowing_tokens=True``; not the step).
-    Windows start at ``0, step, 2*step, ...`` with ``step = max_window - doc_stride``, each holds
-    ``min(max_window, num_tokens - ws)`` tokens, and the last one is the first that reaches the end of
-    the context (``tokenizers`` ``Encoding::truncate``). So ``n`` tokens give
-    ``1 + ceil(max(0, n - max_window) / step)`` windows, and every token is in at least one window.
-    """
-    if max_window <= doc_stride:
-        raise ValueError(
-            f"the context window holds {max_window} tokens but doc_stride is {doc_stride}: windows would "
-            "not advance. Lower data.doc_stride or data.max_query_length, or raise data.max_seq_length"
-        )
-    step = max_window - doc_stride
-    bounds = []
-    start = 0
-    while True:
-        stop = min(start + max_window, num_tokens)
-        bounds.append((start, stop))
-        if stop >= num_tokens:
-            return bounds
-        start += step
 
 
 @dataclass

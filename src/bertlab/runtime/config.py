@@ -287,6 +287,9 @@ class DataConfig:
     # CoNLL
     tag_column: int = -1
     tag_scheme: str = "iob2"  # iob1 files are converted to IOB2 at load time
+    # long text (bertlab.data.windows): windows over text longer than max_seq_length, or truncation
+    long_text: str = "windows"  # windows | truncate
+    window_stride: int | None = None  # tokens two windows share; None = a quarter of the window
     # QA
     doc_stride: int = 128
     max_query_length: int = 64

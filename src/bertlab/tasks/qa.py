@@ -23,6 +23,7 @@ import numpy as np
 import torch.nn.functional as F
 
 from bertlab.data.qa import QAExample, QAFeatures
+from bertlab.data.windows import max_context_owner
 from bertlab.models.heads import SpanHead
 from bertlab.tasks.base import Evaluation, Family
 
@@ -65,22 +66,14 @@ class QASpan:
 def _max_context_mask(features: QAFeatures, feature: int, siblings: Sequence[int]) -> np.ndarray:
     """(W,) bool over the window's context tokens: True where this window gives the token most context.
 
-    BERT's ``_check_is_max_context``: a token's score in a window is ``min(left, right) + 0.01 * length``
-    (tokens of context on each side inside the window); the first window with the best score owns it.
+    The shared rule of :func:`bertlab.data.windows.max_context_owner` (BERT's ``_check_is_max_context``)
+    over the windows of one example.
     """
-    ws = features.window_start[feature]
-    width = features.context_end[feature] - features.context_start[feature]
-    tokens = np.arange(ws, ws + width)  # (W,) context token indices
-    best = np.full(width, -np.inf)
-    owner = np.full(width, -1)
-    for j in siblings:
-        js = features.window_start[j]
-        jw = features.context_end[j] - features.context_start[j]
-        inside = (tokens >= js) & (tokens < js + jw)
-        score = np.minimum(tokens - js, js + jw - 1 - tokens) + 0.01 * jw
-        better = inside & (score > best)
-        best[better], owner[better] = score[better], j
-    return owner == feature
+    bounds = [(features.window_start[j],
+               features.window_start[j] + features.context_end[j] - features.context_start[j]) for j in siblings]
+    owner = max_context_owner(bounds, max(we for _, we in bounds))
+    ws, we = bounds[list(siblings).index(feature)]
+    return owner[ws:we] == list(siblings).index(feature)
 
 
 def _extend_combining(context: str, end: int) -> int:

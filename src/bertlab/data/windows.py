@@ -1,0 +1,58 @@
+"""Overlapping token windows over a sequence longer than the model's window: one rule for every task.
+
+QA contexts, long documents (classification, regression, pairs) and long token-task sentences are all cut
+the same way (:func:`window_bounds`), and a token that sits in several windows is owned by the window that
+gives it the most context on both sides (:func:`max_context_owner`, BERT's ``_check_is_max_context``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def window_bounds(num_tokens: int, max_window: int, doc_stride: int) -> list[tuple[int, int]]:
+    """Token windows ``[(ws, we), ...]`` exactly as Hugging Face overflowing truncation cuts them.
+
+    ``doc_stride`` is the number of tokens that consecutive windows **share** (the ``stride`` of HF
+    tokenizers' ``truncation`` with ``return_overflowing_tokens=True``; not the step). Windows start at
+    ``0, step, 2*step, ...`` with ``step = max_window - doc_stride``, each holds
+    ``min(max_window, num_tokens - ws)`` tokens, and the last one is the first that reaches the end of
+    the sequence (``tokenizers`` ``Encoding::truncate``). So ``n`` tokens give
+    ``1 + ceil(max(0, n - max_window) / step)`` windows, every token is in at least one window, and an
+    empty sequence gives one empty window (it still gets a prediction).
+    """
+    if max_window <= doc_stride:
+        raise ValueError(
+            f"a window holds {max_window} tokens but the overlap (stride) is {doc_stride}: windows would "
+            "not advance. Lower the stride (data.doc_stride for QA, data.window_stride for long text), "
+            "or raise data.max_seq_length"
+        )
+    step = max_window - doc_stride
+    bounds = []
+    start = 0
+    while True:
+        stop = min(start + max_window, num_tokens)
+        bounds.append((start, stop))
+        if stop >= num_tokens:
+            return bounds
+        start += step
+
+
+def max_context_owner(bounds: Sequence[tuple[int, int]], num_tokens: int) -> np.ndarray:
+    """(num_tokens,) int: for each token, the index in ``bounds`` of the window that owns it.
+
+    A token's score in window ``(ws, we)`` is ``min(left, right) + 0.01 * (we - ws)``, ``left``/``right``
+    being the tokens of that window on each side of it; the first window with the best score owns it. With
+    one window every token is its own.
+    """
+    tokens = np.arange(num_tokens)
+    best = np.full(num_tokens, -np.inf)
+    owner = np.full(num_tokens, -1, dtype=np.int64)
+    for j, (ws, we) in enumerate(bounds):
+        inside = (tokens >= ws) & (tokens < we)
+        score = np.minimum(tokens - ws, we - 1 - tokens) + 0.01 * (we - ws)
+        better = inside & (score > best)
+        best[better], owner[better] = score[better], j
+    return owner
