@@ -41,7 +41,9 @@ from bertlab.runtime.files import cache_lock
 
 log = logging.getLogger(__name__)
 
-_CACHE_VERSION = "3"  # 2: safetensors files (data.safe_cache); 3: typed Split.eval_data instead of a meta dict
+# 2: safetensors files (data.safe_cache); 3: typed Split.eval_data instead of a meta dict; 4: long token-task
+# sentences read in windows (Split.windowed, TokenEvalData.sentence)
+_CACHE_VERSION = "4"
 
 
 def _lengths(split: Split):
@@ -260,10 +262,12 @@ class TaskDataModule(L.LightningDataModule):
             if split not in self.splits and self.split_file(split) is not None:
                 self.splits[split] = self._build(split)
                 s = self.splits[split]
+                windows = (f", {s.windowed} longer than data.max_seq_length={self.cfg.max_seq_length} read in "
+                           f"{s.windowed + s.extra_windows} windows" if s.windowed else
+                           f", {s.extra_windows} extra windows" if s.extra_windows else "")
                 log.info("%s: %d examples → %d features%s%s%s", split, s.num_examples, len(s.features),
                          f", {s.skipped} skipped" if s.skipped else "",
-                         f", {s.truncated} truncated" if s.truncated else "",
-                         f", {s.extra_windows} extra windows" if s.extra_windows else "")
+                         f", {s.truncated} truncated" if s.truncated else "", windows)
                 if s.skipped:
                     log.warning("%s: skipped %d bad examples (data.on_bad_example=skip; the first are named "
                                 "above); metrics.json counts them in data.skipped_examples", split, s.skipped)
