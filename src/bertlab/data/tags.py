@@ -161,14 +161,19 @@ def tag_windows(
     window equal to its plain encoding with special tokens.
     """
     n = len(ids)
-    bounds = [(0, min(n, content))] if stride is None else window_bounds(n, content, stride)
-    owner = max_context_owner(bounds, n)
     aligned = None if word_labels is None else align_labels(word_ids, word_labels, label_all_tokens, b_to_i)
+    before, after = len(template.prefix), len(template.suffix)
+    if n <= content:  # one window owning every token (most sentences): no ownership to work out
+        input_ids, types = template.single(ids)
+        labels = None if aligned is None else [IGNORE_INDEX] * before + aligned + [IGNORE_INDEX] * after
+        words = [-1] * before + [-1 if w is None else w for w in word_ids] + [-1] * after
+        return [TagWindow(input_ids, types, labels, words)]
+    bounds = [(0, content)] if stride is None else window_bounds(n, content, stride)
+    owner = max_context_owner(bounds, n)
     if aligned is None:  # no labels: a window must own a word start to be of use
         marks = [w is not None and (g == 0 or word_ids[g - 1] != w) for g, w in enumerate(word_ids)]
     else:
         marks = [label != IGNORE_INDEX for label in aligned]
-    before, after = len(template.prefix), len(template.suffix)
     windows = []
     for j, (ws, we) in enumerate(bounds):
         mine = [int(owner[g]) == j for g in range(ws, we)]
