@@ -122,7 +122,6 @@ def align_labels(
     return labels
 
 
-
 @dataclass(frozen=True)
 class TagWindow:
     """One model input of a tagged sentence. ``word_ids`` has one entry per position: the word of a token
