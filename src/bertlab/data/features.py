@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from bertlab.data.documents import encode_documents
 from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
 from bertlab.data.tokenizer import BertTokenizer
@@ -44,10 +45,11 @@ class TokenEvalData:
 class Split:
     """One split's features (what batches are made of) and what its family needs to score it.
 
-    ``truncated``: inputs cut at ``data.max_seq_length``; ``extra_windows``: QA windows beyond one per
-    example (a long context is read in several). ``eval_data``: :class:`TokenEvalData` for token
-    classification, :class:`bertlab.data.qa.QAEvalData` for QA, None for the families that score from the
-    features alone.
+    ``truncated``: inputs cut at ``data.max_seq_length``; ``extra_windows``: windows beyond one per example
+    (a long QA context, or a long document with ``data.long_text=windows``, is read in several);
+    ``windowed``: long documents read in windows (sequence tasks: :mod:`bertlab.data.documents`).
+    ``eval_data``: :class:`TokenEvalData` for token classification, :class:`bertlab.data.qa.QAEvalData` for
+    QA, None for the families that score from the features alone.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Split:
     truncated: int = 0
     extra_windows: int = 0
     eval_data: TokenEvalData | QAEvalData | None = None
+    windowed: int = 0
 
 
 class LabelMap:
@@ -117,19 +120,21 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    encodings = tokenizer.truncated(data.max_seq_length).encode_batch(
-        [e.text for e in examples], [e.text_pair for e in examples] if data.text_pair_column else None)
-    features, truncated = [], 0
-    for i, (ex, enc) in enumerate(zip(examples, encodings)):
-        truncated += bool(enc.overflowing)
-        feature = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "index": i}
+    # Text longer than the window: read in windows pooled by the model, or cut (bertlab.data.documents).
+    rows, long = encode_documents(tokenizer, [e.text for e in examples],
+                                  [e.text_pair for e in examples] if data.text_pair_column else None,
+                                  data.max_seq_length, data.long_text, data.window_stride)
+    features = []
+    for i, (ex, feature) in enumerate(zip(examples, rows)):
+        feature["index"] = i
         if labelled:
             if regression:
                 feature["labels"] = float(ex.label)
             else:
                 feature["labels"] = labels.id(ex.label, ex.where)
         features.append(feature)
-    return Split(name, features, len(examples), policy.skipped, truncated)
+    return Split(name, features, len(examples), policy.skipped, long.truncated, extra_windows=long.extra_windows,
+                 windowed=long.windowed)
 
 
 def _finite_regression_labels(examples, policy: BadExamplePolicy):
