@@ -5,6 +5,7 @@ unchanged, and prediction / HF export / ONNX giving what the run's own evaluatio
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -12,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURE_DATA, run_train
+from conftest import FIXTURE_DATA, ROOT, run_train
 
 from bertlab.data.batching import Collator, EvalBatchSampler, TrainBatchSampler
 from bertlab.data.documents import encode_documents, long_text_report, window_counts
 from bertlab.data.features import LabelMap, sequence_split
+from bertlab.data.readers import BadExamplePolicy, read_table
 from bertlab.data.tokenizer import train_tokenizer
 from bertlab.data.windows import window_bounds
 from bertlab.inference.export import export_checkpoint, load_checkpoint_model
@@ -349,3 +351,30 @@ def test_an_export_of_a_run_that_truncated_predicts_as_before(tmp_path, train_ru
     assert record["long_text"] == "truncate"
     predictor = Predictor.from_run(tmp_path / "export")
     assert predictor.settings.long_text == "truncate" and predictor.settings.max_seq_length == 512
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The study's data (experiments/long_documents/make_data.py), on the bundled samples
+
+
+def test_the_study_data_hides_one_labelled_sentence_per_document(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_data", ROOT / "experiments" / "long_documents" / "make_data.py")
+    make_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_data)
+    samples = ROOT / "src" / "bertlab" / "samples"
+    for out in ("a", "b"):
+        make_data.main([str(samples), str(tmp_path / out), "--train", "6", "--dev", "4", "--min-tokens", "200",
+                        "--max-tokens", "300", "--seed", "3"])
+    sst2 = {s: label for name in ("train.tsv", "dev.tsv")
+            for s, label in make_data.sst2_sentences(samples / "sst2" / name, 1)}
+    for split, n in (("train", 6), ("dev", 4)):
+        path = tmp_path / "a" / f"{split}.tsv"
+        assert path.read_bytes() == (tmp_path / "b" / f"{split}.tsv").read_bytes()  # deterministic
+        examples = read_table(path, "text", None, "label", BadExamplePolicy("error"))
+        assert len(examples) == n
+        lines = path.read_text().splitlines()
+        header = lines[0].split("\t")
+        for line, example in zip(lines[1:], examples):
+            row = dict(zip(header, line.split("\t")))
+            decider = row["text"][int(row["decider_start"]):int(row["decider_end"])]
+            assert sst2[decider] == row["label"] == example.label and 0.0 <= float(row["position"]) <= 1.0

@@ -97,8 +97,9 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.lengths = np.asarray(lengths)
         self.windows = _long_documents(windows)
         self.max_windows = int(max_windows or batch_size)
-        self._num_batches = len(pack_windows(np.argsort(-self.windows, kind="stable"), self.windows, batch_size,
-                                             self.max_windows)) if self.windows is not None else None
+        # Batches per epoch with long documents (the same every epoch: packing follows the sorted counts).
+        self.packed_batches = len(pack_windows(np.argsort(-self.windows, kind="stable"), self.windows, batch_size,
+                                               self.max_windows)) if self.windows is not None else None
         self.batch_size = batch_size
         self.seed = seed
         self.group_by_length = group_by_length
@@ -188,7 +189,8 @@ class TrainBatchSampler(Sampler[list[int]]):
             yield batch
 
     def __len__(self) -> int:
-        batches = self._num_batches if self._num_batches is not None else math.ceil(len(self.lengths) / self.batch_size)
+        batches = self.packed_batches if self.packed_batches is not None else \
+            math.ceil(len(self.lengths) / self.batch_size)
         return math.ceil(batches / self.world_size)
 
 

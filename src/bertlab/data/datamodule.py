@@ -318,6 +318,10 @@ class TaskDataModule(L.LightningDataModule):
         sampler = TrainBatchSampler(_lengths(split), self.cfg.batch_size, self.seed,
                                     group_by_length=self.cfg.group_by_length, windows=self._windows(split),
                                     max_windows=self.max_windows(True))
+        if sampler.windows is not None and self._train_sampler is None:
+            log.info("train: long documents: a batch holds at most %d documents and %d windows "
+                     "(data.max_windows_per_batch): %d batches per epoch for %d documents", self.cfg.batch_size,
+                     sampler.max_windows, sampler.packed_batches, len(split.features))
         trainer = getattr(self, "trainer", None)
         sampler.same_every_epoch = bool(trainer is not None and trainer.overfit_batches)
         if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped
