@@ -4,7 +4,8 @@
 # budget: data.long_text=truncate (reads the first window) against data.long_text=windows (reads every window, max
 # pooling), then the accuracy split by where the deciding sentence lies, and the time per document.
 #
-# Usage: BERTLAB_DATA_DIR=../shared/data bash experiments/long_documents/run.sh [more train.py overrides]
+# Usage: BERTLAB_DATA_DIR=DATA_DIR bash experiments/long_documents/run.sh [more train.py overrides]
+#   DATA_DIR holds wikitext2/wiki.{valid,test}.tokens and sst2/{train,dev}.tsv.
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
