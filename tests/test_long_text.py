@@ -98,12 +98,18 @@ def test_a_pair_keeps_its_first_text_in_every_window(tokenizers, kind):
     assert len(rows[0]["input_ids"]) == len(bounds) > 1
     for (ws, we), ids, types in zip(bounds, rows[0]["input_ids"], rows[0]["token_type_ids"]):
         assert (ids, types) == tok.template.pair(a, b[ws:we])
-    # a first text longer than half the window is cut to half: the pair then fits one window
-    half = (16 - tok.num_special_tokens(pair=True)) // 2
+    # a long first text with a short second: cut as truncation cuts it, the second whole, one window
+    room = 16 - tok.num_special_tokens(pair=True)
     long_first = tok.encode_batch([_words(20)], add_special_tokens=False)[0].ids
-    assert rows[1]["input_ids"] == tok.template.pair(long_first[:half], tok.encode_batch(
-        [_words(2)], add_special_tokens=False)[0].ids)[0]
-    assert (counts.windowed, counts.truncated) == (1, 1)
+    short = tok.encode_batch([_words(2)], add_special_tokens=False)[0].ids
+    assert rows[1]["input_ids"] == tok.template.pair(long_first[:room - len(short)], short)[0]
+    assert rows[1]["input_ids"] == tok.truncated(16).encode_batch([(_words(20), _words(2))])[0].ids
+    # both long: the first keeps half the window, the second is windowed in the other half
+    both, both_counts = encode_documents(tok, [_words(20)], [second], 16)
+    window = room - room // 2
+    bounds = window_bounds(len(b), window, window // 4)
+    assert both[0]["input_ids"] == [tok.template.pair(long_first[:room // 2], b[ws:we])[0] for ws, we in bounds]
+    assert (counts.windowed, counts.truncated) == (1, 1) and (both_counts.windowed, both_counts.truncated) == (1, 1)
 
 
 def test_a_stride_that_cannot_advance_is_a_config_error(tokenizers):
@@ -250,7 +256,7 @@ def test_chunked_encoding_equals_one_pass_and_backpropagates():
 QUICK = ("model=bert_tiny", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "data.max_seq_length=16",
          "data.max_windows_per_batch=2")
 RUNS = {"max": ("task=sst2", "export=true"), "attention": ("task=sst2", "model.window_pooling=attention", "export=true"),
-        "pairs": ("task=stsb", "model.window_pooling=mean")}
+        "pairs": ("task=stsb", "model.window_pooling=mean", "export=true")}
 
 
 @pytest.fixture(scope="module")
@@ -302,17 +308,28 @@ def test_a_run_reports_its_long_texts_and_predicts_as_it_evaluates(runs, name):
         np.testing.assert_allclose(logits, evaluated[i], rtol=0, atol=1e-5)
 
 
+def test_cached_frozen_features_keep_one_vector_per_window(train_run):
+    """freeze=encoder: the head trained on cached features scores as the head on the encoder's output."""
+    frozen = ("freeze=encoder", "model.window_pooling=attention", "task=sst2")
+    plain = train_run(*QUICK, *frozen, name="frozen")
+    cached = train_run(*QUICK, *frozen, "head.cache_features=true", name="cached")
+    assert cached["data"]["long_text"]["splits"]["val"]["windowed"] > 0
+    # Cached features come from evaluation batches (other padding than training's): equal to float32 rounding,
+    # which Adam carries into ~1e-3 (as tests/test_feature_cache.py allows).
+    assert cached["val"]["loss"] == pytest.approx(plain["val"]["loss"], rel=2e-3)
+
+
 def test_the_truncating_run_reports_its_cuts(train_run):
     metrics = train_run(*QUICK, "task=sst2", "data.long_text=truncate")
     val = metrics["data"]["long_text"]["splits"]["val"]
     assert metrics["data"]["long_text"]["mode"] == "truncate" and val["windowed"] == 0 and val["truncated"] > 0
 
 
-@pytest.mark.parametrize("name", ["max", "attention"])
+@pytest.mark.parametrize("name", list(RUNS))
 def test_the_hf_export_says_what_a_pipeline_does_and_predicts_the_same(runs, name):
     run_dir, _ = runs(name)
     record = json.loads((run_dir / "export" / "bertlab_long_text.json").read_text())
-    assert record["long_text"] == "windows" and record["window_pooling"] == name
+    assert record["long_text"] == "windows" and record["window_pooling"] == {"pairs": "mean"}.get(name, name)
     assert "transformers pipeline" in record["note"] and "cuts the text" in record["note"]
     assert (run_dir / "export" / "bertlab_head.json").is_file() == (name == "attention")  # attention: no stock head
     want = _predicted(Predictor.from_run(run_dir), name)

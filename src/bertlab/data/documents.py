@@ -5,8 +5,9 @@
 the tokenizer's own special-token template (``[CLS] w [SEP]``, ``<s> w </s>``). The model encodes every window
 and pools the windows' vectors into one per document (``model.window_pooling``), so the document gets one
 prediction and one loss on its own label. A pair keeps its first text whole in every window and windows the
-second; a first text longer than half the window is cut to half (counted as truncated), so that every window
-leaves the second text at least half the room.
+second. A first text too long for that is cut (counted as truncated): to what leaves the second text whole when
+that is at least half the window (where truncation would cut it too), else to half the window, so that every
+window leaves the second text at least half the room.
 
 A text that fits is encoded exactly as the tokenizer encodes it, and ``data.long_text=truncate`` cuts long text
 at the window as before. A feature of a document read in several windows holds one row of ids per window
@@ -32,7 +33,7 @@ LONG_TEXT_MODES = ("windows", "truncate")
 @dataclass
 class LongTexts:
     """What reading a split did with its long texts: ``truncated`` texts lost tokens (cut at the window with
-    ``truncate``; with ``windows``, first texts of pairs cut to half the window); ``windowed`` texts were read
+    ``truncate``; with ``windows``, first texts of pairs cut to make room for the second); ``windowed`` texts were read
     in several windows, ``extra_windows`` beyond one per text."""
 
     truncated: int = 0
@@ -74,13 +75,18 @@ def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequ
             stride = resolved_stride(window_stride, window)
             windows = [template.single(ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
         else:
-            room = max_seq_length - template.num_pair
-            first = firsts[k][:room // 2] if len(firsts[k]) > room // 2 else firsts[k]
+            # The first text stays whole unless that leaves the second less than half the window; then it keeps
+            # what leaves the second whole (truncation's cut), or half the window when the second is longer.
+            room, ids = max_seq_length - template.num_pair, seconds[k]
+            first = firsts[k][:max(room // 2, room - len(ids))]
             counts.truncated += len(first) < len(firsts[k])
-            ids, window = seconds[k], room - len(first)
-            stride = resolved_stride(window_stride, window, "the window of a pair's second text (at least half "
-                                                            "of the window)")
-            windows = [template.pair(first, ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
+            window = room - len(first)
+            if len(ids) <= window:
+                windows = [template.pair(first, ids)]
+            else:
+                stride = resolved_stride(window_stride, window, "the window of a pair's second text (at least half "
+                                                                "of the window)")
+                windows = [template.pair(first, ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
         if len(windows) == 1:  # a pair whose first text was cut to make room: one window, flat as any text
             rows[i] = {"input_ids": windows[0][0], "token_type_ids": windows[0][1]}
             continue
@@ -110,7 +116,7 @@ def describe(counts: LongTexts, examples: int, long_text: str, max_seq_length: i
                      f"{counts.windowed + counts.extra_windows} windows")
     if counts.truncated:
         parts.append(f"{counts.truncated} of {examples} texts cut at {max_seq_length} tokens" if long_text == "truncate"
-                     else f"{counts.truncated} pairs whose first text was cut to half the window")
+                     else f"{counts.truncated} pairs whose first text was cut to make room for the second")
     return "; ".join(parts)
 
 

@@ -123,7 +123,9 @@ class WindowPooling(nn.Module):
     def __init__(self, mode: str, width: int, initializer_range: float = 0.02):
         super().__init__()
         self.mode = mode
-        self.score = nn.Linear(width, 1) if mode == "attention" else None
+        # No bias: a constant added to every window's score leaves the softmax as it is (its gradient is zero
+        # but for rounding, which Adam would turn into full-size steps).
+        self.score = nn.Linear(width, 1, bias=False) if mode == "attention" else None
         if self.score is not None:
             _init_linear(self.score, initializer_range)
 
