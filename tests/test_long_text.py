@@ -213,10 +213,12 @@ def _model(model_type: str, mode: str, unpad: str = "auto"):
     return model.eval(), family
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "modernbert", "deberta-v2"])
+@pytest.mark.parametrize("model_type,unpad", [*[(t, "auto") for t in ("bert", "roberta", "distilbert", "modernbert",
+                                                                       "deberta-v2")],
+                                              ("bert", "true"), ("bert", "false"), ("roberta", "true")])
 @pytest.mark.parametrize("mode", ["max", "mean", "attention"])
-def test_a_document_of_one_window_gets_the_plain_paths_logits(model_type, mode):
-    model, family = _model(model_type, mode)
+def test_a_document_of_one_window_gets_the_plain_paths_logits(model_type, unpad, mode):
+    model, family = _model(model_type, mode, unpad)
     pad = 1 if "roberta" in model_type else 0
     short = [5, 17, 23, 42, 8]
     long = [[5, 30, 31, 32, 33, 34, 8], [5, 35, 36, 37, 38, 8], [5, 39, 40, 8]]
