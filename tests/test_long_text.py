@@ -113,7 +113,7 @@ def test_a_pair_keeps_its_first_text_in_every_window(tokenizers, kind):
 
 
 def test_a_stride_that_cannot_advance_is_a_config_error(tokenizers):
-    with pytest.raises(ConfigError, match="window_stride=8 must be smaller"):
+    with pytest.raises(ConfigError, match="window_stride=8: .* no room to"):
         encode_documents(tokenizers["bert"], [_words(30)], None, 10, window_stride=8)
 
 

@@ -273,9 +273,15 @@ def test_ner_list_of_words_is_taken_as_it_is(trained):
 
 
 def test_ner_text_longer_than_the_model_reads_keeps_one_tag_per_word(trained, caplog):
+    """Windows (the default): every word read by the model; data.long_text=truncate: the tail is tagged O."""
     words = " ".join(_conll_sentences()[0] * 40).split()  # far past data.max_seq_length tokens
+    predictor = Predictor.from_run(trained("conll2003"))
+    record = predictor(" ".join(words), word_scores=True)
+    assert len(record["tags"]) == len(words) and None not in record["word_scores"]
+    validate_iob2(record["tags"], where="long text")
+    predictor.settings.long_text = "truncate"
     with caplog.at_level("WARNING", logger="bertlab.inference.predictor"):
-        record = Predictor.from_run(trained("conll2003"))(" ".join(words))
+        record = predictor(" ".join(words))
     assert len(record["tags"]) == len(words) and set(record["tags"][-20:]) == {"O"}
     validate_iob2(record["tags"], where="long text")
     assert any("1 texts longer than max_seq_length" in r.getMessage() for r in caplog.records)

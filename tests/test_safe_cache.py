@@ -58,7 +58,7 @@ def test_round_trip_keeps_every_kind_of_value(tmp_path):
                   2, skipped=1, truncated=0, extra_windows=1, eval_data=QAEvalData(examples, qa))
     extra = {"texts": ["a", "b"], "tuple": (1, "x"), "ints": {3: [[], [1, 2]]}, "none": None, "big": [2**70],
              "bools": [True, False], "features": [np.ones(4, np.float32)] * 3,
-             "tags": TokenEvalData(gold_tags=[["B-PER", "O"]], word_ids=[[-1, 0, 1, -1]])}
+             "tags": TokenEvalData(gold_tags=[["B-PER", "O"]], word_ids=[[-1, 0, 1, -1]], sentence=[0])}
     path = tmp_path / "c.safetensors"
     save_tree(path, {"split": split, "extra": extra})
     tree = load_tree(path)

@@ -431,7 +431,7 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
         for k, v in block.items():
             k = k.split("/", 1)[-1]
             v = float(v)
-            out[k] = int(v) if k == "num_examples" else (v if math.isfinite(v) else None)
+            out[k] = int(v) if k in ("num_examples", "num_words") else (v if math.isfinite(v) else None)
         return out
 
     splits = datamodule.splits

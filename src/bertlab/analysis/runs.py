@@ -124,7 +124,8 @@ def load_run(metrics_path: Path) -> Run:
     config = {**override_values, **_flatten(_read_yaml(run_dir / ".hydra" / "config.yaml") or {})}
     config.update({k: metrics[k] for k in (*TOP_LEVEL_KEYS, "seed") if k in metrics})
     values = {f"{split}/{name}": float(v) for split in ("val", "test")
-              for name, v in (metrics.get(split) or {}).items() if name != "num_examples" and _is_number(v)}
+              for name, v in (metrics.get(split) or {}).items()
+              if name not in ("num_examples", "num_words") and _is_number(v)}  # counts, not scores
     values.update({f"{block}/{name}": float(v) for block, name in EXTRA_METRICS
                    if _is_number(v := (metrics.get(block) or {}).get(name))})
     keys = list(override_values) if isinstance(overrides, list) else None

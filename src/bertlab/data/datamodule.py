@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
-from bertlab.data.documents import LongTexts, describe, window_counts
+from bertlab.data.documents import window_counts
 from bertlab.data.features import (
     LabelMap,
     Split,
@@ -42,9 +42,10 @@ from bertlab.runtime.files import cache_lock
 
 log = logging.getLogger(__name__)
 
-# 2: safetensors files (data.safe_cache); 3: typed Split.eval_data instead of a meta dict; 4: long documents
-# read in windows (data.long_text=windows), not cut
-_CACHE_VERSION = "4"
+# 2: safetensors files (data.safe_cache); 3: typed Split.eval_data instead of a meta dict; 4: long token-task
+# sentences read in windows (Split.windowed, TokenEvalData.sentence); 5: long classification / regression
+# documents read in windows (bertlab.data.documents), not cut
+_CACHE_VERSION = "5"
 
 
 def _lengths(split: Split):
@@ -263,15 +264,12 @@ class TaskDataModule(L.LightningDataModule):
             if split not in self.splits and self.split_file(split) is not None:
                 self.splits[split] = self._build(split)
                 s = self.splits[split]
+                windows = (f", {s.windowed} longer than data.max_seq_length={self.cfg.max_seq_length} read in "
+                           f"{s.windowed + s.extra_windows} windows" if s.windowed else
+                           f", {s.extra_windows} extra windows" if s.extra_windows else "")
                 log.info("%s: %d examples → %d features%s%s%s", split, s.num_examples, len(s.features),
                          f", {s.skipped} skipped" if s.skipped else "",
-                         f", {s.truncated} truncated" if s.truncated else "",
-                         f", {s.extra_windows} extra windows" if s.extra_windows else "")
-                if self.task.family == "sequence" and (s.windowed or s.truncated):
-                    counts = LongTexts(s.truncated, s.windowed, s.extra_windows)
-                    log.info("%s: %s (data.long_text=%s)", split, describe(counts, s.num_examples, self.cfg.long_text,
-                                                                            self.cfg.max_seq_length),
-                             self.cfg.long_text)
+                         f", {s.truncated} truncated" if s.truncated else "", windows)
                 if s.skipped:
                     log.warning("%s: skipped %d bad examples (data.on_bad_example=skip; the first are named "
                                 "above); metrics.json counts them in data.skipped_examples", split, s.skipped)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bertlab.data.tokenizer import BertTokenizer
-from bertlab.data.windows import window_bounds
+from bertlab.data.windows import long_text_stride, window_bounds
 from bertlab.runtime.errors import ConfigError
 
 LONG_TEXT_MODES = ("windows", "truncate")
@@ -39,16 +39,6 @@ class LongTexts:
     truncated: int = 0
     windowed: int = 0
     extra_windows: int = 0
-
-
-def resolved_stride(window_stride: int | None, window: int, what: str = "a window") -> int:
-    """The tokens two windows of ``window`` tokens share: ``data.window_stride``, or a quarter of the window."""
-    stride = window // 4 if window_stride is None else int(window_stride)
-    if stride >= window:
-        raise ConfigError(f"data.window_stride={stride} must be smaller than {what} ({window} tokens of text "
-                          "besides the special tokens), or windows would not advance: lower data.window_stride, "
-                          "leave it null (a quarter of the window), or raise data.max_seq_length")
-    return stride
 
 
 def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
@@ -72,7 +62,7 @@ def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequ
     for k, i in enumerate(long):
         if seconds is None:
             ids, window = firsts[k], max_seq_length - template.num_single
-            stride = resolved_stride(window_stride, window)
+            stride = long_text_stride(window, window_stride)
             windows = [template.single(ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
         else:
             # The first text stays whole unless that leaves the second less than half the window; then it keeps
@@ -84,8 +74,7 @@ def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequ
             if len(ids) <= window:
                 windows = [template.pair(first, ids)]
             else:
-                stride = resolved_stride(window_stride, window, "the window of a pair's second text (at least half "
-                                                                "of the window)")
+                stride = long_text_stride(window, window_stride)
                 windows = [template.pair(first, ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
         if len(windows) == 1:  # a pair whose first text was cut to make room: one window, flat as any text
             rows[i] = {"input_ids": windows[0][0], "token_type_ids": windows[0][1]}
@@ -106,18 +95,6 @@ def window_counts(features: Sequence[dict[str, Any]]) -> np.ndarray:
     """Windows per feature of a sequence split (1 for a text read whole or cut)."""
     return np.fromiter((len(f["input_ids"]) if is_windowed(f) else 1 for f in features), dtype=np.int64,
                        count=len(features))
-
-
-def describe(counts: LongTexts, examples: int, long_text: str, max_seq_length: int) -> str:
-    """The data report's words for what happened to a split's long texts (empty when none was long)."""
-    parts = []
-    if counts.windowed:
-        parts.append(f"{counts.windowed} of {examples} texts longer than {max_seq_length} tokens read whole in "
-                     f"{counts.windowed + counts.extra_windows} windows")
-    if counts.truncated:
-        parts.append(f"{counts.truncated} of {examples} texts cut at {max_seq_length} tokens" if long_text == "truncate"
-                     else f"{counts.truncated} pairs whose first text was cut to make room for the second")
-    return "; ".join(parts)
 
 
 def long_text_report(long_text: str, max_seq_length: int, splits: dict[str, Any]) -> dict[str, Any]:

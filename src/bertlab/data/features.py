@@ -27,6 +27,7 @@ from bertlab.data.validate import (
     number_value,
     unknown_labels,
 )
+from bertlab.data.windows import long_text_stride
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -35,21 +36,25 @@ log = logging.getLogger(__name__)
 @dataclass
 class TokenEvalData:
     """What scoring a token-classification split needs beyond its features: the gold IOB2 tags of every
-    sentence (one per word) and each feature's word id per token (-1 for special tokens)."""
+    sentence (one per word), each feature's word id per token (-1 at special tokens and at tokens another
+    window of the sentence owns: :class:`bertlab.data.tags.TagWindow`) and each feature's sentence. A
+    sentence that fits is one feature; a longer one several windows, stitched back by
+    :func:`bertlab.tasks.token.stitch_windows`."""
 
     gold_tags: list[list[str]]
     word_ids: list[list[int]]
+    sentence: list[int]
 
 
 @dataclass
 class Split:
     """One split's features (what batches are made of) and what its family needs to score it.
 
-    ``truncated``: inputs cut at ``data.max_seq_length``; ``extra_windows``: windows beyond one per example
-    (a long QA context, or a long document with ``data.long_text=windows``, is read in several);
-    ``windowed``: long documents read in windows (sequence tasks: :mod:`bertlab.data.documents`).
-    ``eval_data``: :class:`TokenEvalData` for token classification, :class:`bertlab.data.qa.QAEvalData` for
-    QA, None for the families that score from the features alone.
+    ``truncated``: inputs cut at ``data.max_seq_length``; ``windowed``: examples longer than it, read in
+    several windows (``data.long_text=windows``); ``extra_windows``: windows beyond one per example (a long QA
+    context, token-task sentence or classification document, :mod:`bertlab.data.documents`, is read in
+    several). ``eval_data``: :class:`TokenEvalData` for token classification, :class:`bertlab.data.qa.QAEvalData`
+    for QA, None for the families that score from the features alone.
     """
 
     name: str
@@ -180,7 +185,7 @@ def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
 
 def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labels: LabelMap,
                 task: TaskSpec, max_examples: int | None = None) -> Split:
-    from bertlab.data.tags import align_labels, b_to_i_map, iob1_to_iob2, validate_iob2
+    from bertlab.data.tags import b_to_i_map, iob1_to_iob2, tag_features, validate_iob2
 
     policy = BadExamplePolicy(data.on_bad_example)
     sentences = read_conll(path, data.tag_column, policy)
@@ -202,20 +207,20 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
     labels.check(path, seen)  # every tag the label set lacks, named at once
     kept = [(s, tags, [labels.id(t, s.where) for t in tags]) for s, tags in valid]
     b_to_i = b_to_i_map(labels.labels)
-    encodings = tokenizer.truncated(data.max_seq_length).encode_words_batch([s.words for s, _, _ in kept])
-    features, gold, word_ids_all, truncated = [], [], [], 0
-    for i, ((_, tags, ids), enc) in enumerate(zip(kept, encodings)):
-        word_ids = enc.word_ids
-        truncated += bool(enc.overflowing)
-        aligned = align_labels(word_ids, ids, task.label_all_tokens, b_to_i)
-        features.append({"input_ids": enc.ids, "token_type_ids": enc.type_ids, "labels": aligned, "index": i})
-        gold.append(tags)
-        word_ids_all.append([-1 if w is None else w for w in word_ids])
-    if truncated:
-        log.info("%s: %d sentences truncated at %d tokens; their cut words are predicted O and still scored",
-                 path, truncated, data.max_seq_length)
-    return Split(name, features, len(kept), policy.skipped, truncated,
-                 eval_data=TokenEvalData(gold_tags=gold, word_ids=word_ids_all))
+    content = data.max_seq_length - tokenizer.num_special_tokens()
+    stride = None if data.long_text == "truncate" else long_text_stride(content, data.window_stride)
+    # Tokenized whole, without special tokens: tag_windows wraps each window in the family's own.
+    encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept], add_special_tokens=False)
+    features, word_ids, sentence = tag_features(encodings, tokenizer.template, content, stride,
+                                                [ids for _, _, ids in kept], task.label_all_tokens, b_to_i)
+    long = sum(len(enc.ids) > content for enc in encodings)
+    if long and stride is None:
+        log.info("%s: %d sentences truncated at %d tokens (data.long_text=truncate); their cut words are "
+                 "predicted O and still scored", path, long, data.max_seq_length)
+    return Split(name, features, len(kept), policy.skipped, truncated=long if stride is None else 0,
+                 extra_windows=len(features) - len(kept), windowed=0 if stride is None else long,
+                 eval_data=TokenEvalData(gold_tags=[tags for _, tags, _ in kept], word_ids=word_ids,
+                                           sentence=sentence))
 
 
 # ----------------------------------------------------------------------------------------------------------

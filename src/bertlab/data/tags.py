@@ -4,6 +4,10 @@
    :func:`validate_iob2` for files declared IOB2).
 2. Words are tokenized as pre-split words (``word_ids`` from ``tokenizers``) and :func:`align_labels` puts
    each word's label on its first sub-word, ``IGNORE_INDEX`` (-100) elsewhere.
+3. :func:`tag_windows` makes a sentence's model inputs: one window when its sub-words fit
+   ``max_seq_length``, else overlapping windows (:mod:`bertlab.data.windows`) in which every token belongs
+   to exactly one window, the one where it has the most context: a label is trained, and a word predicted,
+   only there, so every word is trained once and scored once.
 
 Reading predictions back per word and scoring entities is :mod:`bertlab.tasks.token`.
 """
@@ -11,10 +15,15 @@ Reading predictions back per word and scoring entities is :mod:`bertlab.tasks.to
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from bertlab.data.mlm import IGNORE_INDEX
+from bertlab.data.templates import Template
+from bertlab.data.windows import max_context_owner, window_bounds
 
-__all__ = ["IGNORE_INDEX", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "validate_iob2"]
+__all__ = ["IGNORE_INDEX", "TagWindow", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "tag_features",
+           "tag_windows", "validate_iob2"]
 
 
 def split_tag(tag: str, where: str | None = None) -> tuple[str, str]:
@@ -112,3 +121,98 @@ def align_labels(
         previous = word
     return labels
 
+
+@dataclass(frozen=True)
+class TagWindow:
+    """One model input of a tagged sentence. ``word_ids`` has one entry per position: the word of a token
+    this window owns, -1 at special tokens and at tokens another window owns; ``labels`` (None without word
+    labels) holds a label only where this window owns the token. Windows come in sentence order, and owners
+    never decrease along a sentence, so reading the windows' ``word_ids`` one after the other finds each
+    word's first sub-word exactly once."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    labels: list[int] | None
+    word_ids: list[int]
+
+
+def tag_windows(
+    ids: Sequence[int],
+    word_ids: Sequence[int | None],
+    template: Template,
+    content: int,
+    stride: int | None,
+    word_labels: Sequence[int] | None = None,
+    label_all_tokens: bool = False,
+    b_to_i: Mapping[int, int] | None = None,
+) -> list[TagWindow]:
+    """The windows of one sentence tokenized **without** special tokens (``ids``, ``word_ids``).
+
+    Each window holds at most ``content`` tokens wrapped in the tokenizer's own special tokens
+    (``template``). ``stride`` (tokens two windows share, :func:`bertlab.data.windows.window_bounds`) or
+    None: truncate, the first window only; the words cut off have no token and are predicted ``O``. A token
+    in several windows belongs to the one where it has the most context
+    (:func:`bertlab.data.windows.max_context_owner`). Labels are aligned over the whole sentence
+    (:func:`align_labels`) before it is cut, so a window starting inside a word does not take that word's
+    continuation for a first sub-word. A window after the first that owns no labelled position (without
+    labels: no word start), e.g. the middle of one very long word, is left out: it would train and predict
+    nothing, and a batch of such windows has no label at all (a NaN loss). A sentence that fits is one
+    window equal to its plain encoding with special tokens.
+    """
+    n = len(ids)
+    aligned = None if word_labels is None else align_labels(word_ids, word_labels, label_all_tokens, b_to_i)
+    before, after = len(template.prefix), len(template.suffix)
+    if n <= content:  # one window owning every token (most sentences): no ownership to work out
+        input_ids, types = template.single(ids)
+        labels = None if aligned is None else [IGNORE_INDEX] * before + aligned + [IGNORE_INDEX] * after
+        words = [-1] * before + [-1 if w is None else w for w in word_ids] + [-1] * after
+        return [TagWindow(input_ids, types, labels, words)]
+    bounds = [(0, content)] if stride is None else window_bounds(n, content, stride)
+    owner = max_context_owner(bounds, n)
+    if aligned is None:  # no labels: a window must own a word start to be of use
+        marks = [w is not None and (g == 0 or word_ids[g - 1] != w) for g, w in enumerate(word_ids)]
+    else:
+        marks = [label != IGNORE_INDEX for label in aligned]
+    windows = []
+    for j, (ws, we) in enumerate(bounds):
+        mine = [int(owner[g]) == j for g in range(ws, we)]
+        if j and not any(m and marks[g] for m, g in zip(mine, range(ws, we))):
+            continue
+        input_ids, types = template.single(ids[ws:we])
+        words = [w if m and w is not None else -1 for m, w in zip(mine, word_ids[ws:we])]
+        labels = None
+        if aligned is not None:
+            labels = [IGNORE_INDEX] * before + [label if m else IGNORE_INDEX
+                                                for m, label in zip(mine, aligned[ws:we])] + [IGNORE_INDEX] * after
+        windows.append(TagWindow(input_ids, types, labels, [-1] * before + words + [-1] * after))
+    return windows
+
+
+def tag_features(
+    encodings: Sequence[Any],
+    template: Template,
+    content: int,
+    stride: int | None,
+    word_labels: Sequence[Sequence[int]] | None = None,
+    label_all_tokens: bool = False,
+    b_to_i: Mapping[int, int] | None = None,
+) -> tuple[list[dict[str, Any]], list[list[int]], list[int]]:
+    """The model features of many sentences (``tokenizers`` encodings without special tokens): every window
+    of each (:func:`tag_windows`), sentence after sentence, ``index`` its position (``labels`` with word
+    labels); with each feature's ``word_ids`` and the sentence it reads. Training, evaluation and prediction
+    all cut sentences here."""
+    features: list[dict[str, Any]] = []
+    word_ids: list[list[int]] = []
+    sentence: list[int] = []
+    for i, enc in enumerate(encodings):
+        labels = None if word_labels is None else word_labels[i]
+        for window in tag_windows(enc.ids, enc.word_ids, template, content, stride, labels, label_all_tokens,
+                                  b_to_i):
+            feature = {"input_ids": window.input_ids, "token_type_ids": window.token_type_ids}
+            if window.labels is not None:
+                feature["labels"] = window.labels
+            feature["index"] = len(features)
+            features.append(feature)
+            word_ids.append(window.word_ids)
+            sentence.append(i)
+    return features, word_ids, sentence

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bertlab.runtime.errors import ConfigError
+
 
 def window_bounds(num_tokens: int, max_window: int, doc_stride: int) -> list[tuple[int, int]]:
     """Token windows ``[(ws, we), ...]`` exactly as Hugging Face overflowing truncation cuts them.
@@ -56,3 +58,18 @@ def max_context_owner(bounds: Sequence[tuple[int, int]], num_tokens: int) -> np.
         better = inside & (score > best)
         best[better], owner[better] = score[better], j
     return owner
+
+
+def long_text_stride(content: int, window_stride: int | None) -> int:
+    """The overlap (tokens two windows share) of long-text windows holding ``content`` tokens each:
+    ``data.window_stride``, or a quarter of ``content`` when it is null. A stride that leaves the windows no
+    room to advance is a :class:`ConfigError` naming both settings."""
+    stride = content // 4 if window_stride is None else int(window_stride)
+    if stride >= content:
+        raise ConfigError(
+            f"data.window_stride={window_stride}: long-text windows hold {content} tokens of text each "
+            "(data.max_seq_length minus the special tokens), so an overlap that large leaves them no room to "
+            f"advance. Set data.window_stride below {content} (null: a quarter of the window), or raise "
+            "data.max_seq_length"
+        )
+    return stride

@@ -8,7 +8,8 @@ needs no training or validation data. Calling it on inputs gives one JSON-ready 
   data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
 - tagging ``{"text", "entities": [{"type", "text", "start", "end", "score"}], "tags", "words", "offsets"}``:
   one IOB2 tag per word (the prediction at the word's first sub-word, an ``I-X`` that would start an entity
-  written ``B-X``); raw text is split into words by :func:`bertlab.inference.text.split_words` (whitespace,
+  written ``B-X``; a text longer than ``max_seq_length`` is read in overlapping windows as in training, each
+  word tagged by the window where it has the most context); raw text is split into words by :func:`bertlab.inference.text.split_words` (whitespace,
   then punctuation off the ends of words), ``offsets`` are each word's ``[start, end)`` in ``text``, and
   entities carry character offsets into ``text`` too;
 - QA ``{"id", "question", "answer", "start", "score"}``: the best span over all windows, ``start`` its first
@@ -62,6 +63,13 @@ class PredictSettings:
     text_pair_column: str | None = None
     pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
     doc_stride: int = 128
+    # Text longer than max_seq_length: "windows" (overlapping, data.window_stride tokens shared; None: a
+    # quarter of the window) or "truncate". Classification and regression pool a document's windows as the run
+    # trained, at most max_windows_per_batch windows a batch (None: batch_size); a classifier whose run or
+    # folder does not say it read windows (recorded before them, or not bertlab's) truncates, as it was trained.
+    long_text: str = "windows"
+    window_stride: int | None = None
+    max_windows_per_batch: int | None = None
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
@@ -73,12 +81,6 @@ class PredictSettings:
     choices_field: str = "choices"
     choice_columns: list[str] | None = None
     choice_prefix_column: str | None = None
-    # Classification and regression of text longer than max_seq_length: windows pooled per document as the
-    # run trained (data.long_text=windows), or cut at the window. Runs recorded before windows existed, and
-    # folders that do not say, truncate as they were trained to.
-    long_text: str = "truncate"
-    window_stride: int | None = None
-    max_windows_per_batch: int | None = None
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> PredictSettings:
@@ -90,6 +92,15 @@ class PredictSettings:
         return cls(**values)
 
 
+def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
+    """A classification / regression model pools a long document's windows only when its run or folder says it
+    was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
+    record, a graph without ``window_doc``) it reads texts cut at the window, as it was trained."""
+    if task.family == "sequence" and not recorded:
+        settings.long_text = "truncate"
+    return settings
+
+
 # ----------------------------------------------------------------------------------------------------------
 # NER: word tags → valid IOB2 and entities
 
@@ -99,9 +110,10 @@ def word_tags_to_entities(text: str, words: list[tuple[str, int]], tags: list[st
     """Valid IOB2 tags and the entities they spell, for one text.
 
     ``words`` are ``(word, start character in text)``, ``tags`` the predicted tag of each word and ``scores``
-    its probability (None for a word the model did not see: cut by ``max_seq_length``). An ``I-X`` that would
-    start an entity (first word, after ``O`` or after another type) becomes ``B-X``: the model's ``I-X`` says
-    "inside an X", and an X that nothing opened starts here. An entity's ``end`` is exclusive and its score
+    its probability (None for a word the model did not see: one the tokenizer turns into nothing, or one cut
+    by ``data.long_text=truncate``). An ``I-X`` that would start an entity (first word, after ``O`` or after
+    another type) becomes ``B-X``: the model's ``I-X`` says "inside an X", and an X that nothing opened
+    starts here. An entity's ``end`` is exclusive and its score
     the mean probability of its words' tags.
     """
     fixed = iob1_to_iob2(tags)
@@ -213,7 +225,8 @@ class Predictor:
                 )
             tokenizer = load_tokenizer(tok_dir)
         data = (loaded.hparams.get("config") or {}).get("data") or {}
-        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, PredictSettings.from_data(data), str(ckpt))
+        settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
+        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
 
     @classmethod
     def _from_hf_folder(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
@@ -226,8 +239,10 @@ class Predictor:
             return cls._from_generic_export(path, tokenizer)
         settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
                                                       config.max_sequence_length), max_query_length=64, pair=None)
-        for key, value in long_text_settings(path).items():
+        recorded = long_text_settings(path)
+        for key, value in recorded.items():
             setattr(settings, key, value)
+        settings = _classifier_windows(settings, task, bool(recorded))
         return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     @classmethod
@@ -235,19 +250,22 @@ class Predictor:
         from bertlab.inference.onnx import load_onnx_folder
 
         model, task, labels, data = load_onnx_folder(path, backend)
-        settings = PredictSettings.from_data(data)
-        if not model.reads_windows:  # a graph exported before long-text windows: it reads texts cut
-            settings.long_text = "truncate"
+        # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
+        settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
         return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(model.path))
 
     @classmethod
     def _from_generic_export(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
         """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
-        from bertlab.inference.export import load_generic_export
+        from bertlab.inference.export import load_generic_export, long_text_settings
 
         model, task, labels = load_generic_export(path)
         settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
                                    max_query_length=64, pair=None)
+        recorded = long_text_settings(path)
+        for key, value in recorded.items():
+            setattr(settings, key, value)
+        settings = _classifier_windows(settings, task, bool(recorded))
         return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     # ------------------------------------------------------------------------------------------------
@@ -474,20 +492,31 @@ class Predictor:
         return text, words
 
     def _token(self, chunk: list[tuple[str, Any]], word_scores: bool) -> Iterator[dict[str, Any]]:
-        from bertlab.tasks.token import decode_word_predictions
+        from bertlab.data.tags import tag_features
+        from bertlab.data.windows import long_text_stride
+        from bertlab.tasks.token import decode_word_predictions, stitch_windows
 
         inputs = [self._token_input(x, where) for where, x in chunk]
-        encodings = self._encode([[w for w, _ in words] for _, words in inputs], pretokenized=True)
+        # Windows as in training (data.long_text, data.window_stride), cut outside the model: every backend
+        # (PyTorch, ONNX) reads the same ones.
+        content = self.settings.max_seq_length - self.tokenizer.num_special_tokens()
+        stride = None if self.settings.long_text == "truncate" else \
+            long_text_stride(content, self.settings.window_stride)
+        encodings = self.tokenizer.encode_words_batch([[w for w, _ in words] for _, words in inputs],
+                                                      add_special_tokens=False)
+        features, word_ids, sentence = tag_features(encodings, self.tokenizer.template, content, stride)
+        rows = self._forward(features)
+        spans = np.searchsorted(sentence, np.arange(len(inputs) + 1))  # sentence i: features spans[i]:spans[i+1]
         o_id = self.labels.index("O") if "O" in self.labels else 0
-        cut = 0
-        for (text, words), enc, logits in zip(inputs, encodings, self._forward(self._features(encodings))):
+        cut = sum(len(enc.ids) > content for enc in encodings) if stride is None else 0
+        for (text, words), a, b in zip(inputs, spans[:-1], spans[1:]):
+            logits, ids_of = stitch_windows(rows[a:b], word_ids[a:b])
             probs = _softmax(logits.astype(np.float64))  # (T, C)
-            ids = decode_word_predictions(logits.argmax(-1), enc.word_ids, len(words), o_id=o_id)
+            ids = decode_word_predictions(logits.argmax(-1), ids_of, len(words), o_id=o_id)
             first: dict[int, int] = {}
-            for position, w in enumerate(enc.word_ids):
-                if w is not None:
+            for position, w in enumerate(ids_of):
+                if w >= 0:
                     first.setdefault(w, position)
-            cut += bool(enc.overflowing)
             scores = [float(probs[first[w], ids[w]]) if w in first else None for w in range(len(words))]
             tags, entities = word_tags_to_entities(text, words, [self.labels[i] for i in ids], scores)
             record = {"text": text, "entities": entities, "tags": tags, "words": [w for w, _ in words],
@@ -496,8 +525,8 @@ class Predictor:
                 record["word_scores"] = scores
             yield record
         if cut:
-            log.warning("%d texts longer than max_seq_length=%d tokens: their last words are tagged O",
-                        cut, self.settings.max_seq_length)
+            log.warning("%d texts longer than max_seq_length=%d tokens (data.long_text=truncate): their last words "
+                        "are tagged O", cut, self.settings.max_seq_length)
 
     # Extractive QA
 

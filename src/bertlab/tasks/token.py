@@ -2,11 +2,13 @@
 
 Tags were brought to IOB2 and aligned to sub-words by the data side (:mod:`bertlab.data.tags`). Then:
 
-1. the model predicts a label per token; :func:`decode_word_predictions` reads each word's label at its
-   first sub-word, giving one tag per *word* — also for words that have no sub-word (a word the
-   normalizer deletes, e.g. a lone zero-width space) or whose sub-words were cut by ``max_seq_length``:
-   those are predicted ``O`` so the word sequence keeps its length and their gold entities count as
-   missed (false negatives), never silently dropped;
+1. the model predicts a label per token; a sentence read in several windows is stitched back
+   (:func:`stitch_windows`: each token is read where its window owns it, the one with the most context);
+   :func:`decode_word_predictions` reads each word's label at its first sub-word, giving one tag per
+   *word* — also for words that have no sub-word (a word the normalizer deletes, e.g. a lone zero-width
+   space) or whose sub-words were cut by ``data.long_text=truncate``: those are predicted ``O`` so the word
+   sequence keeps its length and their gold entities count as missed (false negatives), never silently
+   dropped;
 2. :func:`entity_scores` scores entities, not tokens, exactly like ``seqeval.metrics`` in its default
    (conlleval-compatible) mode.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+import numpy as np
 import torch.nn.functional as F
 
 from bertlab.data.tags import IGNORE_INDEX
@@ -23,7 +26,7 @@ from bertlab.models.heads import TokenClassificationHead
 from bertlab.tasks import metrics
 from bertlab.tasks.base import Family
 
-__all__ = ["decode_word_predictions", "entity_scores", "extract_entities", "TokenFamily"]
+__all__ = ["decode_word_predictions", "entity_scores", "extract_entities", "stitch_windows", "TokenFamily"]
 
 
 def decode_word_predictions(
@@ -47,6 +50,19 @@ def decode_word_predictions(
         seen[word] = True
         words[word] = int(pred_token_labels[position])
     return words
+
+
+def stitch_windows(outputs: Sequence[np.ndarray], word_ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, list[int]]:
+    """One sentence's windows (in sentence order) as one sequence: their per-position outputs (each cut to
+    its window's length: batch padding off) and word ids, one after the other. A window's ``word_ids`` name
+    a word only where the window owns the token (:class:`bertlab.data.tags.TagWindow`), so the first
+    position naming a word is the word's first sub-word in the window that owns it, and
+    :func:`decode_word_predictions` over the result reads each word where it has the most context. A
+    sentence that fits is one window: the result is that window's outputs."""
+    if len(outputs) != len(word_ids):
+        raise ValueError(f"{len(outputs)} window outputs for {len(word_ids)} windows")
+    parts = [np.asarray(out)[: len(ids)] for out, ids in zip(outputs, word_ids)]
+    return np.concatenate(parts), [w for ids in word_ids for w in ids]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -129,7 +145,7 @@ class TokenFamily(Family):
 
     @classmethod
     def logged_metrics(cls, task, data):
-        return {"loss": "min", "precision": "max", "recall": "max", "f1": "max", "accuracy": "max"}
+        return {"loss": "min", "precision": "max", "recall": "max", "f1": "max", "accuracy": "max", "num_words": None}
 
     def build_head(self, config, head, word_embeddings):
         return TokenClassificationHead(config, head, self.num_labels)
@@ -147,11 +163,20 @@ class TokenFamily(Family):
         state.outputs.extend(preds[i, : lengths[i]].numpy() for i in range(len(preds)))
 
     def score(self, index, outputs, split, loss, extra):
-        gold, word_ids = split.eval_data.gold_tags, split.eval_data.word_ids
+        """Entity scores over every word of the sentences evaluated: a sentence's windows are stitched back
+        (:func:`stitch_windows`) and decoded per word; ``num_examples`` counts sentences, ``num_words`` the
+        words scored (all of them: a word no window reads is predicted ``O``, not dropped)."""
+        data = split.eval_data
         o_id = self.labels.index("O") if "O" in self.labels else 0
+        windows: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        for f, pred in zip(index.tolist(), outputs):
+            windows[data.sentence[f]].append((f, pred))
         true_seqs, pred_seqs = [], []
-        for i, pred in zip(index.tolist(), outputs):
-            words = decode_word_predictions(pred, word_ids[i], len(gold[i]), o_id=o_id)
-            true_seqs.append(gold[i])
+        for s in sorted(windows):
+            parts = sorted(windows[s], key=lambda fp: fp[0])
+            preds, word_ids = stitch_windows([p for _, p in parts], [data.word_ids[f] for f, _ in parts])
+            words = decode_word_predictions(preds, word_ids, len(data.gold_tags[s]), o_id=o_id)
+            true_seqs.append(data.gold_tags[s])
             pred_seqs.append([self.labels[w] for w in words])
-        return {"loss": loss, **metrics.entity_scores(true_seqs, pred_seqs)}
+        return {"loss": loss, **metrics.entity_scores(true_seqs, pred_seqs), "num_examples": len(true_seqs),
+                "num_words": sum(map(len, true_seqs))}
