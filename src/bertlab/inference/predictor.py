@@ -26,7 +26,6 @@ progress and logs go to standard error. ``predict=true`` in train.py writes the 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
@@ -36,14 +35,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.data.batching import Collator
+from bertlab.data.batching import Collator, pack_windows
+from bertlab.data.documents import encode_documents, is_windowed, window_counts
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
 from bertlab.inference.text import BACKENDS, split_words
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
-from bertlab.runtime.config import ConfigError, DataConfig, EncoderConfig, HeadConfig, TaskSpec
+from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.tasks.token import extract_entities
 
 log = logging.getLogger(__name__)
@@ -64,9 +64,12 @@ class PredictSettings:
     pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
     doc_stride: int = 128
     # Text longer than max_seq_length: "windows" (overlapping, data.window_stride tokens shared; None: a
-    # quarter of the window) or "truncate".
+    # quarter of the window) or "truncate". Classification and regression pool a document's windows as the run
+    # trained, at most max_windows_per_batch windows a batch (None: batch_size); a classifier whose run or
+    # folder does not say it read windows (recorded before them, or not bertlab's) truncates, as it was trained.
     long_text: str = "windows"
     window_stride: int | None = None
+    max_windows_per_batch: int | None = None
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
@@ -87,6 +90,15 @@ class PredictSettings:
             values["batch_size"] = int(data["eval_batch_size"])
         values["pair"] = data.get("text_pair_column") is not None
         return cls(**values)
+
+
+def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
+    """A classification / regression model pools a long document's windows only when its run or folder says it
+    was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
+    record, a graph without ``window_doc``) it reads texts cut at the window, as it was trained."""
+    if task.family == "sequence" and not recorded:
+        settings.long_text = "truncate"
+    return settings
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -213,93 +225,47 @@ class Predictor:
                 )
             tokenizer = load_tokenizer(tok_dir)
         data = (loaded.hparams.get("config") or {}).get("data") or {}
-        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, PredictSettings.from_data(data), str(ckpt))
+        settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
+        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
 
     @classmethod
     def _from_hf_folder(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file."""
-        from safetensors.torch import load_file
+        """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
+        text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
+        from bertlab.inference.export import load_native_export, long_text_settings
 
-        from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
-        from bertlab.models.assemble import assemble, needs_pooler
-        from bertlab.models.families import family_spec, is_native
-        from bertlab.models.hf_weights import (
-            LoadReport,
-            architecture_to_head,
-            convert_hf_state_dict,
-            load_into,
-            read_encoder_config,
-            read_hf_config,
-            read_state_dict,
-        )
-        from bertlab.tasks.families import build_family
-
-        hf = read_hf_config(path)
-        if not is_native(hf.get("model_type") or "bert"):
+        model, task, labels, config = load_native_export(path)
+        if model is None:
             return cls._from_generic_export(path, tokenizer)
-        config: EncoderConfig = read_encoder_config(path)
-        spec = family_spec(config.model_type)
-        architecture = (hf.get("architectures") or [spec.base_architecture])[0]
-        custom = path / HEAD_CONFIG_NAME
-        if custom.is_file():
-            info = json.loads(custom.read_text())
-            task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
-            head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
-        else:
-            head_kind = architecture_to_head(architecture)[1]
-            family = {"sequence": "sequence", "token": "token", "span": "qa",
-                      "multiple_choice": "multiple_choice"}.get(head_kind or "")
-            if family is None:
-                raise CheckpointError(
-                    f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
-                    f"with {', '.join(spec.heads[k].architecture for k in ('sequence', 'token', 'span', 'multiple_choice'))} "
-                    f"exports (or {spec.base_architecture} with bertlab's own head file)"
-                )
-            regression = hf.get("problem_type") == "regression"
-            id2label = hf.get("id2label") or {}
-            labels = None if family in ("qa", "multiple_choice") or regression \
-                else [str(id2label[str(i)]) for i in range(len(id2label))]
-            task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
-            head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
-            has_pooler = needs_pooler(config, family, head_cfg)
-        num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
-        family_obj = build_family(task, num_labels, labels, None)
-        model = assemble(config, head_cfg, family_obj.build_head, head_kind, add_pooling_layer=has_pooler)
-        tensors, source = read_state_dict(path)
-        state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source, spec=spec)
-        if head_kind is None:
-            state = {k: v for k, v in state.items() if k.startswith("bert.")}
-            head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
-            state.update({"head." + k: v for k, v in head_state.items()})
-            report = LoadReport(source=source, dropped=report.dropped)
-        load_into(model, state, report)
-        if report.newly_initialised:
-            raise CheckpointError(f"{path}: the folder lacks trained tensors {report.newly_initialised[:5]}: it is "
-                                  "not a complete export of a fine-tuned model")
-        if tokenizer is None:
-            tokenizer = load_tokenizer(path)
-        settings = PredictSettings(max_seq_length=min(512, config.max_sequence_length),
-                                   max_query_length=64, pair=None)
-        if task.family == "qa":
-            settings.max_seq_length = min(384, config.max_sequence_length)
-        return cls(model, tokenizer, task, labels, settings, str(path))
+        settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
+                                                      config.max_sequence_length), max_query_length=64, pair=None)
+        recorded = long_text_settings(path)
+        for key, value in recorded.items():
+            setattr(settings, key, value)
+        settings = _classifier_windows(settings, task, bool(recorded))
+        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     @classmethod
     def _from_onnx_folder(cls, path: Path, tokenizer: BertTokenizer | None, backend: str) -> Predictor:
         from bertlab.inference.onnx import load_onnx_folder
 
         model, task, labels, data = load_onnx_folder(path, backend)
-        return cls(model, tokenizer or load_tokenizer(path), task, labels, PredictSettings.from_data(data),
-                   str(model.path))
+        # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
+        settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
+        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(model.path))
 
     @classmethod
     def _from_generic_export(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
         """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
-        from bertlab.inference.export import load_generic_export
+        from bertlab.inference.export import load_generic_export, long_text_settings
 
         model, task, labels = load_generic_export(path)
         settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
                                    max_query_length=64, pair=None)
+        recorded = long_text_settings(path)
+        for key, value in recorded.items():
+            setattr(settings, key, value)
+        settings = _classifier_windows(settings, task, bool(recorded))
         return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     # ------------------------------------------------------------------------------------------------
@@ -355,6 +321,8 @@ class Predictor:
         rows: list[np.ndarray] = []
         size = self.settings.batch_size
         device = self.device
+        if self.task.family == "sequence" and any(is_windowed(f) for f in features):
+            return self._forward_documents(features)
         for start in range(0, len(features), size):
             batch = self._collate(features[start:start + size])
             inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -366,6 +334,24 @@ class Predictor:
             lengths = batch["attention_mask"].sum(1).tolist()
             rows.extend(out[i] if out.ndim == 2 else out[i, :n] for i, n in enumerate(lengths))
         return rows
+
+    def _forward_documents(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
+        """(C,) logits per document of inputs holding long documents: batches of at most the batch size of
+        documents and ``max_windows_per_batch`` windows, each document's windows pooled by the model, as the
+        run's evaluation batches them."""
+        s = self.settings
+        cap = s.max_windows_per_batch or s.batch_size
+        collate = Collator(self.tokenizer.pad_id, max_windows=cap)
+        out: list[np.ndarray] = []
+        for part in pack_windows(range(len(features)), window_counts(features), s.batch_size, cap):
+            batch = collate([features[i] for i in part])
+            inputs = {k: batch[k].to(self.device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+            kwargs = {}
+            if "window_doc" in batch:
+                inputs["window_chunk"] = batch["window_chunk"]
+                kwargs["window_doc"] = batch["window_doc"].to(self.device)
+            out.extend(self.model(inputs, **kwargs).float().cpu().numpy())
+        return out
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
         truncated = self.tokenizer.truncated(self.settings.max_seq_length)
@@ -406,10 +392,25 @@ class Predictor:
             raise DataError(f"{where}: the text is empty")
         return text, pair
 
+    def _sequence_features(self, pairs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+        """One feature per input, read as the run read its data: a text past the window in windows (one row of
+        ids per window, pooled by the model) or cut (``data.long_text``; :mod:`bertlab.data.documents`)."""
+        s = self.settings
+        features: list[dict[str, Any]] = [{} for _ in pairs]
+        for is_pair in (False, True):  # a Hugging Face folder takes single texts and pairs in one batch
+            at = [i for i, (_, pair) in enumerate(pairs) if (pair is not None) == is_pair]
+            if not at:
+                continue
+            rows, _ = encode_documents(self.tokenizer, [pairs[i][0] for i in at],
+                                       [pairs[i][1] for i in at] if is_pair else None, s.max_seq_length,
+                                       s.long_text, s.window_stride)
+            for i, row in zip(at, rows):
+                features[i] = {**row, "index": i}
+        return features
+
     def _sequence(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
         pairs = [self._sequence_input(x, where) for where, x in chunk]
-        encodings = self._encode([t if p is None else (t, p) for t, p in pairs])
-        for (text, pair), logits in zip(pairs, self._forward(self._features(encodings))):
+        for (text, pair), logits in zip(pairs, self._forward(self._sequence_features(pairs))):
             record: dict[str, Any] = {"text": text}
             if pair is not None:
                 record["text_pair"] = pair
