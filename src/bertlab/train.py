@@ -24,6 +24,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.data.datamodule import TaskDataModule
+from bertlab.data.documents import long_text_report
 from bertlab.data.files import DataFiles
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
@@ -162,6 +163,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     optim_cfg = build_typed(OptimConfig, _plain(cfg.optim), "optim")
     model_cfg = _plain(cfg.model)
     head_cfg = resolve_head_config(head_cfg, model_cfg)  # head.pooling=auto → the checkpoint's own pooling
+    # The head pools a long document's windows (data.long_text=windows): it records how, for every reload.
+    head_cfg = dataclasses.replace(head_cfg, window_pooling=model_cfg.get("window_pooling") or "max")
     task = resolve_task_defaults(task, model_cfg)  # task.mlm_probability=null → the encoder family's rate
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
@@ -450,7 +453,8 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
         "timing": throughput.timing(),
         "data": {"train_examples": train_split.num_examples if train_split else None,
                  "val_examples": val_split.num_examples if val_split else None,
-                 "skipped_examples": sum(s.skipped for s in splits.values())},
+                 "skipped_examples": sum(s.skipped for s in splits.values()),
+                 "long_text": long_text_report(data_cfg.long_text, data_cfg.max_seq_length, splits)},
         "best_checkpoint": str(Path(best_path).resolve()) if best_path else None,
         "monitor": {"metric": task.monitor, "mode": task.mode,
                     "value": clean(metrics.get("val", {})).get(metric_name)},

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from bertlab.data.documents import pack_windows
 from bertlab.data.mlm import IGNORE_INDEX, mask_tokens
 
 
@@ -51,6 +52,14 @@ def _dist() -> tuple[int, int]:
     return 0, 1
 
 
+def _long_documents(windows: np.ndarray | None) -> np.ndarray | None:
+    """Windows per feature when some document holds several, else None (batches cut as they always were)."""
+    if windows is None:
+        return None
+    windows = np.asarray(windows, dtype=np.int64)
+    return windows if (windows > 1).any() else None
+
+
 class TrainBatchSampler(Sampler[list[int]]):
     """Shuffled training batches, optionally grouped by length (fewer pad tokens), split across ranks.
 
@@ -59,11 +68,23 @@ class TrainBatchSampler(Sampler[list[int]]):
     out-of-memory error shows at step one. Every rank sees the same number of batches (DDP needs it): the
     batch list is cycled to a multiple of the world size. ``set_epoch`` (called by Lightning) reshuffles, unless
     ``same_every_epoch`` (``trainer.overfit_batches``).
+
+    Long documents (``windows``: windows per feature, some above 1): a batch holds at most ``batch_size``
+    documents and ``max_windows`` windows (:func:`pack_windows`), filled over the documents ordered by window
+    count, most first (the shuffled, length-grouped order within each count), then the batch order shuffled
+    with the most windows first. Packing follows the sorted window counts only, so every epoch has the same
+    number of batches (Lightning counts them once).
     """
 
     def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, group_by_length: bool = True,
-                 rank: int | None = None, world_size: int | None = None):
+                 rank: int | None = None, world_size: int | None = None, windows: np.ndarray | None = None,
+                 max_windows: int | None = None):
         self.lengths = np.asarray(lengths)
+        self.windows = _long_documents(windows)
+        self.max_windows = int(max_windows or batch_size)
+        # Batches per epoch with long documents (the same every epoch: packing follows the sorted counts).
+        self.packed_batches = len(pack_windows(np.argsort(-self.windows, kind="stable"), self.windows, batch_size,
+                                               self.max_windows)) if self.windows is not None else None
         self.batch_size = batch_size
         self.seed = seed
         self.group_by_length = group_by_length
@@ -117,8 +138,16 @@ class TrainBatchSampler(Sampler[list[int]]):
             mega = self.batch_size * 50
             chunks = [order[i:i + mega] for i in range(0, len(order), mega)]
             order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
-        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        if self.group_by_length and len(batches) > 1:
+        if self.windows is not None:
+            order = order[np.argsort(-self.windows[order], kind="stable")]
+            batches = pack_windows(order, self.windows, self.batch_size, self.max_windows)
+        else:
+            batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.windows is not None and len(batches) > 1:  # packed by window count: the order is shuffled here
+            most = int(np.argmax([self.windows[b].sum() for b in batches]))
+            rest = [b for i, b in enumerate(batches) if i != most]
+            batches = [batches[most]] + [rest[i] for i in rng.permutation(len(rest))]
+        elif self.group_by_length and len(batches) > 1:
             longest = int(np.argmax([self.lengths[b].max() for b in batches]))
             rest = [b for i, b in enumerate(batches) if i != longest]
             perm = rng.permutation(len(rest))
@@ -145,7 +174,9 @@ class TrainBatchSampler(Sampler[list[int]]):
             yield batch
 
     def __len__(self) -> int:
-        return math.ceil(math.ceil(len(self.lengths) / self.batch_size) / self.world_size)
+        batches = self.packed_batches if self.packed_batches is not None else \
+            math.ceil(len(self.lengths) / self.batch_size)
+        return math.ceil(batches / self.world_size)
 
 
 class _EpochOrder(Sampler[int]):
@@ -175,7 +206,7 @@ class EvalBatchSampler(Sampler[list[int]]):
     """
 
     def __init__(self, lengths: np.ndarray, batch_size: int, rank: int | None = None,
-                 world_size: int | None = None):
+                 world_size: int | None = None, windows: np.ndarray | None = None, max_windows: int | None = None):
         dist_rank, dist_world = _dist()
         rank = dist_rank if rank is None else rank
         world_size = dist_world if world_size is None else world_size
@@ -183,7 +214,12 @@ class EvalBatchSampler(Sampler[list[int]]):
         lo, hi = n * rank // world_size, n * (rank + 1) // world_size
         shard = np.arange(lo, hi)
         shard = shard[np.argsort(-np.asarray(lengths)[lo:hi], kind="stable")]
-        self.batches = [shard[i:i + batch_size].tolist() for i in range(0, len(shard), batch_size)]
+        windows = _long_documents(windows)
+        if windows is not None:  # long documents: at most max_windows windows a batch (pack_windows)
+            shard = shard[np.argsort(-windows[shard], kind="stable")]
+            self.batches = [b.tolist() for b in pack_windows(shard, windows, batch_size, max_windows or batch_size)]
+        else:
+            self.batches = [shard[i:i + batch_size].tolist() for i in range(0, len(shard), batch_size)]
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches)
@@ -195,17 +231,32 @@ class EvalBatchSampler(Sampler[list[int]]):
 class Collator:
     """Pads each batch to its longest sequence (optionally a multiple of 8 for tensor cores / AMX) and, for
     MLM, masks it afresh (dynamic masking) with a generator seeded per epoch and batch position (the
-    ``mask_seed`` of :class:`IndexBatch`; the collator's own generator for batches without one)."""
+    ``mask_seed`` of :class:`IndexBatch`; the collator's own generator for batches without one).
 
-    def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None, mlm: dict[str, Any] | None = None):
+    ``max_windows`` (sequence tasks with ``data.long_text=windows``): a feature with one row of ids per window
+    is a long document (:mod:`bertlab.data.documents`). A batch holding one becomes rows — every window of
+    every document, a document read whole being one — with ``window_doc`` (the document of each row: the
+    model pools a document's windows into one vector) and ``window_chunk`` = ``max_windows``, the most rows
+    the encoder reads at once. Labels and ``index`` stay one per document.
+    """
+
+    def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None, mlm: dict[str, Any] | None = None,
+                 max_windows: int | None = None):
         self.pad_id = pad_id
         self.multiple = pad_to_multiple_of
         # {"vocab_size", "mask_id", "special_ids", "probability", "seed", "whole_word", "continuation"}
         self.mlm = mlm
+        self.max_windows = max_windows
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        if len(features[0]["input_ids"]) and not np.isscalar(features[0]["input_ids"][0]):
+        nested = [len(f["input_ids"]) > 0 and not np.isscalar(f["input_ids"][0]) for f in features]
+        if self.max_windows is not None and any(nested):
+            return self._documents(features, nested)
+        if nested[0]:
             return self._choices(features)
+        return self._rows(features)
+
+    def _rows(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         longest = max(len(f["input_ids"]) for f in features)
         if self.multiple:
             longest = -(-longest // self.multiple) * self.multiple
@@ -244,6 +295,28 @@ class Collator:
                 for i, f in enumerate(features):
                     word_starts[i, :len(f["word_starts"])] = torch.as_tensor(np.asarray(f["word_starts"]) != 0)
             self._mask(batch, getattr(features, "mask_seed", None), word_starts)
+        return batch
+
+    def _documents(self, features: Sequence[dict[str, Any]], nested: list[bool]) -> dict[str, torch.Tensor]:
+        """Long documents: every window a row, ``window_doc`` their documents (class docstring)."""
+        rows, docs, cached = [], [], []
+        for d, (f, many) in enumerate(zip(features, nested)):
+            windows = zip(f["input_ids"], f["token_type_ids"]) if many else [(f["input_ids"], f["token_type_ids"])]
+            for ids, types in windows:
+                rows.append({"input_ids": ids, "token_type_ids": types, "index": d})
+                docs.append(d)
+            if "features" in f:  # cached frozen-encoder features: (windows, D), or (D,) for a document read whole
+                cached.append(np.atleast_2d(f["features"]))
+        batch = self._rows(rows)
+        batch["window_doc"] = torch.tensor(docs, dtype=torch.long)
+        batch["window_chunk"] = int(self.max_windows)
+        batch["index"] = torch.tensor([f["index"] for f in features], dtype=torch.long)
+        if cached:
+            batch["features"] = torch.from_numpy(np.concatenate(cached)).float()  # (rows, D)
+        if "labels" in features[0]:
+            values = [f["labels"] for f in features]
+            dtype = torch.float32 if isinstance(values[0], float) else torch.long
+            batch["labels"] = torch.tensor(values, dtype=dtype)
         return batch
 
     def _choices(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:

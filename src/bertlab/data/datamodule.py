@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
+from bertlab.data.documents import window_counts
 from bertlab.data.features import (
     LabelMap,
     Split,
@@ -42,8 +43,9 @@ from bertlab.runtime.files import cache_lock
 log = logging.getLogger(__name__)
 
 # 2: safetensors files (data.safe_cache); 3: typed Split.eval_data instead of a meta dict; 4: long token-task
-# sentences read in windows (Split.windowed, TokenEvalData.sentence)
-_CACHE_VERSION = "4"
+# sentences read in windows (Split.windowed, TokenEvalData.sentence); 5: long classification / regression
+# documents read in windows (bertlab.data.documents), not cut
+_CACHE_VERSION = "5"
 
 
 def _lengths(split: Split):
@@ -293,12 +295,31 @@ class TaskDataModule(L.LightningDataModule):
                    else self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
                    "continuation": continuation, "generator": generator, "fixed_eval_masks": not train,
                    "seed": self.seed}
-        return Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm)
+        return Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm,
+                        max_windows=self.max_windows(train) if self.reads_windows else None)
+
+    @property
+    def reads_windows(self) -> bool:
+        """Whether long texts become windows pooled per document (sequence tasks, data.long_text=windows)."""
+        return self.task.family == "sequence" and self.cfg.long_text == "windows"
+
+    def max_windows(self, train: bool) -> int:
+        """The most windows a batch encodes at once: data.max_windows_per_batch, else the batch size."""
+        return self.cfg.max_windows_per_batch or (self.cfg.batch_size if train else self.cfg.eval_batch_size)
+
+    def _windows(self, split: Split):
+        """Windows per feature of a split holding long documents (the samplers count them), else None."""
+        return window_counts(split.features) if self.reads_windows and split.windowed else None
 
     def train_dataloader(self) -> DataLoader:
         split = self.splits["train"]
         sampler = TrainBatchSampler(_lengths(split), self.cfg.batch_size, self.seed,
-                                    group_by_length=self.cfg.group_by_length)
+                                    group_by_length=self.cfg.group_by_length, windows=self._windows(split),
+                                    max_windows=self.max_windows(True))
+        if sampler.windows is not None and self._train_sampler is None:
+            log.info("train: long documents: a batch holds at most %d documents and %d windows "
+                     "(data.max_windows_per_batch): %d batches per epoch for %d documents", self.cfg.batch_size,
+                     sampler.max_windows, sampler.packed_batches, len(split.features))
         trainer = getattr(self, "trainer", None)
         sampler.same_every_epoch = bool(trainer is not None and trainer.overfit_batches)
         if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped
@@ -321,7 +342,9 @@ class TaskDataModule(L.LightningDataModule):
 
     def _eval_loader(self, name: str) -> DataLoader:
         split = self.splits[name]
-        return self._loader(split, EvalBatchSampler(_lengths(split), self.cfg.eval_batch_size), train=False)
+        sampler = EvalBatchSampler(_lengths(split), self.cfg.eval_batch_size, windows=self._windows(split),
+                                   max_windows=self.max_windows(False))
+        return self._loader(split, sampler, train=False)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")

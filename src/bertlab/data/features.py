@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from bertlab.data.documents import encode_documents
 from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
 from bertlab.data.tokenizer import BertTokenizer
@@ -51,9 +52,9 @@ class Split:
 
     ``truncated``: inputs cut at ``data.max_seq_length``; ``windowed``: examples longer than it, read in
     several windows (``data.long_text=windows``); ``extra_windows``: windows beyond one per example (a long QA
-    context or token-task sentence is read in several). ``eval_data``: :class:`TokenEvalData` for token
-    classification, :class:`bertlab.data.qa.QAEvalData` for QA, None for the families that score from the
-    features alone.
+    context, token-task sentence or classification document, :mod:`bertlab.data.documents`, is read in
+    several). ``eval_data``: :class:`TokenEvalData` for token classification, :class:`bertlab.data.qa.QAEvalData`
+    for QA, None for the families that score from the features alone.
     """
 
     name: str
@@ -124,19 +125,21 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    encodings = tokenizer.truncated(data.max_seq_length).encode_batch(
-        [e.text for e in examples], [e.text_pair for e in examples] if data.text_pair_column else None)
-    features, truncated = [], 0
-    for i, (ex, enc) in enumerate(zip(examples, encodings)):
-        truncated += bool(enc.overflowing)
-        feature = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "index": i}
+    # Text longer than the window: read in windows pooled by the model, or cut (bertlab.data.documents).
+    rows, long = encode_documents(tokenizer, [e.text for e in examples],
+                                  [e.text_pair for e in examples] if data.text_pair_column else None,
+                                  data.max_seq_length, data.long_text, data.window_stride)
+    features = []
+    for i, (ex, feature) in enumerate(zip(examples, rows)):
+        feature["index"] = i
         if labelled:
             if regression:
                 feature["labels"] = float(ex.label)
             else:
                 feature["labels"] = labels.id(ex.label, ex.where)
         features.append(feature)
-    return Split(name, features, len(examples), policy.skipped, truncated)
+    return Split(name, features, len(examples), policy.skipped, long.truncated, extra_windows=long.extra_windows,
+                 windowed=long.windowed)
 
 
 def _finite_regression_labels(examples, policy: BadExamplePolicy):

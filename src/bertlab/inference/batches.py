@@ -7,6 +7,7 @@ sort) before they are cut into batches, so a batch pads its rows to about their 
 longest of an arbitrary group of inputs (file order). Each row is computed with its own attention mask and read
 back cropped to its own tokens, so the order changes no record beyond float rounding.
 
+Long documents (classification read in windows) are batched as documents instead: :func:`forward_documents`.
 No torch at import: an ONNX prediction never loads it; :class:`TorchLogits` imports it when built.
 """
 
@@ -16,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from bertlab.data.documents import is_windowed, pack_windows, window_counts
 
 # How many batches of inputs prediction reads before it computes (and then writes) their records: the window in
 # which features are ordered by length. Larger costs memory (features, logits) and latency before the first
@@ -89,6 +92,35 @@ def forward_features(logits: Logits, features: Sequence[Mapping[str, Any]], batc
     return rows  # type: ignore[return-value]
 
 
+def forward_documents(logits: Logits, features: Sequence[Mapping[str, Any]], batch_size: int, max_windows: int,
+                      pad_id: int) -> list[np.ndarray]:
+    """(C,) logits per feature of classification inputs holding long documents (a feature with one row of ids per
+    window, :mod:`bertlab.data.documents`), in the order of ``features``. The documents, ordered by their window
+    count and length, go in batches of at most ``batch_size`` documents and ``max_windows`` windows
+    (:func:`~bertlab.data.documents.pack_windows`); a batch is every window as a row, ``window_doc`` the document
+    of each row and ``window_chunk`` the most rows the encoder reads at once, as the training collate makes it,
+    and the model pools each document's windows into its one row of logits."""
+    windows = window_counts(features)
+    order = sorted(range(len(features)), key=lambda i: (windows[i], feature_length(features[i])))
+    out: list[np.ndarray | None] = [None] * len(features)
+    for part in pack_windows(order, windows, batch_size, max_windows):
+        rows, docs = [], []
+        for d, i in enumerate(part.tolist()):
+            f = features[i]
+            pieces = zip(f["input_ids"], f["token_type_ids"]) if is_windowed(f) else \
+                [(f["input_ids"], f["token_type_ids"])]
+            for ids, types in pieces:
+                rows.append({"input_ids": ids, "token_type_ids": types})
+                docs.append(d)
+        batch: dict[str, Any] = pad_batch(rows, pad_id)
+        batch["window_doc"] = np.asarray(docs, dtype=np.int64)
+        batch["window_chunk"] = int(max_windows)
+        result = logits(batch)  # (documents, C)
+        for d, i in enumerate(part.tolist()):
+            out[i] = result[d]
+    return out  # type: ignore[return-value]
+
+
 class TorchLogits:
     """A PyTorch ``TaskModel`` as :data:`Logits`: numpy batches in, float32 numpy logits out, in inference
     mode on the model's device."""
@@ -107,6 +139,9 @@ class TorchLogits:
                                                                          "attention_mask")}
             if "choice_mask" in batch:
                 out = self.model(inputs, num_choices=batch["input_ids"].shape[1])
+            elif "window_doc" in batch:  # long documents: the model pools each document's windows
+                inputs["window_chunk"] = batch["window_chunk"]
+                out = self.model(inputs, window_doc=torch.from_numpy(batch["window_doc"]).to(device))
             else:
                 out = self.model(inputs)
             return out.float().cpu().numpy()

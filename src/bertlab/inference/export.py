@@ -5,9 +5,11 @@ the data files), ``model.safetensors`` and the run's tokenizer files, so that
 ``transformers.AutoModelFor<Task>.from_pretrained(OUT)`` and ``AutoTokenizer.from_pretrained(OUT)`` predict
 what bertlab predicts. LoRA adapters are merged into the base weights first (``W + B A · alpha / r``).
 
-Heads with no stock transformers class (raw-[CLS] pooling, MLP probes, features from several layers) are
-written as a ``BertModel`` encoder folder plus the head's own tensors in ``bertlab_head.safetensors`` and its
-settings in ``bertlab_head.json``; the export says so.
+Heads with no stock transformers class (raw-[CLS] pooling, MLP probes, features from several layers, attention
+over a long document's windows) are written as a ``BertModel`` encoder folder plus the head's own tensors in
+``bertlab_head.safetensors`` and its settings in ``bertlab_head.json``; the export says so. A classification or
+regression export also holds ``bertlab_long_text.json``: how the run read text longer than its window and what a
+plain ``transformers`` pipeline does instead (it cuts such text at the window; bertlab pools windows).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.inference.loading import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, TOKENIZER_FILES
+from bertlab.inference.loading import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, TOKENIZER_FILES
 from bertlab.models.assemble import assemble, config_from_record
 from bertlab.models.families import family_spec
 from bertlab.models.families.generic import GENERIC, GenericEncoderConfig
@@ -193,7 +195,8 @@ def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite
             f"wrote (its checkpoints, tokenizer and records, which the export reads). Export to "
             f"{run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes) or to a "
             "folder outside the run")
-    written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, *TOKENIZER_FILES]
+    written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME,
+                          *TOKENIZER_FILES]
     for name in written:
         refuse_writing_over(out_dir / name, [(ckpt_path, "the checkpoint"), (tok_dir, "a file of the tokenizer")],
                             f"the export's {out_dir / name}", "Export to another folder")
@@ -268,7 +271,111 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
                  HEAD_CONFIG_NAME)
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
+    long_text = long_text_record(loaded)
+    if long_text is not None:
+        (out_dir / LONG_TEXT_NAME).write_text(json.dumps(long_text, indent=2) + "\n")
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
+
+
+def long_text_record(loaded: CheckpointModel) -> dict[str, Any] | None:
+    """What an export of a classification / regression run says about text longer than its window: how the run
+    read it (``data.long_text``, the window, the stride, the pooling) and what a plain ``transformers``
+    pipeline does instead. None for other tasks."""
+    if loaded.task.family != "sequence":
+        return None
+    data = (loaded.hparams.get("config") or {}).get("data") or {}
+    mode, window = data.get("long_text", "truncate"), data.get("max_seq_length")
+    if mode == "windows":
+        note = (f"bertlab reads a text longer than {window} tokens (special tokens included) in overlapping windows "
+                f"and pools their vectors ({loaded.head.window_pooling}) into one per document, as the model was "
+                "trained. A plain transformers pipeline or AutoModelForSequenceClassification does not: it cuts the "
+                "text at the tokenizer's model_max_length and classifies the start alone, so on longer texts its "
+                "answer can differ. Predict with `python -m bertlab.predict <this folder>` (or bertlab.Predictor) "
+                "to read long texts whole.")
+    else:
+        note = (f"The model was trained on texts cut at {window} tokens (data.long_text=truncate); a transformers "
+                "pipeline cuts at the tokenizer's model_max_length instead, and bertlab.predict on this folder too.")
+    return {"format": "bertlab-long-text", "long_text": mode, "max_seq_length": window,
+            "window_stride": data.get("window_stride"), "max_windows_per_batch": data.get("max_windows_per_batch"),
+            "window_pooling": loaded.head.window_pooling, "note": note}
+
+
+def _long_text_record(path: Path) -> dict[str, Any]:
+    file = path / LONG_TEXT_NAME
+    return json.loads(file.read_text()) if file.is_file() else {}
+
+
+def long_text_settings(path: Path) -> dict[str, Any]:
+    """The prediction settings an export's long-text record gives: windows as the run read them (its window,
+    stride and batch cap); nothing for a run that truncated or a folder without the record."""
+    record = _long_text_record(path)
+    if record.get("long_text") != "windows" or not record.get("max_seq_length"):
+        return {}
+    return {"long_text": "windows", "max_seq_length": int(record["max_seq_length"]),
+            "window_stride": record.get("window_stride"), "max_windows_per_batch": record.get("max_windows_per_batch")}
+
+
+def load_native_export(path: Path) -> tuple[TaskModel | None, TaskSpec | None, list[str] | None, Any]:
+    """An export folder of a native family (a stock ``<Family>For*`` head, or ``<Family>Model`` + bertlab's own
+    head file) as (model in eval mode, task, labels, encoder config); (None, ...) for a generic-path folder."""
+    from safetensors.torch import load_file
+
+    from bertlab.models.assemble import needs_pooler
+    from bertlab.models.families import is_native
+    from bertlab.models.hf_weights import (
+        LoadReport,
+        architecture_to_head,
+        convert_hf_state_dict,
+        load_into,
+        read_encoder_config,
+        read_hf_config,
+        read_state_dict,
+    )
+
+    hf = read_hf_config(path)
+    if not is_native(hf.get("model_type") or "bert"):
+        return None, None, None, None
+    config = read_encoder_config(path)
+    spec = family_spec(config.model_type)
+    architecture = (hf.get("architectures") or [spec.base_architecture])[0]
+    custom = path / HEAD_CONFIG_NAME
+    if custom.is_file():
+        info = json.loads(custom.read_text())
+        task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+        head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
+    else:
+        head_kind = architecture_to_head(architecture)[1]
+        family = {"sequence": "sequence", "token": "token", "span": "qa",
+                  "multiple_choice": "multiple_choice"}.get(head_kind or "")
+        if family is None:
+            raise CheckpointError(
+                f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
+                f"with {', '.join(spec.heads[k].architecture for k in ('sequence', 'token', 'span', 'multiple_choice'))} "
+                f"exports (or {spec.base_architecture} with bertlab's own head file)"
+            )
+        regression = hf.get("problem_type") == "regression"
+        id2label = hf.get("id2label") or {}
+        labels = None if family in ("qa", "multiple_choice") or regression \
+            else [str(id2label[str(i)]) for i in range(len(id2label))]
+        task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
+        head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"),
+                              window_pooling=_long_text_record(path).get("window_pooling", "max"))
+        has_pooler = needs_pooler(config, family, head_cfg)
+    num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
+    model = assemble(config, head_cfg, build_family(task, num_labels, labels, None).build_head, head_kind,
+                     add_pooling_layer=has_pooler)
+    tensors, source = read_state_dict(path)
+    state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source, spec=spec)
+    if head_kind is None:
+        state = {k: v for k, v in state.items() if k.startswith("bert.")}
+        head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
+        state.update({"head." + k: v for k, v in head_state.items()})
+        report = LoadReport(source=source, dropped=report.dropped)
+    load_into(model, state, report)
+    if report.newly_initialised:
+        raise CheckpointError(f"{path}: the folder lacks trained tensors {report.newly_initialised[:5]}: it is "
+                              "not a complete export of a fine-tuned model")
+    return model.eval(), task, labels, config
 
 
 def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | None]:

@@ -164,6 +164,7 @@ def model_files(model: str | Path) -> list[tuple[Path, str]]:
         HEAD_CONFIG_NAME,
         HEAD_WEIGHTS_NAME,
         HF_EXPORT_FILES,
+        LONG_TEXT_NAME,
         TOKENIZER_FILES,
     )
     from bertlab.inference.onnx_session import INFO_NAME, INT8_NAME, ONNX_NAME
@@ -179,8 +180,8 @@ def model_files(model: str | Path) -> list[tuple[Path, str]]:
     files += [(run / "checkpoints", "a checkpoint of the run"), (run / "tokenizer", "a file of the run's tokenizer"),
               (run / "metrics.json", "the run's metrics.json"), (run / ".hydra", "a record of the run's config"),
               (run / "export", "a file of the run's export"), (run / "onnx", "a file of the run's ONNX export")]
-    for name in (*HF_EXPORT_FILES, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, ONNX_NAME, INT8_NAME, INFO_NAME,
-                 *TOKENIZER_FILES):  # an export folder's own files
+    for name in (*HF_EXPORT_FILES, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, ONNX_NAME, INT8_NAME,
+                 INFO_NAME, *TOKENIZER_FILES):  # an export folder's own files
         files.append((run / name, "a file of the model"))
     return files
 

@@ -5,13 +5,12 @@ that need them, not with this module."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
-from bertlab.runtime.config import EncoderConfig, HeadConfig, TaskSpec
+from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError
 
 # An export folder's files (export=true, python -m bertlab.export): transformers' config and weights (the names
@@ -20,6 +19,7 @@ from bertlab.runtime.errors import CheckpointError
 HF_EXPORT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 HEAD_WEIGHTS_NAME = "bertlab_head.safetensors"
 HEAD_CONFIG_NAME = "bertlab_head.json"
+LONG_TEXT_NAME = "bertlab_long_text.json"  # how the run read text longer than its window (sequence tasks)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -34,9 +34,12 @@ class PredictSettings:
     pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
     doc_stride: int = 128
     # Text longer than max_seq_length: "windows" (overlapping, data.window_stride tokens shared; None: a
-    # quarter of the window) or "truncate".
+    # quarter of the window) or "truncate". Classification and regression pool a document's windows as the run
+    # trained, at most max_windows_per_batch windows a batch (None: batch_size); a classifier whose run or
+    # folder does not say it read windows (recorded before them, or not bertlab's) truncates, as it was trained.
     long_text: str = "windows"
     window_stride: int | None = None
+    max_windows_per_batch: int | None = None
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
@@ -57,6 +60,15 @@ class PredictSettings:
             values["batch_size"] = int(data["eval_batch_size"])
         values["pair"] = data.get("text_pair_column") is not None
         return cls(**values)
+
+
+def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
+    """A classification / regression model pools a long document's windows only when its run or folder says it
+    was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
+    record, a graph without ``window_doc``) it reads texts cut at the window, as it was trained."""
+    if task.family == "sequence" and not recorded:
+        settings.long_text = "truncate"
+    return settings
 
 
 class Loaded(NamedTuple):
@@ -95,75 +107,25 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
             )
         tokenizer = load_tokenizer(tok_dir)
     data = (loaded.hparams.get("config") or {}).get("data") or {}
-    return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, PredictSettings.from_data(data), str(ckpt))
+    settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
+    return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
 
 
 def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
-    """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file."""
-    from safetensors.torch import load_file
+    """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
+    text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
+    from bertlab.inference.export import load_native_export, long_text_settings
 
-    from bertlab.models.assemble import assemble, needs_pooler
-    from bertlab.models.families import family_spec, is_native
-    from bertlab.models.hf_weights import (
-        LoadReport,
-        architecture_to_head,
-        convert_hf_state_dict,
-        load_into,
-        read_encoder_config,
-        read_hf_config,
-        read_state_dict,
-    )
-    from bertlab.tasks.families import build_family
-
-    hf = read_hf_config(path)
-    if not is_native(hf.get("model_type") or "bert"):
+    model, task, labels, config = load_native_export(path)
+    if model is None:
         return from_generic_export(path, tokenizer)
-    config: EncoderConfig = read_encoder_config(path)
-    spec = family_spec(config.model_type)
-    architecture = (hf.get("architectures") or [spec.base_architecture])[0]
-    custom = path / HEAD_CONFIG_NAME
-    if custom.is_file():
-        info = json.loads(custom.read_text())
-        task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
-        head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
-    else:
-        head_kind = architecture_to_head(architecture)[1]
-        family = {"sequence": "sequence", "token": "token", "span": "qa",
-                  "multiple_choice": "multiple_choice"}.get(head_kind or "")
-        if family is None:
-            raise CheckpointError(
-                f"{path / 'config.json'}: architecture {architecture} has no prediction head; bertlab predicts "
-                f"with {', '.join(spec.heads[k].architecture for k in ('sequence', 'token', 'span', 'multiple_choice'))} "
-                f"exports (or {spec.base_architecture} with bertlab's own head file)"
-            )
-        regression = hf.get("problem_type") == "regression"
-        id2label = hf.get("id2label") or {}
-        labels = None if family in ("qa", "multiple_choice") or regression \
-            else [str(id2label[str(i)]) for i in range(len(id2label))]
-        task = TaskSpec(name=family, family=family, labels=labels, regression=regression)
-        head_cfg = HeadConfig(pooling="pooler", dropout=hf.get("classifier_dropout"))
-        has_pooler = needs_pooler(config, family, head_cfg)
-    num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
-    family_obj = build_family(task, num_labels, labels, None)
-    model = assemble(config, head_cfg, family_obj.build_head, head_kind, add_pooling_layer=has_pooler)
-    tensors, source = read_state_dict(path)
-    state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source, spec=spec)
-    if head_kind is None:
-        state = {k: v for k, v in state.items() if k.startswith("bert.")}
-        head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
-        state.update({"head." + k: v for k, v in head_state.items()})
-        report = LoadReport(source=source, dropped=report.dropped)
-    load_into(model, state, report)
-    if report.newly_initialised:
-        raise CheckpointError(f"{path}: the folder lacks trained tensors {report.newly_initialised[:5]}: it is "
-                              "not a complete export of a fine-tuned model")
-    if tokenizer is None:
-        tokenizer = load_tokenizer(path)
-    settings = PredictSettings(max_seq_length=min(512, config.max_sequence_length),
-                               max_query_length=64, pair=None)
-    if task.family == "qa":
-        settings.max_seq_length = min(384, config.max_sequence_length)
-    return Loaded(model, tokenizer, task, labels, settings, str(path))
+    settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
+                                                  config.max_sequence_length), max_query_length=64, pair=None)
+    recorded = long_text_settings(path)
+    for key, value in recorded.items():
+        setattr(settings, key, value)
+    settings = _classifier_windows(settings, task, bool(recorded))
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
 
 def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
@@ -171,15 +133,20 @@ def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) 
     from bertlab.inference.onnx_session import load_onnx_folder
 
     model, task, labels, data = load_onnx_folder(path, backend)
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, PredictSettings.from_data(data),
-                  str(model.path))
+    # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
+    settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(model.path))
 
 
 def from_generic_export(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
-    from bertlab.inference.export import load_generic_export
+    from bertlab.inference.export import load_generic_export, long_text_settings
 
     model, task, labels = load_generic_export(path)
     settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
                                max_query_length=64, pair=None)
+    recorded = long_text_settings(path)
+    for key, value in recorded.items():
+        setattr(settings, key, value)
+    settings = _classifier_windows(settings, task, bool(recorded))
     return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))

@@ -4,7 +4,9 @@
 
 - ``model.onnx``: the trained model (encoder + head, LoRA merged in) as one graph with dynamic batch and sequence
   axes (and choices, for multiple choice), inputs ``input_ids``, ``attention_mask`` (+ ``token_type_ids`` where
-  the family has segments), outputs ``logits`` (``start_logits`` / ``end_logits`` for QA), the padded path;
+  the family has segments; + ``window_doc``, each row's document, for classification and regression trained
+  with ``data.long_text=windows``: :func:`export_graph`), outputs ``logits`` (``start_logits`` / ``end_logits``
+  for QA), the padded path;
 - ``model.int8.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantization (int8 weights of every
   weight MatMul, one scale per output channel; activations quantized per batch at run time; the embedding
   tables and a 2-D classifier's Gemm stay fp32);
@@ -84,17 +86,19 @@ def output_names(family: str) -> list[str]:
 
 
 class _Graph(nn.Module):
-    """The TaskModel called with positional tensors, as a traced graph takes them."""
+    """The TaskModel called with positional tensors, as a traced graph takes them (``inputs`` names them)."""
 
-    def __init__(self, model: TaskModel, family: str, segments: bool):
+    def __init__(self, model: TaskModel, family: str, inputs: list[str]):
         super().__init__()
-        self.model, self.family, self.segments = model, family, segments
+        self.model, self.family, self.inputs = model, family, inputs
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor | None = None):
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    def forward(self, *tensors: torch.Tensor):
+        batch = dict(zip(self.inputs, tensors))
+        input_ids = batch["input_ids"]
         if self.family == "multiple_choice":
             return self.model(batch, num_choices=input_ids.shape[1])  # (B, C)
+        if "window_doc" in batch:  # rows are windows of documents: (N, C), one row per document
+            return self.model(batch, window_doc=batch.pop("window_doc"))
         out = self.model(batch)
         if self.family == "qa":
             return out[..., 0], out[..., 1]  # (B, T) each
@@ -108,8 +112,19 @@ def plain_model(model: TaskModel) -> TaskModel:
     return model
 
 
-def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSET) -> list[str]:
-    """Write ``model`` as an ONNX graph at ``path``; returns its input names."""
+def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
+    """Whether a run's graph takes long documents as windows (``window_doc``): classification and regression
+    trained with ``data.long_text=windows`` (runs recorded before the setting truncated)."""
+    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
+
+
+def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSET, windows: bool = False) -> list[str]:
+    """Write ``model`` as an ONNX graph at ``path``; returns its input names.
+
+    ``windows`` (classification and regression of long documents): the rows are windows and a fourth input,
+    ``window_doc`` (rows,) int64, gives each row's document (0..N-1); the head pools each document's windows
+    and ``logits`` has one row per document. A text read whole is a document of one row:
+    ``window_doc = [0, 1, ..., rows - 1]`` gives the plain path's logits."""
     require_onnx()
     if task.family not in FAMILIES:
         raise ConfigError(f"ONNX export covers the prediction heads ({', '.join(FAMILIES)}), not {task.family}")
@@ -117,19 +132,24 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
         raise ConfigError(f"ONNX export needs a transformer encoder; {type(model.bert).__name__} has no graph form")
     model = plain_model(model).eval()
     segments = reads_segments(model)
-    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
-    shape = (2, 2, 8) if task.family == "multiple_choice" else (2, 8)
+    windows = windows and task.family == "sequence"
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else []) + \
+        (["window_doc"] if windows else [])
+    shape = (2, 2, 8) if task.family == "multiple_choice" else (3 if windows else 2, 8)
     vocab = int(model.bert.config.vocab_size)
     ids = torch.randint(min(5, vocab - 1), vocab, shape)
     mask = torch.ones_like(ids)
     mask[1, ..., 6:] = 0  # padding in the example batch
-    args = (ids, mask) + ((torch.zeros_like(ids),) if segments else ())
+    args = (ids, mask) + ((torch.zeros_like(ids),) if segments else ()) + \
+        ((torch.tensor([0, 0, 1]),) if windows else ())  # two documents, the first of two windows
     axes = {0: "batch", 1: "choices", 2: "sequence"} if task.family == "multiple_choice" else \
         {0: "batch", 1: "sequence"}
     outputs = output_names(task.family)
     out_axes = {0: "batch", 1: "choices"} if task.family == "multiple_choice" else \
-        ({0: "batch"} if task.family == "sequence" else {0: "batch", 1: "sequence"})
+        ({0: "documents" if windows else "batch"} if task.family == "sequence" else {0: "batch", 1: "sequence"})
     dynamic = {name: axes for name in inputs} | {name: out_axes for name in outputs}
+    if windows:
+        dynamic["window_doc"] = {0: "batch"}
     static_before = getattr(model.bert, "static_graph", None)
     if static_before is not None:
         model.bert.static_graph = True
@@ -138,7 +158,7 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
             # The tracer warns about shape checks it records as constants (the position-table bound) and that
             # the TorchScript exporter is the older one: both known, neither changes the graph's values.
             warnings.simplefilter("ignore")
-            torch.onnx.export(_Graph(model, task.family, segments).eval(), args, str(path), dynamo=False,
+            torch.onnx.export(_Graph(model, task.family, inputs).eval(), args, str(path), dynamo=False,
                               input_names=inputs, output_names=outputs, dynamic_axes=dynamic,
                               opset_version=opset, do_constant_folding=True)
     finally:
@@ -183,9 +203,17 @@ class OnnxTaskModel(nn.Module):
         self.session, self.inputs, self.family, self.path = (self.graph.session, self.graph.inputs, family,
                                                              self.graph.path)
 
-    def forward(self, batch: dict[str, torch.Tensor], num_choices: int | None = None) -> torch.Tensor:
+    @property
+    def reads_windows(self) -> bool:
+        """Whether the graph pools long documents' windows (its ``window_doc`` input)."""
+        return self.graph.reads_windows
+
+    def forward(self, batch: dict[str, torch.Tensor], num_choices: int | None = None,
+                window_doc: torch.Tensor | None = None) -> torch.Tensor:
         arrays = {k: v.detach().cpu().numpy() for k, v in batch.items()
                   if k in self.inputs and isinstance(v, torch.Tensor)}
+        if window_doc is not None:
+            arrays["window_doc"] = window_doc.detach().cpu().numpy()
         return torch.from_numpy(self.graph(arrays))
 
 
@@ -303,9 +331,10 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     # PyTorch as the run evaluates it: a copy, since the graph's model gets its LoRA adapters merged in place.
     reference = copy.deepcopy(loaded.model).eval()
     fp32_path = out_dir / ONNX_NAME
-    inputs = export_graph(loaded.model, task, fp32_path)
+    data = (loaded.hparams.get("config") or {}).get("data") or {}
+    inputs = export_graph(loaded.model, task, fp32_path, windows=reads_windows(task, data))
     info = {"format": "bertlab-onnx", "task": asdict(task), "head": asdict(loaded.head), "labels": loaded.labels,
-            "data": (loaded.hparams.get("config") or {}).get("data") or {}, "inputs": inputs,
+            "data": data, "inputs": inputs,
             "outputs": output_names(task.family), "opset": OPSET, "source": str(ckpt),
             "model_type": getattr(loaded.model.bert.config, "model_type", None),
             "files": {"fp32": ONNX_NAME, **({"int8": INT8_NAME} if quantize else {})}}

@@ -51,8 +51,9 @@ def session_options(threads: int | None = None) -> Any:
 
 class OnnxSession:
     """An exported graph run by onnxruntime on the CPU: a batch of int64 arrays in (``input_ids``,
-    ``attention_mask``, ``token_type_ids``; the ones the graph takes), the family's logits out as float32,
-    shaped as ``TaskModel`` gives them (QA's two outputs stacked into (B, T, 2))."""
+    ``attention_mask``, ``token_type_ids``, ``window_doc``: the ones the graph takes), the family's logits out as
+    float32, shaped as ``TaskModel`` gives them (QA's two outputs stacked into (B, T, 2); one row per document
+    for a graph that pools windows)."""
 
     def __init__(self, path: str | Path, family: str, threads: int | None = None) -> None:
         ort = require_onnxruntime()
@@ -61,11 +62,19 @@ class OnnxSession:
         self.session = ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
 
+    @property
+    def reads_windows(self) -> bool:
+        """Whether the graph pools long documents' windows (its ``window_doc`` input: each row's document)."""
+        return "window_doc" in self.inputs
+
     def __call__(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
         feed = {}
         for name in self.inputs:
             value = batch.get(name)
-            feed[name] = np.zeros_like(batch["input_ids"]) if value is None else np.asarray(value, dtype=np.int64)
+            if value is None:  # no segments given: zeros; no documents given: every row its own document
+                value = np.arange(len(batch["input_ids"])) if name == "window_doc" else \
+                    np.zeros_like(batch["input_ids"])
+            feed[name] = np.asarray(value, dtype=np.int64)
         out = self.session.run(None, feed)
         return np.stack(out[:2], -1) if self.family == "qa" else out[0]
 

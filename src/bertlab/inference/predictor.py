@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bertlab.data.documents import encode_documents, is_windowed
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
 from bertlab.data.tokenizer import BertTokenizer
 from bertlab.inference import loading
-from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_features
+from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents, forward_features
 from bertlab.inference.loading import PredictSettings
 from bertlab.inference.onnx_session import OnnxSession, is_onnx_folder
 from bertlab.inference.text import BACKENDS, split_words
@@ -222,10 +223,16 @@ class Predictor:
             else:
                 yield from self._qa(chunk, size)
 
-    def _forward(self, features: list[dict[str, Any]], size: int) -> list[np.ndarray]:
+    def _forward(self, features: list[dict[str, Any]], size: int | None = None) -> list[np.ndarray]:
         """Each feature's float32 logits, in order: (C,) for sequences, (T_i, C) cropped to its tokens for
         tagging and QA, (K_i,) over its own K_i choices for multiple choice (the batch's padded choices left
-        out); batches of the predict call's size, by length (:func:`~bertlab.inference.batches.forward_features`)."""
+        out); batches of the predict call's size, by length (:func:`~bertlab.inference.batches.forward_features`).
+        Long documents read in windows: (C,) per document (:func:`~bertlab.inference.batches.forward_documents`).
+        ``size``: features per batch (default: the settings' batch size)."""
+        size = int(size or self.settings.batch_size)
+        if self.task.family == "sequence" and any(is_windowed(f) for f in features):
+            cap = self.settings.max_windows_per_batch or size
+            return forward_documents(self._logits, features, size, cap, self.tokenizer.pad_id)
         return forward_features(self._logits, features, size, self.tokenizer.pad_id)
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
@@ -233,10 +240,6 @@ class Predictor:
         if pretokenized:  # words: byte-level BPE reads each with its leading space (encode_words_batch)
             return truncated.encode_words_batch(inputs)
         return truncated.tokenizer.encode_batch(inputs)
-
-    @staticmethod
-    def _features(encodings) -> list[dict[str, Any]]:
-        return [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
 
     # Sequence classification and regression
 
@@ -267,10 +270,25 @@ class Predictor:
             raise DataError(f"{where}: the text is empty")
         return text, pair
 
+    def _sequence_features(self, pairs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+        """One feature per input, read as the run read its data: a text past the window in windows (one row of
+        ids per window, pooled by the model) or cut (``data.long_text``; :mod:`bertlab.data.documents`)."""
+        s = self.settings
+        features: list[dict[str, Any]] = [{} for _ in pairs]
+        for is_pair in (False, True):  # a Hugging Face folder takes single texts and pairs in one batch
+            at = [i for i, (_, pair) in enumerate(pairs) if (pair is not None) == is_pair]
+            if not at:
+                continue
+            rows, _ = encode_documents(self.tokenizer, [pairs[i][0] for i in at],
+                                       [pairs[i][1] for i in at] if is_pair else None, s.max_seq_length,
+                                       s.long_text, s.window_stride)
+            for i, row in zip(at, rows):
+                features[i] = {**row, "index": i}
+        return features
+
     def _sequence(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         pairs = [self._sequence_input(x, where) for where, x in chunk]
-        encodings = self._encode([t if p is None else (t, p) for t, p in pairs])
-        for (text, pair), logits in zip(pairs, self._forward(self._features(encodings), size)):
+        for (text, pair), logits in zip(pairs, self._forward(self._sequence_features(pairs), size)):
             record: dict[str, Any] = {"text": text}
             if pair is not None:
                 record["text_pair"] = pair

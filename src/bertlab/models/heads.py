@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from bertlab.models.encoder import Encoder, EncoderOutput
 from bertlab.models.families import family_spec, is_native
@@ -108,6 +109,39 @@ def _prediction_head(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module.norm(nn.functional.gelu(module.dense(x)))
 
 
+class WindowPooling(nn.Module):
+    """A long document's windows → one vector (``model.window_pooling``), over the vectors the head reads.
+
+    ``x``: (W, D), one row per window; ``window_doc``: (W,) the document of each row (0..N-1, every document
+    with a row). Returns (N, D): the element-wise ``max``, the ``mean``, or an ``attention``-weighted sum (a
+    learned score per window, softmax over the document's windows). A document of one window gets its vector
+    back unchanged in every mode (max over one row, weight exactly 1), so a text that fits the window is
+    classified as on the plain path. Computed with an (N, W) membership mask, so the same code traces to ONNX
+    (no scatter-max, whose ONNX form needs opset 18) and never casts: autocast leaves where/mul/sum alone.
+    """
+
+    def __init__(self, mode: str, width: int, initializer_range: float = 0.02):
+        super().__init__()
+        self.mode = mode
+        # No bias: a constant added to every window's score leaves the softmax as it is (its gradient is zero
+        # but for rounding, which Adam would turn into full-size steps).
+        self.score = nn.Linear(width, 1, bias=False) if mode == "attention" else None
+        if self.score is not None:
+            _init_linear(self.score, initializer_range)
+
+    def forward(self, x: torch.Tensor, window_doc: torch.Tensor) -> torch.Tensor:
+        docs = torch.arange(window_doc.max() + 1, device=x.device)  # (N,): traced as a Range over the input
+        member = docs[:, None] == window_doc[None, :]  # (N, W)
+        if self.mode == "max":
+            return torch.where(member[..., None], x[None], torch.finfo(x.dtype).min).amax(1)
+        if self.mode == "mean":
+            weights = member.to(x.dtype) / member.sum(1, keepdim=True).to(x.dtype)
+        else:
+            scores = self.score(x).float().squeeze(-1)  # (W,)
+            weights = torch.softmax(scores[None].masked_fill(~member, float("-inf")), dim=-1).to(x.dtype)
+        return (weights[..., None] * x[None]).sum(1)  # (N, D)
+
+
 class SequenceClassificationHead(nn.Module):
     """[CLS] → (pooler | raw), or the mean over real tokens → dropout → [MLP] → linear. ``num_labels=1`` is regression.
 
@@ -121,9 +155,12 @@ class SequenceClassificationHead(nn.Module):
 
     head_kind = "sequence"
 
-    def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int):
+    def __init__(self, config: EncoderConfig, head: HeadConfig, num_labels: int, windows: bool = True):
         super().__init__()
         self.pooling, self.layers = head.pooling, head.layers
+        # Long documents (data.long_text=windows): the windows' vectors pooled into one per document.
+        self.windows = WindowPooling(head.window_pooling, config.hidden_size * head.feature_multiplier,
+                                     config.initializer_range) if windows else None
         self.style = pooler_style(config, self.head_kind) if head.pooling == "pooler" else None
         # ModernBERT's heads pool the tokens as its config says: [CLS] or the mean of the real tokens.
         self.mean = head.pooling == "mean" or (self.style == "dense_gelu_norm"
@@ -175,7 +212,10 @@ class SequenceClassificationHead(nn.Module):
             return nn.functional.gelu(self.dense(self.pooler_dropout(x)))
         return _POOLER_ACTIVATIONS[self.style](self.dense(self.dropout(x)))  # RoBERTa / ELECTRA: dropout first
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, window_doc: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, D), or (W, D) windows of documents with ``window_doc`` (W,) their documents → (N, num_labels)."""
+        if window_doc is not None:
+            x = self.windows(x, window_doc)  # (N, D): one vector per document
         # Logits in float32 as the other heads' (a bf16/fp16 logit keeps ~3 significant digits: ties, coarse loss).
         return _classify(self, self._pool(x)).float()  # (B, num_labels)
 
@@ -190,7 +230,7 @@ class MultipleChoiceHead(SequenceClassificationHead):
     head_kind = "multiple_choice"
 
     def __init__(self, config: EncoderConfig, head: HeadConfig):
-        super().__init__(config, head, num_labels=1)
+        super().__init__(config, head, num_labels=1, windows=False)
 
     def forward(self, x: torch.Tensor, num_choices: int) -> torch.Tensor:
         return _classify(self, self._pool(x)).float().view(-1, num_choices)  # (B, C)
@@ -376,6 +416,23 @@ class TaskModel(nn.Module):
         ids, mask, types = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
         if ids.dim() == 3:  # multiple choice (B, C, T): the encoder reads the B·C (context, choice) rows
             ids, mask, types = (None if t is None else t.flatten(0, 1) for t in (ids, mask, types))
+        chunk = batch.get("window_chunk")
+        if chunk and ids.shape[0] > chunk:
+            return self._encode_chunks(ids, mask, types, int(chunk))
+        return self._encode(ids, mask, types)
+
+    def _encode_chunks(self, ids, mask, types, chunk: int) -> torch.Tensor:
+        """The windows of a document longer than a batch may encode at once (``window_chunk`` rows at a time).
+        While training, each chunk runs under activation checkpointing: only the chunks' pooled vectors stay in
+        memory, each chunk is computed again in the backward pass (same dropout: the RNG state is restored)."""
+        grads = torch.is_grad_enabled() and any(p.requires_grad for p in self.bert.parameters())
+        parts = []
+        for start in range(0, ids.shape[0], chunk):
+            rows = [None if t is None else t[start:start + chunk] for t in (ids, mask, types)]
+            parts.append(checkpoint(self._encode, *rows, use_reentrant=False) if grads else self._encode(*rows))
+        return torch.cat(parts)
+
+    def _encode(self, ids, mask, types):
         kwargs = {"output_hidden_states": self.output_hidden_states}
         if (getattr(self.head, "reads_first_token_only", False) and not self.output_hidden_states
                 and getattr(self.bert, "computes_first_token_only", False)):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bertlab.runtime.errors import ConfigError
-from bertlab.runtime.schema import check_fields
+from bertlab.runtime.schema import WINDOW_POOLINGS, check_fields
 
 POSITION_STYLES = ("absolute", "after_padding")
 
@@ -155,10 +155,16 @@ class HeadConfig:
     hidden_layers: int = 0  # 0 = linear head; >0 = MLP probe
     dropout: float | None = None  # None = the encoder's hidden_dropout_prob (as HF classifier_dropout)
     cache_features: bool = False
+    # How a document read in several windows (data.long_text=windows) becomes one vector: the key is
+    # model.window_pooling (train.py copies it here, so checkpoints and exports carry it with the head).
+    window_pooling: str = "max"  # max | mean | attention
 
     def __post_init__(self) -> None:
         if self.pooling not in ("pooler", "cls", "mean", "auto"):
             raise ConfigError(f"head.pooling must be 'auto', 'pooler', 'cls' or 'mean', got {self.pooling!r}")
+        if self.window_pooling not in WINDOW_POOLINGS:
+            raise ConfigError(f"model.window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got "
+                              f"{self.window_pooling!r}")
         if isinstance(self.layers, str) and self.layers.lstrip("-").isdigit():
             self.layers = int(self.layers)
         if not isinstance(self.layers, int) and self.layers not in ("last", "concat_last4", "sum_last4"):
@@ -290,6 +296,9 @@ class DataConfig:
     # long text (bertlab.data.windows): windows over text longer than max_seq_length, or truncation
     long_text: str = "windows"  # windows | truncate
     window_stride: int | None = None  # tokens two windows share; None = a quarter of the window
+    # The most windows a batch encodes at once (documents per batch shrink to fit; a document with more is
+    # encoded in chunks of this many). None = the batch size (batch_size in training, eval_batch_size else).
+    max_windows_per_batch: int | None = None
     # QA
     doc_stride: int = 128
     max_query_length: int = 64

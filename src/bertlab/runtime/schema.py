@@ -86,6 +86,11 @@ WRITABLE_DIR = Kind("writable_dir", "a folder this user can write to, or a path 
                     lambda v: isinstance(v, (str, Path)) and writable_dir_problem(v) is None)
 
 
+# model.window_pooling: max and mean have no parameters (a model trained with them exports to a stock head);
+# attention scores each window with a learned vector (bertlab.models.heads.WindowPooling).
+WINDOW_POOLINGS = ("max", "mean", "attention")
+
+
 def choice(*values: Any) -> Kind:
     """One of ``values`` (booleans and numbers compared with their type: true is not 1)."""
     def accepts(v: Any) -> bool:
@@ -157,6 +162,8 @@ SETTINGS: dict[str, Setting] = {
     "data.long_text": S(choice("windows", "truncate"), "how text longer than data.max_seq_length is read"),
     "data.window_stride": S(POSITIVE_INT, "the number of tokens two long-text windows share",
                             null="a quarter of the window"),
+    "data.max_windows_per_batch": S(POSITIVE_INT, "the most long-text windows one batch encodes at once",
+                                    null="the batch size (data.batch_size, data.eval_batch_size)"),
     "data.max_query_length": S(POSITIVE_INT, "the longest QA question in tokens"),
     "data.n_best_size": S(POSITIVE_INT, "the number of start/end candidates a QA answer is chosen from"),
     "data.max_answer_length": S(POSITIVE_INT, "the longest QA answer in tokens"),
@@ -226,6 +233,7 @@ SETTINGS: dict[str, Setting] = {
     "model.cell": S(choice("lstm", "gru"), "the recurrent cell"),
     "model.pooling": S(choice("final", "mean", "max"), "the recurrent encoder's sequence vector"),
     "model.tie_word_embeddings": S(BOOL, "tied input and output embeddings"),
+    "model.window_pooling": S(choice(*WINDOW_POOLINGS), "how a long document's windows become one vector"),
     # trainer (Lightning's Trainer arguments)
     "trainer.accelerator": S(ACCELERATOR, "the accelerator"),
     "trainer.devices": S(DEVICES, "the devices to train on"),

@@ -1,5 +1,7 @@
 """Sequence classification and regression (GLUE-style single sentences and pairs): pooled-vector head,
-cross-entropy or MSE, accuracy / F1 / MCC or Pearson / Spearman."""
+cross-entropy or MSE, accuracy / F1 / MCC or Pearson / Spearman. A document longer than the window is read in
+windows whose vectors the head pools into one (``model.window_pooling``): one logit vector and one loss per
+document, on its own label (:mod:`bertlab.data.documents`)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,13 @@ class SequenceFamily(Family):
         return SequenceClassificationHead(config, head, self.num_labels)
 
     def stock_head_kind(self, head):
-        return super().stock_head_kind(head) if head.pooling == "pooler" else None
+        # Attention over a long document's windows has weights no transformers class holds: a custom head.
+        stock = head.pooling == "pooler" and head.window_pooling != "attention"
+        return super().stock_head_kind(head) if stock else None
+
+    def head_kwargs(self, batch):
+        # A batch with long documents (data.long_text=windows) has a row per window: the head pools them.
+        return {"window_doc": batch["window_doc"]} if "window_doc" in batch else {}
 
     def loss(self, logits, batch):
         if self.task.regression:

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset
+from bertlab.data.documents import is_windowed, window_counts
 from bertlab.data.features import Split, lengths
 from bertlab.data.safe_cache import cached
 from bertlab.models.heads import TaskModel
@@ -58,10 +59,17 @@ def attach_features(model: TaskModel, split: Split, collator: Collator, batch_si
         was_training = model.training
         model.eval()
         stored: list[np.ndarray | None] = [None] * len(split.features)
+        windows = window_counts(split.features) if collator.max_windows and split.windowed else None
         loader = DataLoader(FeatureDataset(split.features), collate_fn=collator,
-                            batch_sampler=EvalBatchSampler(lengths(split.features), batch_size, rank=0, world_size=1))
+                            batch_sampler=EvalBatchSampler(lengths(split.features), batch_size, rank=0, world_size=1,
+                                                           windows=windows, max_windows=collator.max_windows))
         for batch in loader:
-            feats = model.encode(batch).float()  # (B, H·m) or (B, T, H·m)
+            feats = model.encode(batch).float()  # (B, H·m) or (B, T, H·m); (windows, H·m) with long documents
+            if "window_doc" in batch:  # a long document keeps one vector per window, the head pools them
+                for doc, index in enumerate(batch["index"].tolist()):
+                    x = feats[batch["window_doc"] == doc]
+                    stored[index] = (x if is_windowed(split.features[index]) else x[0]).numpy().copy()
+                continue
             real = batch["attention_mask"].sum(1)
             for row, index in enumerate(batch["index"].tolist()):
                 x = feats[row]

@@ -1,0 +1,122 @@
+"""Sequence-level tasks (classification, regression, sentence pairs) on text longer than the model's window.
+
+``data.long_text=windows``: a text whose tokens exceed ``data.max_seq_length`` becomes overlapping windows
+(:func:`bertlab.data.windows.window_bounds`, ``data.window_stride`` tokens shared by neighbours), each wrapped in
+the tokenizer's own special-token template (``[CLS] w [SEP]``, ``<s> w </s>``). The model encodes every window
+and pools the windows' vectors into one per document (``model.window_pooling``), so the document gets one
+prediction and one loss on its own label. A pair keeps its first text whole in every window and windows the
+second. A first text too long for that is cut (counted as truncated): to what leaves the second text whole when
+that is at least half the window (where truncation would cut it too), else to half the window, so that every
+window leaves the second text at least half the room.
+
+A text that fits is encoded exactly as the tokenizer encodes it, and ``data.long_text=truncate`` cuts long text
+at the window as before. A feature of a document read in several windows holds one row of ids per window
+(``input_ids``: a list of lists); the collator turns a batch into rows plus ``window_doc``, the document of
+each row (:class:`bertlab.data.batching.Collator`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.windows import long_text_stride, window_bounds
+from bertlab.runtime.errors import ConfigError
+
+LONG_TEXT_MODES = ("windows", "truncate")
+
+
+@dataclass
+class LongTexts:
+    """What reading a split did with its long texts: ``truncated`` texts lost tokens (cut at the window with
+    ``truncate``; with ``windows``, first texts of pairs cut to make room for the second); ``windowed`` texts were read
+    in several windows, ``extra_windows`` beyond one per text."""
+
+    truncated: int = 0
+    windowed: int = 0
+    extra_windows: int = 0
+
+
+def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
+                     max_seq_length: int, long_text: str = "windows", window_stride: int | None = None,
+                     ) -> tuple[list[dict[str, Any]], LongTexts]:
+    """One ``{"input_ids", "token_type_ids"}`` per text (or pair): flat lists for a text that fits or is cut,
+    a list of windows (one list per window) for a text read in several. Returns them with the counts."""
+    if long_text not in LONG_TEXT_MODES:
+        raise ConfigError(f"data.long_text must be windows or truncate, got {long_text!r}")
+    encodings = tokenizer.truncated(max_seq_length).encode_batch(texts, pairs)
+    rows = [{"input_ids": e.ids, "token_type_ids": e.type_ids} for e in encodings]
+    long = [i for i, e in enumerate(encodings) if e.overflowing]
+    counts = LongTexts()
+    if long_text == "truncate" or not long:
+        counts.truncated = len(long)
+        return rows, counts
+    template = tokenizer.template
+    firsts = [enc.ids for enc in tokenizer.encode_batch([texts[i] for i in long], add_special_tokens=False)]
+    seconds = [enc.ids for enc in tokenizer.encode_batch([pairs[i] for i in long], add_special_tokens=False)] \
+        if pairs is not None else None
+    for k, i in enumerate(long):
+        if seconds is None:
+            ids, window = firsts[k], max_seq_length - template.num_single
+            stride = long_text_stride(window, window_stride)
+            windows = [template.single(ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
+        else:
+            # The first text stays whole unless that leaves the second less than half the window; then it keeps
+            # what leaves the second whole (truncation's cut), or half the window when the second is longer.
+            room, ids = max_seq_length - template.num_pair, seconds[k]
+            first = firsts[k][:max(room // 2, room - len(ids))]
+            counts.truncated += len(first) < len(firsts[k])
+            window = room - len(first)
+            if len(ids) <= window:
+                windows = [template.pair(first, ids)]
+            else:
+                stride = long_text_stride(window, window_stride)
+                windows = [template.pair(first, ids[ws:we]) for ws, we in window_bounds(len(ids), window, stride)]
+        if len(windows) == 1:  # a pair whose first text was cut to make room: one window, flat as any text
+            rows[i] = {"input_ids": windows[0][0], "token_type_ids": windows[0][1]}
+            continue
+        rows[i] = {"input_ids": [w[0] for w in windows], "token_type_ids": [w[1] for w in windows]}
+        counts.windowed += 1
+        counts.extra_windows += len(windows) - 1
+    return rows, counts
+
+
+def is_windowed(feature: dict[str, Any]) -> bool:
+    """Whether a sequence feature holds several windows (one row of ids per window)."""
+    ids = feature["input_ids"]
+    return len(ids) > 0 and not np.isscalar(ids[0])
+
+
+def window_counts(features: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Windows per feature of a sequence split (1 for a text read whole or cut)."""
+    return np.fromiter((len(f["input_ids"]) if is_windowed(f) else 1 for f in features), dtype=np.int64,
+                       count=len(features))
+
+
+def pack_windows(order: Sequence[int], windows: np.ndarray, max_docs: int, max_windows: int) -> list[np.ndarray]:
+    """Batches of documents in ``order``, each of at most ``max_docs`` documents and ``max_windows`` windows in
+    all (a document with more windows than that gets a batch of its own; the encoder reads it in chunks)."""
+    batches, current, used = [], [], 0
+    for i in order:
+        w = int(windows[i])
+        if current and (len(current) == max_docs or used + w > max_windows):
+            batches.append(np.asarray(current, dtype=np.int64))
+            current, used = [], 0
+        current.append(int(i))
+        used += w
+    if current:
+        batches.append(np.asarray(current, dtype=np.int64))
+    return batches
+
+
+def long_text_report(long_text: str, max_seq_length: int, splits: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json's ``data.long_text``: how texts longer than the window were read, per split that had any:
+    ``windowed`` texts read in ``windows`` windows in all, ``truncated`` texts that lost tokens."""
+    per_split = {name: {"examples": s.num_examples, "windowed": s.windowed, "windows": s.windowed + s.extra_windows,
+                        "truncated": s.truncated}
+                 for name, s in splits.items() if getattr(s, "windowed", 0) or getattr(s, "truncated", 0)}
+    return {"mode": long_text, "max_seq_length": max_seq_length, "splits": per_split}
