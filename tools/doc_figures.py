@@ -42,7 +42,8 @@ RECORDS = ROOT / "docs" / "figures"
 SCRATCH = Path(os.environ.get("TMPDIR", "/tmp")) / "bertlab-doc-figures"
 FIXTURE_DATA = ROOT / "tests" / "fixtures" / "data"
 
-_MARKER = re.compile(r"<!-- (/?)figure:([\w.-]+) -->")
+# A marker is a line of its own (text that mentions one, in backticks, is not a marker).
+_MARKER = re.compile(r"^<!-- (/?)figure:([\w.-]+) -->$", re.MULTILINE)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -249,10 +250,10 @@ def conditions_line(record: Record, names: str | None = None) -> str:
     load = f"load average {c['load_start']} at the start"
     if "load_end" in c:
         load += f", {c['load_end']} at the end"
+    threads = f"{c['torch_threads']} torch thread" + ("" if str(c["torch_threads"]) == "1" else "s")
     return (f"<sub>Made by `make doc-figures ARGS=\"--run {names or record.job}\"` on {c['date']} (commit "
-            f"{c['commit']}): {c['cpu']}, {c['cores']} cores, {c['torch_threads']} torch threads, torch "
-            f"{c['torch']}; {load}. The same machine and thread count give the same scores; times and "
-            f"speeds depend on the load.</sub>\n")
+            f"{c['commit']}): {c['cpu']}, {c['cores']} cores, {threads}, torch {c['torch']}; {load}. The same "
+            "machine and thread count give the same scores; times and speeds depend on the load.</sub>\n")
 
 
 # ---------------------------------------------------------------- running a job

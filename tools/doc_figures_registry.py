@@ -124,7 +124,8 @@ def render_real_data(r: Record) -> str:
     return block(f"$ {CONLL.shown()}", r.line(r"^val:", 0),
                  f"$ {SCRATCH_SWEEP.shown()}",
                  f"$ {SCRATCH_COMPARE.shown()}     # → comparison.md, .csv, .png",
-                 f"$ {shown_with_stdin(PREDICT)}", *r.lines(2)) + "\n" + conditions_line(r)
+                 f"$ {shown_with_stdin(PREDICT)}", *(ln for ln in r.lines(2) if ln.startswith("{"))) \
+        + "\n" + conditions_line(r)
 
 
 GLUE_MD = "experiments/glue/results/GLUE.md"
@@ -302,7 +303,7 @@ def render_disk(r: Record) -> str:
     rows = []
     for n, extra in enumerate(DISK_SETTINGS):
         setting = " ".join(extra) or "(default)"
-        rows.append(f"{setting:<47}{r.line(r'^disk:', n)}")
+        rows.append(f"{setting:<47}" + re.sub(r"^disk:\s+", "disk: ", r.line(r"^disk:", n)))
     return block(*rows) + "\n" + conditions_line(r)
 
 
