@@ -147,6 +147,16 @@ def test_unknown_names_are_errors_with_a_suggestion():
     assert [j.name for j in REGISTRY.jobs_for(["sweeps-sample-compare", "sweeps-sample"])] == ["sweeps-sample"]
 
 
+def test_the_command_line_prints_an_error_as_one_paragraph():
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(ROOT / "tools/doc_figures.py"), "--run", "readme-dem"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("doc_figures: error: no figure or job named 'readme-dem'; did you mean "
+                                   "readme-demo? (--list lists them)")
+
+
 def test_paths_shown_in_the_docs_map_into_the_scratch_folder_and_back(tmp_path):
     paths = df.Paths(tmp_path, {"/tmp/demo": "demo", "/tmp/demo2": "d2"})
     assert paths.to_scratch("hydra.run.dir=/tmp/demo") == f"hydra.run.dir={tmp_path}/demo"

@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None, reg: Registry | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds a command may run (default: none)")
     args = parser.parse_args(argv)
     if reg is None:
-        sys.path.insert(0, str(Path(__file__).parent))
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from doc_figures_registry import REGISTRY as reg
     try:
         if args.list:
@@ -606,4 +606,9 @@ def main(argv: list[str] | None = None, reg: Registry | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The registry imports this file as the module ``doc_figures``: run that module, not a second copy of it
+    # named __main__ (whose FigureError would be another class than the one the registry raises).
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import doc_figures
+
+    sys.exit(doc_figures.main())
