@@ -369,12 +369,12 @@ def child_env(threads: int, data: str) -> dict[str, str]:
 
 def run_job(job: Job, scratch_root: Path, threads: int, timeout: float | None = None,
             log: Callable[[str], None] = print) -> Record:
+    env = child_env(threads, job.data)   # first: a missing data folder is said before anything is touched
     scratch = scratch_root / job.name
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     for name, text in job.inputs.items():
         (scratch / name).write_text(text)
-    env = child_env(threads, job.data)
     paths = Paths(scratch, job.paths)
     cond = conditions(env, threads)
     steps = []
