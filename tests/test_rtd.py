@@ -152,6 +152,17 @@ def test_generator_config_scales_width_heads_and_feed_forward():
     assert generator_config(mini, 1.0).hidden_size == 256
 
 
+def test_layer_lr_decay_counts_the_discriminators_layers_not_the_generators():
+    from bertlab.training.optim import optimizer_param_groups
+
+    _, model = tiny(generator_layers=5)  # a generator deeper than the 2-layer discriminator
+    groups = {g["name"]: g for g in optimizer_param_groups(model, weight_decay=0.0, lr=1.0, layer_lr_decay=0.5)}
+    assert groups["layer.1.decay"]["lr"] == 0.5 and groups["layer.0.decay"]["lr"] == 0.25
+    assert groups["embeddings.decay"]["lr"] == 0.125
+    assert groups["head.decay"]["lr"] == 1.0
+    assert any(n.startswith("head.generator.encoder.layer.4.") for n in groups["head.decay"]["param_names"])
+
+
 @pytest.mark.parametrize("size", [0, -0.5, 1.5, float("nan")])
 def test_generator_size_outside_zero_one_is_refused(tmp_path, size):
     with pytest.raises(ConfigError, match=r"task\.generator_size=.*must be a number in \(0, 1\]"):

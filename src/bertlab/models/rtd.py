@@ -14,7 +14,7 @@ run's encoder, so ``model.init_from`` takes it as it takes a masked-LM run's). E
 * ``head.discriminator_predictions``: ``dense`` → GELU → ``dense_prediction`` (one logit per token), HF's
   ``ElectraDiscriminatorPredictions``.
 
-Replacements are drawn from the generator's distribution (Gumbel-max, temperature ``temperature``) without a
+Replacements are drawn from the generator's distribution (softmax of its logits / ``temperature``) without a
 gradient through the draw; the padding token is never drawn (RoBERTa-style positions count non-padding ids).
 While training the draw uses torch's global RNG (saved in checkpoints: a resumed run draws the same tokens);
 in evaluation each example draws from its own generator seeded by its index, so a validation pass neither
@@ -93,16 +93,17 @@ class DiscriminatorPredictions(nn.Module):
         return self.dense_prediction(nn.functional.gelu(self.dense(hidden))).squeeze(-1).float()  # (B, T)
 
 
-def _eval_uniforms(index: torch.Tensor, rows: torch.Tensor, vocab: int) -> torch.Tensor:
-    """(N, V) uniforms for the N masked positions, each example's rows from a generator seeded by its index
-    (``rows``: the batch row of each position, in order)."""
-    counts = torch.bincount(rows, minlength=len(index)).tolist()
-    parts = []
-    for example, n in zip(index.tolist(), counts):
-        if n:
+def _draw_per_example(probs: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """One draw per masked position (``probs`` (N, V), ``rows`` (N,) the batch row of each, in order), each
+    example's from a generator seeded by its index (``index`` (B,)): the same draws in any batch."""
+    probs, rows = probs.cpu(), rows.cpu()
+    drawn = torch.empty(len(rows), dtype=torch.long)
+    for row, example in enumerate(index.tolist()):
+        mine = rows == row
+        if bool(mine.any()):
             seed = int(np.random.SeedSequence([example, 0x525444]).generate_state(1)[0])
-            parts.append(torch.rand((n, vocab), generator=torch.Generator().manual_seed(seed)))
-    return torch.cat(parts) if parts else torch.zeros((0, vocab))
+            drawn[mine] = torch.multinomial(probs[mine], 1, generator=torch.Generator().manual_seed(seed))[:, 0]
+    return drawn
 
 
 class ReplacedTokenDetectionHead(nn.Module):
@@ -149,16 +150,13 @@ class ReplacedTokenDetectionHead(nn.Module):
         logits = self.generator_head((enc.last_hidden_state, None), positions=positions)[0]  # (N, V) float32
         with torch.no_grad():
             scaled = logits.detach() / self.temperature
-            if self.training:
-                uniform = torch.rand(scaled.shape, device=scaled.device)
-            else:
-                uniform = _eval_uniforms(batch["index"].cpu(), positions[:, 0].cpu(), scaled.shape[-1])
-                uniform = uniform.to(scaled.device)
-            gumbel = -torch.log(-torch.log(uniform.clamp(1e-20, 1.0 - 1e-7)))
             scaled[:, self.pad_token_id] = float("-inf")  # padding is never a replacement
-            sampled = (scaled + gumbel).argmax(-1)  # (N,): a draw from softmax(logits / temperature)
+            probs = torch.softmax(scaled, dim=-1)  # (N, V)
             corrupted = batch["input_ids"].clone()
-            corrupted[positions[:, 0], positions[:, 1]] = sampled.to(corrupted.dtype)
+            if len(positions):
+                sampled = torch.multinomial(probs, 1)[:, 0] if self.training else \
+                    _draw_per_example(probs, batch["index"], positions[:, 0])
+                corrupted[positions[:, 0], positions[:, 1]] = sampled.to(corrupted.device, corrupted.dtype)
         return {**batch, "input_ids": corrupted}, {"generator_logits": logits, "corrupted": corrupted}
 
     def forward(self, hidden: torch.Tensor, generator_logits: torch.Tensor, corrupted: torch.Tensor) -> RTDOutput:
