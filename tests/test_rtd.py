@@ -220,6 +220,24 @@ def test_evaluation_draws_depend_on_the_example_not_on_its_batch():
     assert a["gen"] == pytest.approx(b["gen"], rel=1e-5)
 
 
+def test_padded_and_unpadded_paths_compute_the_same_rtd_outputs():
+    torch.manual_seed(2)
+    family, model = tiny()
+    model.eval()
+    batch = collator(train=False, probability=0.3)(corpus(9))  # lengths 10 to 25: padded rows
+    assert (batch["attention_mask"] == 0).any()
+    outputs = {}
+    for mode in ("true", "false"):
+        model.bert.unpad = model.head.generator.unpad = mode
+        with torch.no_grad():
+            outputs[mode] = model(batch, **family.head_kwargs(batch))
+    packed, padded = outputs["true"], outputs["false"]
+    assert torch.equal(packed.corrupted, padded.corrupted)
+    torch.testing.assert_close(packed.generator_logits, padded.generator_logits, atol=1e-5, rtol=1e-5)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(packed.logits[real], padded.logits[real], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("config", [RecurrentConfig(), ModernBertConfig(hidden_size=64, num_attention_heads=2)],
                          ids=["recurrent", "modernbert"])
 def test_a_discriminator_that_is_not_bert_shaped_is_refused(config):
