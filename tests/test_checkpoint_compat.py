@@ -56,7 +56,9 @@ def test_the_old_checkpoint_names_no_bertlab_module():
 
 def test_the_old_run_resumes_with_todays_code(tmp_path):
     run_dir = copy_run(tmp_path)
-    metrics = run_train([*OVERRIDES[:-2], "trainer.max_epochs=2", "seed=1", "ckpt_path=last"], run_dir)
+    # the old run cut long texts: it continues exactly with data.long_text=truncate (windows came later)
+    metrics = run_train([*OVERRIDES[:-2], "trainer.max_epochs=2", "seed=1", "ckpt_path=last",
+                         "data.long_text=truncate"], run_dir)
     assert metrics["train"]["resumed_from_step"] == 5
     assert metrics["train"]["steps"] == 10
     assert 0.0 <= metrics["val"]["accuracy"] <= 1.0

@@ -200,13 +200,14 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     hf_config = read_config_json(pretrained) if pretrained is not None else {}  # config.json, read once
     if pretrained is not None and not is_native(hf_config.get("model_type") or "bert"):
         return build_generic_model(pretrained, head_cfg, family, tokenizer)
-    if pretrained is not None:
-        config = encoder_config_of(hf_config, pretrained / "config.json")
+    if pretrained is not None or init_kind == "ckpt":
+        config = (encoder_config_of(hf_config, pretrained / "config.json") if pretrained is not None
+                  else _ckpt_encoder_config(init_path, tokenizer))
+        # Dropout is a training setting, not part of the weights: the run's model.* decides it, whatever the
+        # checkpoint was trained with (a pre-training run without dropout still fine-tunes with the preset's).
         overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
-                     if model_cfg.get(k) is not None}
+                     if model_cfg.get(k) is not None and hasattr(config, k)}
         config = dataclasses.replace(config, **overrides)
-    elif init_kind == "ckpt":
-        config = _ckpt_encoder_config(init_path, tokenizer)
     else:
         config = architecture(model_cfg, vocab_size=tokenizer.vocab_size)
     if tokenizer.vocab_size > config.vocab_size:
