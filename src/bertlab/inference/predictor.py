@@ -43,7 +43,7 @@ from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
 from bertlab.inference.text import BACKENDS, split_words
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
-from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import RAW_TEXT_FAMILIES, ConfigError, DataConfig, TaskSpec
 from bertlab.tasks.token import extract_entities
 
 log = logging.getLogger(__name__)
@@ -148,9 +148,11 @@ class Predictor:
     def __init__(self, model: TaskModel, tokenizer: BertTokenizer, task: TaskSpec, labels: list[str] | None,
                  settings: PredictSettings, source: str = "") -> None:
         if task.family not in FAMILIES:
+            pretraining = ("; a pre-training run is a start for fine-tuning: train a task from it with "
+                           "model.init_from=<its run dir>" if task.family in RAW_TEXT_FAMILIES else "")
             raise ConfigError(
                 f"{source}: a {task.family} model (task {task.name}) gives no prediction records; bertlab "
-                "predicts with classification, regression, tagging, QA and multiple-choice models"
+                f"predicts with classification, regression, tagging, QA and multiple-choice models{pretraining}"
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
