@@ -43,15 +43,22 @@ CASES = {
 }
 
 
+def heavy_imports(args: list[str], heavy: tuple[str, ...] = HEAVY) -> tuple[list[str], subprocess.CompletedProcess]:
+    """Run a command line (``["-m", module, ...]`` or ``[script, ...]``) in a fresh interpreter: the modules of
+    ``heavy`` it had imported when it exited, and the finished process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    probe = _PROBE.format(heavy=heavy, args=args)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("HEAVY:")]
+    assert lines, f"the command did not exit through the probe:\n{done.stderr[-2000:]}"
+    return [m for m in lines[-1][len("HEAVY:"):].split(",") if m], done
+
+
 @pytest.mark.parametrize("args", CASES.values(), ids=CASES.keys())
 def test_help_and_argument_errors_import_no_torch(args, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    probe = _PROBE.format(heavy=HEAVY, args=args)
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
-    heavy = [line for line in done.stderr.splitlines() if line.startswith("HEAVY:")]
-    assert heavy, f"the command did not exit through the probe:\n{done.stderr[-2000:]}"
-    assert heavy[-1] == "HEAVY:", f"{' '.join(args)} imported {heavy[-1][6:]}:\n{done.stderr[-1000:]}"
+    heavy, done = heavy_imports(args)
+    assert not heavy, f"{' '.join(args)} imported {heavy}:\n{done.stderr[-1000:]}"
     assert done.returncode in (0, 1, 2), done.stderr[-2000:]
     if args[-1] != "--help":
         assert done.returncode != 0, f"{' '.join(args)} should fail:\n{done.stdout[-500:]}{done.stderr[-500:]}"

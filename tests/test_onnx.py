@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import run_train
+from test_entry_imports import heavy_imports
 
 pytest.importorskip("onnxruntime")
 
@@ -128,6 +129,33 @@ def test_predict_records_equal_across_backends(runs, tmp_path, name):
     assert len(torch_records) == len(onnx_records)
     for a, b in zip(torch_records, onnx_records):
         assert _close(a, b), (a, b)
+
+
+ONNX_INPUTS = {
+    "sequence": [{"text": "a gorgeous, witty film ."}, {"text": "the plot is a mess"}],
+    "token": [{"text": "John Smith visited New York ."}, {"tokens": ["Paris", "is", "big"]}],
+    "span": [{"id": "q1", "question": "Who wrote it?", "context": "It was written by Jane Doe in 1999 in London."}],
+    "choice": [{"context": "A girl sits down at the piano.", "choices": ["She plays.", "She bows.", "She goes."]}],
+}
+
+
+@pytest.mark.parametrize("name", list(ONNX_INPUTS))
+def test_predicting_from_an_onnx_export_loads_no_torch(runs, tmp_path, name):
+    """onnxruntime, tokenizers and numpy only: every family's records from an ONNX folder, in a fresh process,
+    without torch, Lightning, torchmetrics or transformers; the records those of Predictor in Python."""
+    out = tmp_path / "onnx"
+    bonnx.export_onnx(runs(name), out, quantize="int8", check_dev=False)
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text("".join(json.dumps(x) + "\n" for x in ONNX_INPUTS[name]))
+    for backend in ("onnx", "onnx-int8"):
+        records = tmp_path / f"{backend}.jsonl"
+        heavy, done = heavy_imports(["-m", "bertlab.predict", str(out), str(inputs), "--backend", backend,
+                                     "--no-progress", "--output", str(records)],
+                                    ("torch", "lightning", "torchmetrics", "transformers"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert not heavy, f"{name} {backend} imported {heavy}"
+        got = [json.loads(line) for line in records.read_text().splitlines()]
+        assert got == Predictor.from_run(out, backend=backend)(ONNX_INPUTS[name])
 
 
 def _close(a, b) -> bool:

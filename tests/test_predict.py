@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import FIXTURE_DATA, compose, run_train
+from test_entry_imports import heavy_imports
 
 from bertlab import Predictor
 from bertlab.data.readers import DataError
@@ -151,6 +152,19 @@ def test_predictor_runs_in_inference_mode_and_moves_to_a_device(trained):
     predictor(["a fine film"])
     assert seen == [True]
     assert not predictor.model.training
+
+
+@pytest.mark.parametrize("where", ["run", "export"])
+def test_cli_loads_torch_but_not_lightning_torchmetrics_or_transformers(trained, tmp_path, where):
+    """A PyTorch prediction imports torch and the model code, not the training stack (seconds of start-up)."""
+    model = trained("sst2") / ("export" if where == "export" else "")
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("a gorgeous, witty film .\nthe plot is a mess\n")
+    heavy, done = heavy_imports(["-m", "bertlab.predict", str(model), str(inputs), "--no-progress", "--output",
+                                 str(tmp_path / "out.jsonl")], ("torch", "lightning", "torchmetrics", "transformers"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert heavy == ["torch"]
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 2
 
 
 def test_pair_task_reads_tab_separated_lines_and_tuples(trained, tmp_path, capsys):

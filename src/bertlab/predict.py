@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", default="auto", choices=FORMATS,
                         help="how to read INPUT_FILE (default: detected from its name and first lines)")
     parser.add_argument("--device", default=None,
-                        help="cpu, cuda, cuda:1 ... (default: cuda when available, else cpu)")
+                        help="cpu, cuda, cuda:1 ... for a PyTorch model (default: cuda when available, else cpu); an "
+                             "ONNX export runs on the cpu")
     parser.add_argument("--backend", default="auto", choices=BACKENDS,
                         help="auto (what the folder holds: an ONNX export's gated int8 graph, else its fp32 one, "
                              "else PyTorch), torch, onnx or onnx-int8")
@@ -46,11 +47,11 @@ def main(argv: list[str] | None = None) -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
     logging.getLogger("bertlab").setLevel(logging.INFO)
-    import torch  # here, not at the top: --help and argument errors answer without loading torch
-
+    # Here, not at the top: --help and argument errors answer at once. None of these imports torch: a PyTorch
+    # model loads it when it is loaded, an ONNX export never does.
     from bertlab.inference.inputs import model_files, read_inputs, write_records
     from bertlab.inference.predictor import Predictor
-    from bertlab.runtime.console import configure_console
+    from bertlab.runtime.logs import configure_console
 
     configure_console("normal")  # a user error is printed once, as its paragraph, not logged again
 
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> None:
             reads = ([(Path(args.input), "the input file")] if args.input != "-" else []) + model_files(args.model)
             refuse_writing_over(args.output, reads, f"--output {args.output}",
                                 "Give --output a file of its own (e.g. --output predictions.jsonl)")
-        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        predictor = Predictor.from_run(args.model, device=device, batch_size=args.batch_size, backend=args.backend)
+        predictor = Predictor.from_run(args.model, device=args.device or "auto", batch_size=args.batch_size,
+                                       backend=args.backend)
         items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)
         if args.output and _special(Path(args.output)):  # /dev/stdout, a named pipe: written as it is
             with open(args.output, "w", encoding="utf-8") as f:

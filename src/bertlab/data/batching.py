@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from bertlab.data.documents import pack_windows
 from bertlab.data.mlm import IGNORE_INDEX, mask_tokens
 
 
@@ -49,22 +50,6 @@ def _dist() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
-
-
-def pack_windows(order: Sequence[int], windows: np.ndarray, max_docs: int, max_windows: int) -> list[np.ndarray]:
-    """Batches of documents in ``order``, each of at most ``max_docs`` documents and ``max_windows`` windows in
-    all (a document with more windows than that gets a batch of its own; the encoder reads it in chunks)."""
-    batches, current, used = [], [], 0
-    for i in order:
-        w = int(windows[i])
-        if current and (len(current) == max_docs or used + w > max_windows):
-            batches.append(np.asarray(current, dtype=np.int64))
-            current, used = [], 0
-        current.append(int(i))
-        used += w
-    if current:
-        batches.append(np.asarray(current, dtype=np.int64))
-    return batches
 
 
 def _long_documents(windows: np.ndarray | None) -> np.ndarray | None:

@@ -97,6 +97,22 @@ def window_counts(features: Sequence[dict[str, Any]]) -> np.ndarray:
                        count=len(features))
 
 
+def pack_windows(order: Sequence[int], windows: np.ndarray, max_docs: int, max_windows: int) -> list[np.ndarray]:
+    """Batches of documents in ``order``, each of at most ``max_docs`` documents and ``max_windows`` windows in
+    all (a document with more windows than that gets a batch of its own; the encoder reads it in chunks)."""
+    batches, current, used = [], [], 0
+    for i in order:
+        w = int(windows[i])
+        if current and (len(current) == max_docs or used + w > max_windows):
+            batches.append(np.asarray(current, dtype=np.int64))
+            current, used = [], 0
+        current.append(int(i))
+        used += w
+    if current:
+        batches.append(np.asarray(current, dtype=np.int64))
+    return batches
+
+
 def long_text_report(long_text: str, max_seq_length: int, splits: dict[str, Any]) -> dict[str, Any]:
     """metrics.json's ``data.long_text``: how texts longer than the window were read, per split that had any:
     ``windowed`` texts read in ``windows`` windows in all, ``truncated`` texts that lost tokens."""

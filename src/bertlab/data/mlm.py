@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-IGNORE_INDEX = -100
+from bertlab.data.tags import IGNORE_INDEX
+
 IS_NEXT = 0
 NOT_NEXT = 1
 

@@ -18,12 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertlab.data.mlm import IGNORE_INDEX
 from bertlab.data.templates import Template
 from bertlab.data.windows import max_context_owner, window_bounds
 
 __all__ = ["IGNORE_INDEX", "TagWindow", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "tag_features",
            "tag_windows", "validate_iob2"]
+
+# The label of a position no loss reads (torch's cross-entropy ``ignore_index``): sub-words after a word's first,
+# special tokens, padding, unmasked MLM positions. Defined here, torch-free (``data.mlm`` imports it), so that
+# tagging at prediction time loads no torch.
+IGNORE_INDEX = -100
 
 
 def split_tag(tag: str, where: str | None = None) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.inference.loading import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, TOKENIZER_FILES
 from bertlab.models.assemble import assemble, config_from_record
 from bertlab.models.families import family_spec
 from bertlab.models.families.generic import GENERIC, GenericEncoderConfig
@@ -43,14 +44,10 @@ from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import refuse_writing_over, writing
 from bertlab.tasks.families import build_family
-from bertlab.training.checkpoints import read_checkpoint, run_dir_checkpoint
+from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
 
 log = logging.getLogger(__name__)
 
-HEAD_WEIGHTS_NAME = "bertlab_head.safetensors"
-HEAD_CONFIG_NAME = "bertlab_head.json"
-LONG_TEXT_NAME = "bertlab_long_text.json"  # how the run read text longer than its window (sequence tasks)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @dataclass

@@ -160,9 +160,14 @@ def _from_lines(lines: Iterable[tuple[int, str]], name: str, fmt: str) -> Iterat
 def model_files(model: str | Path) -> list[tuple[Path, str]]:
     """What predicting with ``model`` (a run dir, a ``.ckpt`` or an export folder) reads, as
     :func:`bertlab.runtime.files.refuse_writing_over` takes it: an output must not be any of these."""
-    from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, TOKENIZER_FILES
-    from bertlab.inference.onnx import INFO_NAME, INT8_NAME, ONNX_NAME
-    from bertlab.models.hf_weights import CONFIG_NAME, SAFETENSORS_NAME
+    from bertlab.inference.loading import (
+        HEAD_CONFIG_NAME,
+        HEAD_WEIGHTS_NAME,
+        HF_EXPORT_FILES,
+        LONG_TEXT_NAME,
+        TOKENIZER_FILES,
+    )
+    from bertlab.inference.onnx_session import INFO_NAME, INT8_NAME, ONNX_NAME
 
     path = Path(model).expanduser()
     files: list[tuple[Path, str]] = []
@@ -175,8 +180,8 @@ def model_files(model: str | Path) -> list[tuple[Path, str]]:
     files += [(run / "checkpoints", "a checkpoint of the run"), (run / "tokenizer", "a file of the run's tokenizer"),
               (run / "metrics.json", "the run's metrics.json"), (run / ".hydra", "a record of the run's config"),
               (run / "export", "a file of the run's export"), (run / "onnx", "a file of the run's ONNX export")]
-    for name in (CONFIG_NAME, SAFETENSORS_NAME, "pytorch_model.bin", HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME,
-                 LONG_TEXT_NAME, ONNX_NAME, INT8_NAME, INFO_NAME, *TOKENIZER_FILES):  # an export folder's own files
+    for name in (*HF_EXPORT_FILES, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, ONNX_NAME, INT8_NAME,
+                 INFO_NAME, *TOKENIZER_FILES):  # an export folder's own files
         files.append((run / name, "a file of the model"))
     return files
 

@@ -28,77 +28,38 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from bertlab.data.batching import Collator, pack_windows
-from bertlab.data.documents import encode_documents, is_windowed, window_counts
+from bertlab.data.documents import encode_documents, is_windowed
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
-from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.data.tokenizer import BertTokenizer
+from bertlab.inference import loading
+from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents, forward_features
+from bertlab.inference.loading import PredictSettings
+from bertlab.inference.onnx_session import OnnxSession, is_onnx_folder
 from bertlab.inference.text import BACKENDS, split_words
-from bertlab.models.heads import TaskModel
-from bertlab.models.hf_weights import CheckpointError
 from bertlab.runtime.config import RAW_TEXT_FAMILIES, ConfigError, DataConfig, TaskSpec
-from bertlab.tasks.token import extract_entities
+from bertlab.runtime.errors import CheckpointError
+from bertlab.tasks.entities import extract_entities
+
+if TYPE_CHECKING:
+    import torch
+
+    from bertlab.models.heads import TaskModel
+
+# torch is imported only where a PyTorch model is loaded or run: a prediction from an ONNX export runs on
+# onnxruntime, tokenizers and numpy alone, and starts without torch's import (seconds).
 
 log = logging.getLogger(__name__)
 
 FAMILIES = ("sequence", "token", "qa", "multiple_choice")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
 
-
-
-@dataclass
-class PredictSettings:
-    """What reading and windowing need, taken from the run's ``data.*`` settings (defaults for HF folders)."""
-
-    max_seq_length: int = 512
-    batch_size: int = 32
-    text_column: str = "text"
-    text_pair_column: str | None = None
-    pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
-    doc_stride: int = 128
-    # Text longer than max_seq_length: "windows" (overlapping, data.window_stride tokens shared; None: a
-    # quarter of the window) or "truncate". Classification and regression pool a document's windows as the run
-    # trained, at most max_windows_per_batch windows a batch (None: batch_size); a classifier whose run or
-    # folder does not say it read windows (recorded before them, or not bertlab's) truncates, as it was trained.
-    long_text: str = "windows"
-    window_stride: int | None = None
-    max_windows_per_batch: int | None = None
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    # SQuAD 2.0: answer "" when the null score beats the best span by more than the threshold.
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    # Multiple choice: the choice list of a JSON input, or a table's choice columns, and a text put before
-    # every choice (SWAG's sent2).
-    choices_field: str = "choices"
-    choice_columns: list[str] | None = None
-    choice_prefix_column: str | None = None
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any]) -> PredictSettings:
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names and v is not None}
-        if data.get("eval_batch_size"):
-            values["batch_size"] = int(data["eval_batch_size"])
-        values["pair"] = data.get("text_pair_column") is not None
-        return cls(**values)
-
-
-def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
-    """A classification / regression model pools a long document's windows only when its run or folder says it
-    was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
-    record, a graph without ``window_doc``) it reads texts cut at the window, as it was trained."""
-    if task.family == "sequence" and not recorded:
-        settings.long_text = "truncate"
-    return settings
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -145,8 +106,8 @@ class Predictor:
     ``"question<TAB>context"``.
     """
 
-    def __init__(self, model: TaskModel, tokenizer: BertTokenizer, task: TaskSpec, labels: list[str] | None,
-                 settings: PredictSettings, source: str = "") -> None:
+    def __init__(self, model: TaskModel | OnnxSession, tokenizer: BertTokenizer, task: TaskSpec,
+                 labels: list[str] | None, settings: PredictSettings, source: str = "") -> None:
         if task.family not in FAMILIES:
             pretraining = ("; a pre-training run is a start for fine-tuning: train a task from it with "
                            "model.init_from=<its run dir>" if task.family in RAW_TEXT_FAMILIES else "")
@@ -154,13 +115,14 @@ class Predictor:
                 f"{source}: a {task.family} model (task {task.name}) gives no prediction records; bertlab "
                 f"predicts with classification, regression, tagging, QA and multiple-choice models{pretraining}"
             )
-        self.model = model.eval()
+        self.model = model if isinstance(model, OnnxSession) else model.eval()
+        # numpy batches in, numpy logits out, whichever backend computes them
+        self._logits = model if isinstance(model, OnnxSession) else TorchLogits(self.model)
         self.tokenizer = tokenizer
         self.task = task
         self.labels = labels
         self.settings = settings
         self.source = source
-        self._collate = Collator(tokenizer.pad_id)
 
     # ------------------------------------------------------------------------------------------------
     # Loading
@@ -173,11 +135,11 @@ class Predictor:
         ONNX export (``backend``: auto, torch, onnx (fp32) or onnx-int8; auto takes what the folder holds, the
         gated int8 graph of an ONNX export first).
 
-        ``data`` replaces the run's own ``data.*`` settings (max_seq_length, columns, QA windows);
-        ``tokenizer`` the run's ``tokenizer/`` folder next to the checkpoint.
+        ``device``: where a PyTorch model computes (None: where it was loaded, the CPU; ``"auto"``: CUDA when
+        available, else the CPU); an ONNX graph always computes on the CPU. ``data`` replaces the run's own
+        ``data.*`` settings (max_seq_length, columns, QA windows); ``tokenizer`` the run's ``tokenizer/``
+        folder next to the checkpoint.
         """
-        from bertlab.inference.onnx import is_onnx_folder
-
         if backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         path = Path(path).expanduser()
@@ -186,11 +148,11 @@ class Predictor:
             raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
                               "--format onnx writes one)")
         if is_onnx_folder(path) and backend != "torch":
-            predictor = cls._from_onnx_folder(path, tokenizer, backend)
+            predictor = cls(*loading.from_onnx_folder(path, tokenizer, backend))
         elif path.is_dir() and (path / "config.json").is_file() and not is_run:
-            predictor = cls._from_hf_folder(path, tokenizer)
+            predictor = cls(*loading.from_hf_folder(path, tokenizer))
         elif (path.is_file() and path.suffix == ".ckpt") or is_run:
-            predictor = cls._from_checkpoint(path, tokenizer)
+            predictor = cls(*loading.from_checkpoint(path, tokenizer))
         else:
             raise CheckpointError(
                 f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
@@ -200,85 +162,30 @@ class Predictor:
             predictor.settings = PredictSettings.from_data(asdict(data))
         if batch_size is not None:
             predictor.settings.batch_size = int(batch_size)
+        if device == "auto":
+            device = None if predictor.onnx else _default_device()
         return predictor.to(device) if device is not None else predictor
-
-    @classmethod
-    def _from_checkpoint(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        from bertlab.inference.export import (
-            load_checkpoint_model,
-            load_recurrent_checkpoint,
-            resolve_checkpoint,
-        )
-        from bertlab.training.checkpoints import read_checkpoint
-
-        ckpt = resolve_checkpoint(path)
-        hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
-        if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
-            loaded = load_recurrent_checkpoint(ckpt)
-        else:
-            loaded = load_checkpoint_model(ckpt)
-        if tokenizer is None:
-            tok_dir = ckpt.parent.parent / "tokenizer"
-            if not tok_dir.is_dir():
-                raise CheckpointError(
-                    f"no tokenizer for {ckpt}: expected the run's tokenizer folder at {tok_dir} (train.py saves "
-                    "<run_dir>/tokenizer/); keep the checkpoint inside its run dir, or predict with the run's "
-                    "export (python -m bertlab.export)"
-                )
-            tokenizer = load_tokenizer(tok_dir)
-        data = (loaded.hparams.get("config") or {}).get("data") or {}
-        settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
-        return cls(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
-
-    @classmethod
-    def _from_hf_folder(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
-        text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
-        from bertlab.inference.export import load_native_export, long_text_settings
-
-        model, task, labels, config = load_native_export(path)
-        if model is None:
-            return cls._from_generic_export(path, tokenizer)
-        settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
-                                                      config.max_sequence_length), max_query_length=64, pair=None)
-        recorded = long_text_settings(path)
-        for key, value in recorded.items():
-            setattr(settings, key, value)
-        settings = _classifier_windows(settings, task, bool(recorded))
-        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
-
-    @classmethod
-    def _from_onnx_folder(cls, path: Path, tokenizer: BertTokenizer | None, backend: str) -> Predictor:
-        from bertlab.inference.onnx import load_onnx_folder
-
-        model, task, labels, data = load_onnx_folder(path, backend)
-        # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
-        settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
-        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(model.path))
-
-    @classmethod
-    def _from_generic_export(cls, path: Path, tokenizer: BertTokenizer | None) -> Predictor:
-        """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
-        from bertlab.inference.export import load_generic_export, long_text_settings
-
-        model, task, labels = load_generic_export(path)
-        settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
-                                   max_query_length=64, pair=None)
-        recorded = long_text_settings(path)
-        for key, value in recorded.items():
-            setattr(settings, key, value)
-        settings = _classifier_windows(settings, task, bool(recorded))
-        return cls(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
 
     # ------------------------------------------------------------------------------------------------
     # Device
 
+    @property
+    def onnx(self) -> bool:
+        """Whether an onnxruntime session computes (an ONNX export), not a PyTorch model."""
+        return isinstance(self.model, OnnxSession)
+
     def to(self, device: str | torch.device) -> Predictor:
-        self.model.to(device)
+        """Move a PyTorch model to ``device``; an ONNX graph stays on the CPU."""
+        if not self.onnx:
+            self.model.to(device)
         return self
 
     @property
     def device(self) -> torch.device:
+        if self.onnx:
+            import torch
+
+            return torch.device("cpu")
         return next(self.model.parameters()).device
 
     # ------------------------------------------------------------------------------------------------
@@ -295,7 +202,9 @@ class Predictor:
 
     def predict_iter(self, inputs: Iterable[Any], batch_size: int | None = None,
                      word_scores: bool = False) -> Iterator[dict[str, Any]]:
-        """Records one by one, computed ``batch_size`` inputs at a time (for inputs too large to hold)."""
+        """Records one by one (for inputs too large to hold), ``batch_size`` features per forward pass; the
+        inputs are read :data:`~bertlab.inference.batches.READ_AHEAD` batches at a time and batched by length
+        within them (:mod:`bertlab.inference.batches`)."""
         items = ((f"input {i}", x) for i, x in enumerate(inputs))
         yield from self.predict_items(items, batch_size, word_scores)
 
@@ -306,64 +215,33 @@ class Predictor:
         if size < 1:
             raise ConfigError(f"batch size must be at least 1, got {size}")
         it = iter(items)
-        while chunk := list(itertools.islice(it, size)):
+        while chunk := list(itertools.islice(it, size * READ_AHEAD)):
             if self.task.family == "sequence":
-                yield from self._sequence(chunk)
+                yield from self._sequence(chunk, size)
             elif self.task.family == "token":
-                yield from self._token(chunk, word_scores)
+                yield from self._token(chunk, size, word_scores)
             elif self.task.family == "multiple_choice":
-                yield from self._choices(chunk)
+                yield from self._choices(chunk, size)
             else:
-                yield from self._qa(chunk)
+                yield from self._qa(chunk, size)
 
-    @torch.inference_mode()
-    def _forward(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
-        """Each feature's float32 logits: (C,) for sequences, (T_i, C) cropped to its tokens for tagging and QA,
-        (K_i,) over its own K_i choices for multiple choice (the batch's padded choices left out)."""
-        rows: list[np.ndarray] = []
-        size = self.settings.batch_size
-        device = self.device
+    def _forward(self, features: list[dict[str, Any]], size: int | None = None) -> list[np.ndarray]:
+        """Each feature's float32 logits, in order: (C,) for sequences, (T_i, C) cropped to its tokens for
+        tagging and QA, (K_i,) over its own K_i choices for multiple choice (the batch's padded choices left
+        out); batches of the predict call's size, by length (:func:`~bertlab.inference.batches.forward_features`).
+        Long documents read in windows: (C,) per document (:func:`~bertlab.inference.batches.forward_documents`).
+        ``size``: features per batch (default: the settings' batch size)."""
+        size = int(size or self.settings.batch_size)
         if self.task.family == "sequence" and any(is_windowed(f) for f in features):
-            return self._forward_documents(features)
-        for start in range(0, len(features), size):
-            batch = self._collate(features[start:start + size])
-            inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
-            if "choice_mask" in batch:  # multiple choice: (B, K) scores
-                out = self.model(inputs, num_choices=batch["input_ids"].shape[1]).float().cpu().numpy()
-                rows.extend(out[i, :n] for i, n in enumerate(batch["choice_mask"].sum(1).tolist()))
-                continue
-            out = self.model(inputs).float().cpu().numpy()
-            lengths = batch["attention_mask"].sum(1).tolist()
-            rows.extend(out[i] if out.ndim == 2 else out[i, :n] for i, n in enumerate(lengths))
-        return rows
-
-    def _forward_documents(self, features: list[dict[str, Any]]) -> list[np.ndarray]:
-        """(C,) logits per document of inputs holding long documents: batches of at most the batch size of
-        documents and ``max_windows_per_batch`` windows, each document's windows pooled by the model, as the
-        run's evaluation batches them."""
-        s = self.settings
-        cap = s.max_windows_per_batch or s.batch_size
-        collate = Collator(self.tokenizer.pad_id, max_windows=cap)
-        out: list[np.ndarray] = []
-        for part in pack_windows(range(len(features)), window_counts(features), s.batch_size, cap):
-            batch = collate([features[i] for i in part])
-            inputs = {k: batch[k].to(self.device) for k in ("input_ids", "token_type_ids", "attention_mask")}
-            kwargs = {}
-            if "window_doc" in batch:
-                inputs["window_chunk"] = batch["window_chunk"]
-                kwargs["window_doc"] = batch["window_doc"].to(self.device)
-            out.extend(self.model(inputs, **kwargs).float().cpu().numpy())
-        return out
+            cap = self.settings.max_windows_per_batch or size
+            return forward_documents(self._logits, features, size, cap, self.tokenizer.pad_id)
+        return forward_features(self._logits, features, size, self.tokenizer.pad_id)
 
     def _encode(self, inputs: list[Any], pretokenized: bool = False):
         truncated = self.tokenizer.truncated(self.settings.max_seq_length)
         if pretokenized:  # words: byte-level BPE reads each with its leading space (encode_words_batch)
             return truncated.encode_words_batch(inputs)
         return truncated.tokenizer.encode_batch(inputs)
-
-    @staticmethod
-    def _features(encodings) -> list[dict[str, Any]]:
-        return [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
 
     # Sequence classification and regression
 
@@ -410,9 +288,9 @@ class Predictor:
                 features[i] = {**row, "index": i}
         return features
 
-    def _sequence(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+    def _sequence(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         pairs = [self._sequence_input(x, where) for where, x in chunk]
-        for (text, pair), logits in zip(pairs, self._forward(self._sequence_features(pairs))):
+        for (text, pair), logits in zip(pairs, self._forward(self._sequence_features(pairs), size)):
             record: dict[str, Any] = {"text": text}
             if pair is not None:
                 record["text_pair"] = pair
@@ -456,7 +334,7 @@ class Predictor:
             raise DataError(f"{where}: the context is empty")
         return context, [f"{prefix} {c}" if prefix else c for c in choices]
 
-    def _choices(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+    def _choices(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         examples = [self._choice_input(x, where) for where, x in chunk]
         encodings = self._encode([(context, c) for context, choices in examples for c in choices])
         features, k = [], 0
@@ -465,7 +343,7 @@ class Predictor:
             k += len(choices)
             features.append({"input_ids": [e.ids for e in rows], "token_type_ids": [e.type_ids for e in rows],
                              "index": i})
-        for (context, choices), scores in zip(examples, self._forward(features)):
+        for (context, choices), scores in zip(examples, self._forward(features, size)):
             probs = _softmax(scores.astype(np.float64))
             best = int(probs.argmax())
             yield {"context": context, "choices": choices, "label": best, "choice": choices[best],
@@ -493,10 +371,10 @@ class Predictor:
             raise DataError(f"{where}: no words to tag")
         return text, words
 
-    def _token(self, chunk: list[tuple[str, Any]], word_scores: bool) -> Iterator[dict[str, Any]]:
+    def _token(self, chunk: list[tuple[str, Any]], size: int, word_scores: bool) -> Iterator[dict[str, Any]]:
         from bertlab.data.tags import tag_features
         from bertlab.data.windows import long_text_stride
-        from bertlab.tasks.token import decode_word_predictions, stitch_windows
+        from bertlab.tasks.entities import decode_word_predictions, stitch_windows
 
         inputs = [self._token_input(x, where) for where, x in chunk]
         # Windows as in training (data.long_text, data.window_stride), cut outside the model: every backend
@@ -507,7 +385,7 @@ class Predictor:
         encodings = self.tokenizer.encode_words_batch([[w for w, _ in words] for _, words in inputs],
                                                       add_special_tokens=False)
         features, word_ids, sentence = tag_features(encodings, self.tokenizer.template, content, stride)
-        rows = self._forward(features)
+        rows = self._forward(features, size)
         spans = np.searchsorted(sentence, np.arange(len(inputs) + 1))  # sentence i: features spans[i]:spans[i+1]
         o_id = self.labels.index("O") if "O" in self.labels else 0
         cut = sum(len(enc.ids) > content for enc in encodings) if stride is None else 0
@@ -556,9 +434,9 @@ class Predictor:
             raise DataError(f"{where}: {err}") from None
         return example
 
-    def _qa(self, chunk: list[tuple[str, Any]]) -> Iterator[dict[str, Any]]:
+    def _qa(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         from bertlab.data.qa import QAExample, prepare_qa_features
-        from bertlab.tasks.qa import best_spans, postprocess_qa_predictions_v2
+        from bertlab.tasks.spans import best_spans, postprocess_qa_predictions_v2
 
         s = self.settings
         # An input without an id gets its line number (files) or its position (Python lists).
@@ -573,7 +451,7 @@ class Predictor:
             raise ConfigError(str(err)) from None
         features = [{"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}
                     for i in range(len(qa))]
-        rows = self._forward(features)
+        rows = self._forward(features, size)
         starts, ends = [r[:, 0] for r in rows], [r[:, 1] for r in rows]
         spans = best_spans(examples, qa, starts, ends, n_best_size=s.n_best_size,
                            max_answer_length=s.max_answer_length, use_max_context=True)
@@ -598,3 +476,8 @@ class Predictor:
                 record.update(answer=span.text, start=span.start_char, score=float(p_start * p_end))
             yield record
 
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -14,81 +14,15 @@ Advertisements in Lightning's output are dropped in every mode.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from lightning.fabric.utilities.rank_zero import _get_rank
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import BatchesProcessedColumn, CustomBarColumn
 from rich.progress import ProgressColumn
 from rich.text import Text
 
-from bertlab.runtime.config import ConfigError
+from bertlab.runtime.logs import MODES, configure_console, console_mode  # noqa: F401  (imported from here too)
 from bertlab.runtime.progress import RunEstimate, clock_text
-
-MODES = ("quiet", "normal", "verbose")
-
-# Lightning's loggers that have console handlers of their own.
-_LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
-
-
-def console_mode(quiet: bool | None, verbose: bool | None) -> str:
-    """The mode chosen by the ``quiet`` and ``verbose`` keys."""
-    if quiet and verbose:
-        raise ConfigError("quiet=true and verbose=true contradict each other: choose one (or neither)")
-    return "quiet" if quiet else "verbose" if verbose else "normal"
-
-
-class _DropAdvertisements(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not (message.startswith("💡 Tip") or "litlogger" in message)
-
-
-class _ConsoleFilter(logging.Filter):
-    """On a console handler: in normal mode, Lightning's INFO lines stay in the log file only."""
-
-    def __init__(self, mode: str) -> None:
-        super().__init__()
-        self.mode = mode
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "console", True) is False:  # written to the log file, printed by other means
-            return False
-        if self.mode == "verbose":
-            return True
-        return not (record.name.startswith("lightning") and record.levelno <= logging.INFO)
-
-
-def configure_console(mode: str) -> None:
-    """Route Lightning's records through the root logger once, and filter the console by ``mode``.
-
-    Applies to the root logger's plain ``logging.StreamHandler`` handlers (Hydra's console handler); file
-    handlers keep every record. Idempotent: a multirun configures each job again.
-    """
-    if mode not in MODES:
-        raise ConfigError(f"console mode must be one of {', '.join(MODES)}, got {mode!r}")
-    for name in _LIGHTNING_LOGGERS:
-        logger = logging.getLogger(name)
-        logger.handlers.clear()
-        logger.propagate = True
-        if not any(isinstance(f, _DropAdvertisements) for f in logger.filters):
-            logger.addFilter(_DropAdvertisements())
-    # Records are filtered by the logger they are logged on, not by its parents: the tip comes from here.
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, _DropAdvertisements) for f in rank_zero.filters):
-        rank_zero.addFilter(_DropAdvertisements())
-    for handler in logging.getLogger().handlers:
-        if type(handler) is not logging.StreamHandler:  # files, and test harnesses' capture handlers
-            continue
-        for old in [f for f in handler.filters if isinstance(f, _ConsoleFilter)]:
-            handler.removeFilter(old)
-        handler.addFilter(_ConsoleFilter(mode))
-        # Ranks other than 0 (torchrun, srun, Lightning's DDP launcher) print warnings and errors only: their
-        # INFO lines would repeat rank 0's. Their log files keep everything.
-        quiet = mode == "quiet" or (_get_rank() or 0) != 0
-        handler.setLevel(logging.WARNING if quiet else logging.NOTSET)
-
 
 # Short names for the progress bar: it must fit 80 columns beside the bar.
 _SHORT = {"accuracy": "acc", "matthews_correlation": "mcc", "perplexity": "ppl", "exact_match": "em",

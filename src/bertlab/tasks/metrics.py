@@ -7,12 +7,19 @@ Fractions for accuracy/precision/recall/F1, percentages for SQuAD, plain values 
 
 from __future__ import annotations
 
-import torch
-from torchmetrics.functional import accuracy, f1_score, matthews_corrcoef, pearson_corrcoef, spearman_corrcoef
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+# torchmetrics is imported where a score is computed, not with this module: every task family imports it, and
+# prediction (which scores nothing) should not pay torchmetrics' import, seconds with its scipy dependencies.
 
 
 def classification_scores(preds: torch.Tensor, target: torch.Tensor, num_labels: int) -> dict[str, float]:
     """accuracy and MCC always; F1 of the positive class (label id 1) for binary tasks, macro F1 otherwise."""
+    from torchmetrics.functional import accuracy, f1_score, matthews_corrcoef
+
     if num_labels == 2:
         out = {
             "accuracy": accuracy(preds, target, task="binary"),
@@ -30,6 +37,8 @@ def classification_scores(preds: torch.Tensor, target: torch.Tensor, num_labels:
 
 def regression_scores(preds: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
     """Pearson, Spearman and their mean ``combined_score`` (run_glue's STS-B metrics)."""
+    from torchmetrics.functional import pearson_corrcoef, spearman_corrcoef
+
     if len(preds) < 2:
         return {"pearson": 0.0, "spearmanr": 0.0, "combined_score": 0.0}
     out = {"pearson": float(pearson_corrcoef(preds, target)), "spearmanr": float(spearman_corrcoef(preds, target))}

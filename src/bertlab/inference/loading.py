@@ -1,0 +1,152 @@
+"""Loading what a ``Predictor`` predicts with, from any of the folders and files bertlab writes: a run's
+checkpoint, a Hugging Face export (``export=true``) or an ONNX export, each as the model, its tokenizer, task,
+labels and reading settings (:class:`PredictSettings`). PyTorch and the model code are imported by the loaders
+that need them, not with this module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.runtime.config import TaskSpec
+from bertlab.runtime.errors import CheckpointError
+
+# An export folder's files (export=true, python -m bertlab.export): transformers' config and weights (the names
+# models.hf_weights reads, repeated here so that this module imports no torch), bertlab's head files for a head
+# without a transformers class, and the tokenizer's files.
+HF_EXPORT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
+HEAD_WEIGHTS_NAME = "bertlab_head.safetensors"
+HEAD_CONFIG_NAME = "bertlab_head.json"
+LONG_TEXT_NAME = "bertlab_long_text.json"  # how the run read text longer than its window (sequence tasks)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass
+class PredictSettings:
+    """What reading and windowing need, taken from the run's ``data.*`` settings (defaults for HF folders)."""
+
+    max_seq_length: int = 512
+    batch_size: int = 32
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
+    doc_stride: int = 128
+    # Text longer than max_seq_length: "windows" (overlapping, data.window_stride tokens shared; None: a
+    # quarter of the window) or "truncate". Classification and regression pool a document's windows as the run
+    # trained, at most max_windows_per_batch windows a batch (None: batch_size); a classifier whose run or
+    # folder does not say it read windows (recorded before them, or not bertlab's) truncates, as it was trained.
+    long_text: str = "windows"
+    window_stride: int | None = None
+    max_windows_per_batch: int | None = None
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    # SQuAD 2.0: answer "" when the null score beats the best span by more than the threshold.
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    # Multiple choice: the choice list of a JSON input, or a table's choice columns, and a text put before
+    # every choice (SWAG's sent2).
+    choices_field: str = "choices"
+    choice_columns: list[str] | None = None
+    choice_prefix_column: str | None = None
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> PredictSettings:
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names and v is not None}
+        if data.get("eval_batch_size"):
+            values["batch_size"] = int(data["eval_batch_size"])
+        values["pair"] = data.get("text_pair_column") is not None
+        return cls(**values)
+
+
+def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
+    """A classification / regression model pools a long document's windows only when its run or folder says it
+    was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
+    record, a graph without ``window_doc``) it reads texts cut at the window, as it was trained."""
+    if task.family == "sequence" and not recorded:
+        settings.long_text = "truncate"
+    return settings
+
+
+class Loaded(NamedTuple):
+    """A Predictor's parts, in the order of its constructor."""
+
+    model: Any  # a TaskModel (PyTorch) or an OnnxSession
+    tokenizer: BertTokenizer
+    task: TaskSpec
+    labels: list[str] | None
+    settings: PredictSettings
+    source: str
+
+
+def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
+    """A ``.ckpt`` file or a run dir (its best checkpoint), with the run's tokenizer and reading settings."""
+    from bertlab.inference.export import (
+        load_checkpoint_model,
+        load_recurrent_checkpoint,
+        resolve_checkpoint,
+    )
+    from bertlab.training.checkpoint_files import read_checkpoint
+
+    ckpt = resolve_checkpoint(path)
+    hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
+    if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
+        loaded = load_recurrent_checkpoint(ckpt)
+    else:
+        loaded = load_checkpoint_model(ckpt)
+    if tokenizer is None:
+        tok_dir = ckpt.parent.parent / "tokenizer"
+        if not tok_dir.is_dir():
+            raise CheckpointError(
+                f"no tokenizer for {ckpt}: expected the run's tokenizer folder at {tok_dir} (train.py saves "
+                "<run_dir>/tokenizer/); keep the checkpoint inside its run dir, or predict with the run's "
+                "export (python -m bertlab.export)"
+            )
+        tokenizer = load_tokenizer(tok_dir)
+    data = (loaded.hparams.get("config") or {}).get("data") or {}
+    settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
+    return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
+
+
+def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
+    """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
+    text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
+    from bertlab.inference.export import load_native_export, long_text_settings
+
+    model, task, labels, config = load_native_export(path)
+    if model is None:
+        return from_generic_export(path, tokenizer)
+    settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
+                                                  config.max_sequence_length), max_query_length=64, pair=None)
+    recorded = long_text_settings(path)
+    for key, value in recorded.items():
+        setattr(settings, key, value)
+    settings = _classifier_windows(settings, task, bool(recorded))
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
+
+
+def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
+    """An ONNX export (:mod:`bertlab.inference.onnx_session`): no torch is imported."""
+    from bertlab.inference.onnx_session import load_onnx_folder
+
+    model, task, labels, data = load_onnx_folder(path, backend)
+    # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
+    settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(model.path))
+
+
+def from_generic_export(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
+    """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
+    from bertlab.inference.export import load_generic_export, long_text_settings
+
+    model, task, labels = load_generic_export(path)
+    settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
+                               max_query_length=64, pair=None)
+    recorded = long_text_settings(path)
+    for key, value in recorded.items():
+        setattr(settings, key, value)
+    settings = _classifier_windows(settings, task, bool(recorded))
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))

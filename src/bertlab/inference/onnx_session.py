@@ -1,0 +1,96 @@
+"""Running an ONNX export (``python -m bertlab.export RUN OUT --format onnx``): its folder read back as a model,
+task, labels and reading settings, and its graph run by onnxruntime on numpy arrays.
+
+Nothing here imports torch: ``Predictor`` on an ONNX folder (``--backend onnx`` / ``onnx-int8``) needs
+onnxruntime, tokenizers and numpy only, so a prediction process does not pay torch's start-up. Writing the
+export, quantizing it and its quality gate are :mod:`bertlab.inference.onnx`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertlab.runtime.config import TaskSpec
+from bertlab.runtime.errors import CheckpointError, ConfigError
+
+ONNX_NAME = "model.onnx"
+INT8_NAME = "model.int8.onnx"
+INFO_NAME = "bertlab_onnx.json"
+
+
+def require_onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as err:
+        raise ConfigError("ONNX prediction needs onnxruntime: `pip install bertlab[onnx]` (or `pip install "
+                          "onnxruntime`)") from err
+    return onnxruntime
+
+
+def session_options(threads: int | None = None) -> Any:
+    """onnxruntime's session options for prediction: ``threads`` intra-op threads (default: ``OMP_NUM_THREADS``,
+    the variable that sets PyTorch's pool, so both backends compute on as many cores; unset: onnxruntime's own
+    default, the physical cores), one inter-op thread and sequential execution (a BERT graph is a chain: a
+    second pool would only compete for the same cores), every graph optimization (fusions included)."""
+    ort = require_onnxruntime()
+    options = ort.SessionOptions()
+    threads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return options
+
+
+class OnnxSession:
+    """An exported graph run by onnxruntime on the CPU: a batch of int64 arrays in (``input_ids``,
+    ``attention_mask``, ``token_type_ids``, ``window_doc``: the ones the graph takes), the family's logits out as
+    float32, shaped as ``TaskModel`` gives them (QA's two outputs stacked into (B, T, 2); one row per document
+    for a graph that pools windows)."""
+
+    def __init__(self, path: str | Path, family: str, threads: int | None = None) -> None:
+        ort = require_onnxruntime()
+        self.path = Path(path)
+        self.family = family
+        self.session = ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    @property
+    def reads_windows(self) -> bool:
+        """Whether the graph pools long documents' windows (its ``window_doc`` input: each row's document)."""
+        return "window_doc" in self.inputs
+
+    def __call__(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        feed = {}
+        for name in self.inputs:
+            value = batch.get(name)
+            if value is None:  # no segments given: zeros; no documents given: every row its own document
+                value = np.arange(len(batch["input_ids"])) if name == "window_doc" else \
+                    np.zeros_like(batch["input_ids"])
+            feed[name] = np.asarray(value, dtype=np.int64)
+        out = self.session.run(None, feed)
+        return np.stack(out[:2], -1) if self.family == "qa" else out[0]
+
+
+def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = None) -> tuple[
+        OnnxSession, TaskSpec, list[str] | None, dict[str, Any]]:
+    """An ONNX export folder as (session, task, labels, the run's data settings); ``backend``: onnx (fp32),
+    onnx-int8, or auto (int8 when the folder has a gated int8 graph, else fp32)."""
+    info = json.loads((path / INFO_NAME).read_text())
+    files = info.get("files") or {}
+    if backend == "onnx-int8" and "int8" not in files:
+        raise CheckpointError(f"{path}: no int8 graph in this export (export it with --quantize int8)")
+    name = files["int8"] if backend in ("onnx-int8", "auto") and "int8" in files else files.get("fp32", ONNX_NAME)
+    task = TaskSpec(**info["task"])
+    return OnnxSession(path / name, task.family, threads), task, info.get("labels"), info.get("data") or {}
+
+
+def is_onnx_folder(path: Path) -> bool:
+    return path.is_dir() and (path / INFO_NAME).is_file()
