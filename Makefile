@@ -7,7 +7,7 @@ ARGS ?=
 STAMP := $(VENV)/.bertlab-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup train test test-shared test-all lint format bench clean
+.PHONY: help setup train test test-shared test-all lint format bench doc-figures clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,13 +35,16 @@ test-shared: $(STAMP) ## run the tests that need ../shared/data (real datasets)
 	$(BIN)/python -m pytest -m shared $(ARGS)
 
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check src tests benchmarks experiments train.py
+	$(BIN)/ruff check src tests benchmarks experiments tools train.py
 
 format: $(STAMP) ## ruff format + import sorting
-	$(BIN)/ruff check --fix src tests benchmarks experiments train.py
+	$(BIN)/ruff check --fix src tests benchmarks experiments tools train.py
 
 bench: $(STAMP) ## benchmarks against the Hugging Face reference (writes benchmarks/results/)
 	$(BIN)/python benchmarks/run_all.py $(ARGS)
+
+doc-figures: $(STAMP) ## check the docs' figures against their recorded runs; ARGS="--list", "--run NAME"
+	$(BIN)/python tools/doc_figures.py $(or $(ARGS),--check)
 
 clean: ## remove caches and logs (keeps .venv)
 	rm -rf logs outputs .pytest_cache .ruff_cache

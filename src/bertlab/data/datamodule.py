@@ -36,7 +36,7 @@ from bertlab.data.safe_cache import cached
 from bertlab.data.tokenizer import BertTokenizer, content_hash
 from bertlab.data.validate import changed_splits
 from bertlab.runtime.checks import check_seq_length
-from bertlab.runtime.config import DEFAULT_MLM_PROBABILITY, ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import DEFAULT_MLM_PROBABILITY, MASKED_FAMILIES, ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.errors import TokenizerError
 from bertlab.runtime.files import cache_lock
 
@@ -161,7 +161,7 @@ class TaskDataModule(L.LightningDataModule):
         ``data.stream=auto``: when the training files (the evaluation file when there is none) exceed
         ``data.stream_threshold_mb`` and ``data.cache_dir`` is set. Every split of a run takes the same path.
         """
-        if self.task.family != "mlm" or self.cfg.stream is False:
+        if self.task.family not in MASKED_FAMILIES or self.cfg.stream is False:
             return False
         try:
             import datasets  # noqa: F401  (the engine of the prepared shards)
@@ -279,9 +279,9 @@ class TaskDataModule(L.LightningDataModule):
 
     def collator(self, train: bool) -> Collator:
         mlm = None
-        if self.task.family == "mlm":
+        if self.task.family in MASKED_FAMILIES:
             if self.tokenizer.mask_id is None:
-                raise TokenizerError("task=mlm replaces tokens by the tokenizer's mask token, and this tokenizer has "
+                raise TokenizerError(f"task={self.task.name} replaces tokens by the tokenizer's mask token, and this tokenizer has "
                                      "none: name it in its tokenizer_config.json (\"mask_token\": ...) or use a "
                                      "tokenizer with [MASK] / <mask>")
             # In-memory features carry word starts from word ids; prepared corpora hold ids only, grouped by the

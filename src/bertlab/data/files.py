@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bertlab.data.readers import DataError
 from bertlab.data.validate import check_column_roles, check_readable, check_split_files, data_fingerprint
-from bertlab.runtime.config import DataConfig, TaskSpec
+from bertlab.runtime.config import RAW_TEXT_FAMILIES, DataConfig, TaskSpec
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 
@@ -106,7 +106,7 @@ class DataFiles:
 
         path = self.split_file("train")
         policy = BadExamplePolicy("skip")
-        if self.task.family in ("mlm", "clm"):
+        if self.task.family in RAW_TEXT_FAMILIES:
             paths = path if isinstance(path, list) else [path]
             fmt = "wikitext" if self.cfg.text_format == "wikitext" else "auto"
             total = sum(p.stat().st_size for p in paths)

@@ -223,6 +223,11 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
     loaded = load_checkpoint_model(ckpt_path)
+    if loaded.task.family == "rtd":
+        raise ConfigError(
+            f"{ckpt_path}: a replaced-token-detection pre-training run (task=rtd), whose generator only serves "
+            "training and whose discriminator has no transformers class to export to; fine-tune its encoder with "
+            f"model.init_from={ckpt_path.parent.parent} (docs/pretraining.md) and export that run")
     with writing(out_dir, "the export folder", "export to a folder on a disk with room"):
         _write_export(loaded, ckpt_path, out_dir, tok_dir)
     return out_dir

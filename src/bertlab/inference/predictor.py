@@ -43,7 +43,7 @@ from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents
 from bertlab.inference.loading import PredictSettings
 from bertlab.inference.onnx_session import OnnxSession, is_onnx_folder
 from bertlab.inference.text import BACKENDS, split_words
-from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
+from bertlab.runtime.config import RAW_TEXT_FAMILIES, ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.errors import CheckpointError
 from bertlab.tasks.entities import extract_entities
 
@@ -109,9 +109,11 @@ class Predictor:
     def __init__(self, model: TaskModel | OnnxSession, tokenizer: BertTokenizer, task: TaskSpec,
                  labels: list[str] | None, settings: PredictSettings, source: str = "") -> None:
         if task.family not in FAMILIES:
+            pretraining = ("; a pre-training run is a start for fine-tuning: train a task from it with "
+                           "model.init_from=<its run dir>" if task.family in RAW_TEXT_FAMILIES else "")
             raise ConfigError(
                 f"{source}: a {task.family} model (task {task.name}) gives no prediction records; bertlab "
-                "predicts with classification, regression, tagging, QA and multiple-choice models"
+                f"predicts with classification, regression, tagging, QA and multiple-choice models{pretraining}"
             )
         self.model = model if isinstance(model, OnnxSession) else model.eval()
         # numpy batches in, numpy logits out, whichever backend computes them

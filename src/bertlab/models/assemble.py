@@ -47,6 +47,8 @@ def with_head(encoder: nn.Module, head_cfg: HeadConfig, build_head: HeadBuilder,
     """A ``TaskModel`` of this encoder and the head ``build_head`` makes for it (tied to its input embeddings)."""
     table = encoder.word_embeddings if getattr(encoder, "generic", False) else encoder.embeddings.word_embeddings
     head = build_head(encoder.config, head_cfg, table)
+    if hasattr(head, "attach"):  # a head sharing more than the word embeddings with the encoder (RTD's generator)
+        head.attach(encoder)
     return TaskModel(encoder, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
 
 

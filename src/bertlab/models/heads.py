@@ -409,7 +409,7 @@ class TaskModel(nn.Module):
         super().__init__()
         self.bert = bert
         self.head = head
-        self.head_kind = head_kind  # "sequence" | "token" | "span" | "mlm" | "pretraining" | None (custom)
+        self.head_kind = head_kind  # "sequence" | "token" | "span" | "mlm" | "pretraining" | None (custom, rtd)
         self.output_hidden_states = output_hidden_states
 
     def encode(self, batch: dict[str, torch.Tensor]):
@@ -443,4 +443,7 @@ class TaskModel(nn.Module):
         return self.head.features(enc)
 
     def forward(self, batch: dict[str, torch.Tensor], **head_kwargs):
+        corrupt = getattr(self.head, "corrupt", None)
+        if corrupt is not None:  # replaced-token detection: the head's generator writes what the encoder reads
+            batch, head_kwargs = corrupt(batch, **head_kwargs)
         return self.head(self.encode(batch), **head_kwargs)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bertlab.runtime.config import DataConfig, TaskSpec
+from bertlab.runtime.config import MASKED_FAMILIES, DataConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.schema import check_config
 
@@ -47,7 +47,7 @@ def min_seq_length(family: str, pair: bool, nsp: bool, specials: tuple[int, int]
     [CLS] a [SEP] b [SEP] for pairs and next-sentence pairs. ``specials``: the special tokens a single sequence
     and a pair cost with the run's tokenizer (BERT's 2 and 3 by default; RoBERTa's pair costs 4)."""
     single, double = specials
-    if family in ("sequence", "token", "mlm"):
+    if family in ("sequence", "token", *MASKED_FAMILIES):
         return double + 2 if (pair or nsp) else single + 1
     if family == "qa":
         return double + 1  # [CLS] question [SEP] context [SEP], the window check then asks for more
@@ -92,6 +92,7 @@ def check_settings(cfg: Any, logged_metrics: MetricsOf | None = None,
     if trains:
         _check_early_stopping(tree)
     _check_model_fit(tree)
+    _check_replaced_token_detection(tree)
     _check_devices(trainer, gpu_count)
 
 
@@ -263,6 +264,24 @@ def _check_model_fit(tree: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"head.layers={which} is not a hidden state of model {model.get('name')}: it has {states} (index 0 = "
             f"the embeddings, {layers} = the last layer; negative indices count from the top, -1 = the last)")
+
+
+def _check_replaced_token_detection(tree: Mapping[str, Any]) -> None:
+    """task=rtd trains generator and discriminator together from the first step, and its run is a start for
+    fine-tuning, not a model that predicts: a freeze policy (its frozen path would skip the generator),
+    ``export`` and ``predict`` are refused before any work rather than after training."""
+    task = tree.get("task") or {}
+    if task.get("family") != "rtd":
+        return
+    policy = (tree.get("freeze") or {}).get("policy") or "none"
+    asked = [f"freeze={policy}"] if policy != "none" else []
+    asked += [f"{key}={tree.get(key)}" for key in ("export", "predict") if tree.get(key) not in (None, False)]
+    if asked:
+        raise ConfigError(
+            f"task=rtd with {' and '.join(asked)}: replaced-token detection pre-trains a whole encoder (the "
+            "discriminator) beside a generator that only serves training, so it freezes nothing, exports nothing and "
+            "predicts nothing. Drop these settings; to use the pre-trained encoder, fine-tune it with "
+            "model.init_from=<this run dir> (docs/pretraining.md)")
 
 
 def _check_devices(trainer: Mapping[str, Any], gpu_count: Callable[[], int] | None) -> None:

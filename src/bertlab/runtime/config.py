@@ -225,7 +225,12 @@ class OptimConfig:
         self.betas = tuple(self.betas)  # type: ignore[assignment]
 
 
-TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "multiple_choice")
+TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "rtd", "multiple_choice")
+# Families that pre-train on raw text: their files are plain text (no labels), read, packed and prepared alike.
+RAW_TEXT_FAMILIES = ("mlm", "clm", "rtd")
+# Families whose batches the collator corrupts with masked-LM masking (bertlab.data.mlm.mask_tokens): masked LM,
+# and replaced-token detection, whose generator fills the masked positions.
+MASKED_FAMILIES = ("mlm", "rtd")
 # BERT's masking rate: task.mlm_probability=null where no encoder family says otherwise (bertlab.train resolves it).
 DEFAULT_MLM_PROBABILITY = 0.15
 
@@ -241,8 +246,14 @@ class TaskSpec:
     monitor: str = "val/loss"
     mode: str = "min"
     nsp: bool = False  # mlm: next-sentence prediction pairs
-    whole_word_masking: bool = False  # mlm
-    mlm_probability: float | None = None  # mlm; None = the encoder family's rate (15 %, ModernBERT 30 %)
+    whole_word_masking: bool = False  # mlm, rtd
+    mlm_probability: float | None = None  # mlm, rtd; None = the encoder family's rate (15 %, ModernBERT 30 %)
+    # rtd (ELECTRA): the generator's width as a share of the discriminator's (hidden size, heads, feed-forward),
+    # its depth (None = the discriminator's), the weight of the discriminator's loss, the sampling temperature.
+    generator_size: float = 0.25
+    generator_layers: int | None = None
+    disc_weight: float = 50.0
+    temperature: float = 1.0
     label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
     prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
     max_new_tokens: int = 20  # clm: at most this many pieces per continuation

@@ -15,15 +15,16 @@ from bertlab.tasks.clm import CLMFamily
 from bertlab.tasks.mlm import MLMFamily
 from bertlab.tasks.multiple_choice import MultipleChoiceFamily
 from bertlab.tasks.qa import QAFamily
+from bertlab.tasks.rtd import RTDFamily
 from bertlab.tasks.sequence import SequenceFamily
 from bertlab.tasks.token import TokenFamily
 
 __all__ = ["FAMILIES", "CLMFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
-           "SequenceFamily", "TokenFamily", "build_family",
+           "RTDFamily", "SequenceFamily", "TokenFamily", "build_family",
            "logged_metrics"]
 
 FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
-            "multiple_choice": MultipleChoiceFamily}
+            "rtd": RTDFamily, "multiple_choice": MultipleChoiceFamily}
 
 
 def build_family(task: TaskSpec, num_labels: int, labels: list[str] | None, data_cfg: Any) -> Family:

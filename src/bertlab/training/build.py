@@ -33,6 +33,7 @@ from bertlab.models.hf_weights import (
 )
 from bertlab.runtime.config import (
     DEFAULT_MLM_PROBABILITY,
+    MASKED_FAMILIES,
     ConfigError,
     EncoderConfig,
     ExecutionConfig,
@@ -170,8 +171,9 @@ def encoder_model_type(model_cfg: dict[str, Any]) -> str | None:
 
 def resolve_task_defaults(task: TaskSpec, model_cfg: dict[str, Any]) -> TaskSpec:
     """``task.mlm_probability=null`` (conf/task/mlm.yaml) → the masking rate of the encoder's family: 15 %, 30 % for
-    ModernBERT (``FamilySpec.mlm_probability``). A rate the task or the command line sets is kept."""
-    if task.family != "mlm" or task.mlm_probability is not None:
+    ModernBERT (``FamilySpec.mlm_probability``), for every family that masks (mlm, rtd). A rate the task or the
+    command line sets is kept."""
+    if task.family not in MASKED_FAMILIES or task.mlm_probability is not None:
         return task
     model_type = encoder_model_type(model_cfg)
     rate = family_spec(model_type).mlm_probability if model_type and is_native(model_type) \

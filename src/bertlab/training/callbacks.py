@@ -15,7 +15,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
-from bertlab.runtime.config import auto_true_false
+from bertlab.runtime.config import RAW_TEXT_FAMILIES, auto_true_false
 from bertlab.training.freeze import FreezePlan
 
 log = logging.getLogger(__name__)
@@ -200,12 +200,12 @@ class ReleaseFreedHeap(Callback):
     about 9 MB per step without a plateau (1.1 GB after the first step, 2.6 GB after 150); with this
     callback it stays at its first-step size. Releasing costs time (the next step faults its pages in again),
     which is why ``auto`` turns it on only for pre-training on the CPU: ``mlm``, where the growth was measured,
-    and ``clm``, whose steps allocate alike (vocabulary-wide logits; not measured on its own). Fine-tuning grew
-    far less (SST-2: 0.84 → 1.01 GB over 100 steps) and keeps the faster default.
+    and ``clm`` and ``rtd``, whose steps allocate alike (vocabulary-wide logits; not measured on their own).
+    Fine-tuning grew far less (SST-2: 0.84 → 1.01 GB over 100 steps) and keeps the faster default.
     Elsewhere (macOS, musl, GPU memory) it does nothing.
     """
 
-    PRETRAINING_FAMILIES = ("mlm", "clm")
+    PRETRAINING_FAMILIES = RAW_TEXT_FAMILIES
 
     def __init__(self, mode: str | bool, family: str) -> None:
         self.mode = auto_true_false(mode, "release_heap", "auto releases the freed heap after every step when "

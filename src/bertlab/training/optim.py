@@ -70,7 +70,9 @@ def optimizer_param_groups(
     layer_ids = {n: int(m.group(1)) for n, _ in named if (m := layer_re.search(n))}
     if layer_lr_decay != 1.0:
         if num_layers is None:
-            all_layers = {int(m.group(1)) for n, _ in model.named_parameters() if (m := layer_re.search(n))}
+            # The encoder's layers only: a head may hold an encoder of its own (RTD's generator, head.generator.*).
+            all_layers = {int(m.group(1)) for n, _ in model.named_parameters()
+                          if not n.startswith("head.") and (m := layer_re.search(n))}
             if not all_layers:
                 raise ConfigError(
                     f"optim.layer_lr_decay={layer_lr_decay} needs an encoder with `encoder.layer.N` layers; "
