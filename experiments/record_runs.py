@@ -4,7 +4,8 @@
 
 ``best_checkpoint`` (an absolute path in metrics.json) is written relative to the repository root, and the
 run's command-line overrides (``.hydra/overrides.yaml``) are added as ``overrides`` so each record says how
-it was made.
+it was made, an absolute path inside the repository given as a value (``model.init_from=/.../logs/...``)
+written relative to it too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ import sys
 from pathlib import Path
 
 import yaml
+
+
+def _relative(override: str) -> str:
+    key, eq, value = override.partition("=")
+    if eq and os.path.isabs(value) and Path(value).resolve().is_relative_to(Path.cwd().resolve()):
+        return f"{key}={os.path.relpath(value)}"
+    return override
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +38,7 @@ def main(argv: list[str]) -> int:
             metrics["best_checkpoint"] = os.path.relpath(metrics["best_checkpoint"])
         overrides = run_dir / ".hydra" / "overrides.yaml"
         if overrides.is_file():
-            metrics["overrides"] = yaml.safe_load(overrides.read_text())
+            metrics["overrides"] = [_relative(item) for item in yaml.safe_load(overrides.read_text())]
         (out / f"{run_dir.name}.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return 0
 
