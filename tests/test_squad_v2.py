@@ -177,3 +177,78 @@ def test_when_answering_nothing_is_best_the_threshold_reproduces_it():
     s = squad_v2_scores(preds, refs, na_probs={"a": -2.0, "b": -1.0, "c": -0.5})
     assert s["best_f1"] == pytest.approx(200 / 3) and s["best_f1_thresh"] == -3.0
     assert s["best_exact_thresh"] == -3.0
+
+
+def test_the_span_rules_are_best_spans_keywords_and_a_mistyped_one_is_refused():
+    """postprocess_qa_predictions(_v2) pass n_best_size / max_answer_length / use_max_context on to best_spans
+    (one place for the rules and their defaults); a keyword best_spans does not take is an error, not ignored."""
+    from bertlab.tasks.spans import best_spans, postprocess_qa_predictions
+
+    examples, feats = _one_window()
+    starts, ends = zip(*[_logits(feats, 0, 3.0, -9.0), _logits(feats, 1, 4.0, -9.0)])
+    for rules in ({}, {"max_answer_length": 1}, {"n_best_size": 1, "use_max_context": True}):
+        want = {k: s.text for k, s in best_spans(examples, feats, starts, ends, **rules).items()}
+        assert postprocess_qa_predictions(examples, feats, starts, ends, **rules) == want
+        assert postprocess_qa_predictions_v2(examples, feats, starts, ends, **rules)[0] == want  # null loses
+    for decode in (postprocess_qa_predictions, postprocess_qa_predictions_v2):
+        with pytest.raises(TypeError, match="max_answer_len"):
+            decode(examples, feats, starts, ends, max_answer_len=5)
+
+
+def test_predictor_decodes_each_example_once_and_answers_as_postprocess_v2(monkeypatch):
+    """A SQuAD 2.0 predictor finds each example's best span once (then weighs it against the null score), and
+    its records carry the answers and null-score differences postprocess_qa_predictions_v2 gives for the same
+    windows and logits, at any threshold."""
+    import torch
+
+    from bertlab.data.tokenizer import EncoderTokenizer
+    from bertlab.inference.loading import PredictSettings
+    from bertlab.inference.predictor import Predictor
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks import spans
+
+    class RowWise(torch.nn.Module):
+        """Logits of each token from its id alone (as the features give them), (B, T, 2)."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(()))
+
+        def forward(self, batch):
+            ids = batch["input_ids"].double() * self.w
+            return torch.stack([torch.sin(ids), torch.cos(1.3 * ids)], -1)
+
+    def logits(ids):
+        ids = np.asarray(ids, dtype=np.float64)
+        return np.sin(ids), np.cos(1.3 * ids)
+
+    tokenizer = EncoderTokenizer(make_tokenizer())
+    contexts = [" ".join(f"w{(7 * i + j) % 60}" for j in range(12 + 5 * i)) for i in range(6)]
+    inputs = [{"question": "who did", "context": c} for c in contexts]
+    calls = []
+    real = spans.best_spans
+    monkeypatch.setattr(spans, "best_spans", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    examples = [QAExample(str(k), x["question"], x["context"]) for k, x in enumerate(inputs)]
+    feats = prepare_qa_features(examples, tokenizer.tokenizer, template=tokenizer.template, train=False,
+                                max_seq_length=16, doc_stride=4, max_query_length=4)
+    assert len(feats) > len(examples)  # windows
+    starts, ends = zip(*[logits(ids) for ids in feats.input_ids])
+    answered, unanswered = set(), set()
+    for threshold in (-1e9, -0.5, 0.0, 0.5, 1e9):
+        settings = PredictSettings(max_seq_length=16, doc_stride=4, max_query_length=4, batch_size=4,
+                                   version_2_with_negative=True, null_score_diff_threshold=threshold)
+        predictor = Predictor(RowWise(), tokenizer, TaskSpec(name="squad_v2", family="qa"), None, settings)
+        calls.clear()
+        records = predictor(inputs)
+        assert len(calls) == 1  # one decoding of the spans per chunk of inputs
+        want, diffs = postprocess_qa_predictions_v2(examples, feats, starts, ends,
+                                                    null_score_diff_threshold=threshold, use_max_context=True)
+        assert [r["answer"] for r in records] == [want[str(k)] for k in range(len(inputs))]
+        for k, record in enumerate(records):
+            if want[str(k)] == "":
+                assert record["null_score_diff"] == pytest.approx(diffs[str(k)])
+                unanswered.add(k)
+            else:
+                assert "null_score_diff" not in record
+                answered.add(k)
+    assert answered and unanswered  # the thresholds give both kinds of answer

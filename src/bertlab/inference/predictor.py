@@ -436,7 +436,7 @@ class Predictor:
 
     def _qa(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         from bertlab.data.qa import QAExample, prepare_qa_features
-        from bertlab.tasks.spans import best_spans, postprocess_qa_predictions_v2
+        from bertlab.tasks.spans import best_spans, null_answers, null_scores
 
         s = self.settings
         # An input without an id gets its line number (files) or its position (Python lists).
@@ -456,10 +456,9 @@ class Predictor:
         spans = best_spans(examples, qa, starts, ends, n_best_size=s.n_best_size,
                            max_answer_length=s.max_answer_length, use_max_context=True)
         no_answer: dict[str, float] = {}
-        if s.version_2_with_negative:
-            answers, diffs = postprocess_qa_predictions_v2(
-                examples, qa, starts, ends, null_score_diff_threshold=s.null_score_diff_threshold,
-                n_best_size=s.n_best_size, max_answer_length=s.max_answer_length, use_max_context=True)
+        if s.version_2_with_negative:  # the spans above against each example's null score
+            answers, diffs = null_answers(examples, spans, null_scores(qa, starts, ends),
+                                          s.null_score_diff_threshold)
             no_answer = {k: diffs[k] for k, text in answers.items() if text == ""}
         for k, example in enumerate(given):
             span = spans.get(str(k))

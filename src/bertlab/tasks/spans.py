@@ -14,7 +14,8 @@ import numpy as np
 from bertlab.data.qa import QAExample, QAFeatures
 from bertlab.data.windows import max_context_owner
 
-__all__ = ["QASpan", "best_spans", "null_scores", "postprocess_qa_predictions", "postprocess_qa_predictions_v2"]
+__all__ = ["QASpan", "best_spans", "null_answers", "null_scores", "postprocess_qa_predictions",
+           "postprocess_qa_predictions_v2"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ def _max_context_mask(features: QAFeatures, feature: int, siblings: Sequence[int
     bounds = [(features.window_start[j],
                features.window_start[j] + features.context_end[j] - features.context_start[j]) for j in siblings]
     owner = max_context_owner(bounds, max(we for _, we in bounds))
-    ws, we = bounds[list(siblings).index(feature)]
-    return owner[ws:we] == list(siblings).index(feature)
+    mine = list(siblings).index(feature)
+    ws, we = bounds[mine]
+    return owner[ws:we] == mine
 
 
 def _extend_combining(context: str, end: int) -> int:
@@ -139,19 +141,15 @@ def postprocess_qa_predictions(
     start_logits: Sequence[Any] | np.ndarray,
     end_logits: Sequence[Any] | np.ndarray,
     feature_indices: Sequence[int] | None = None,
-    *,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
-    use_max_context: bool = False,
+    **rules: Any,
 ) -> dict[str, str]:
-    """Predicted answer text per example id (``id -> text``); see :func:`best_spans` for the rules.
+    """Predicted answer text per example id (``id -> text``): the text of :func:`best_spans`, whose keywords
+    (``n_best_size``, ``max_answer_length``, ``use_max_context``) ``rules`` are, with its defaults.
 
     Examples none of whose features arrived are not in the result (:func:`squad_scores` counts them as
     wrong; score only the arrived ones with ``{k: refs[k] for k in predictions}``).
     """
-    spans = best_spans(examples, features, start_logits, end_logits, feature_indices,
-                       n_best_size=n_best_size, max_answer_length=max_answer_length,
-                       use_max_context=use_max_context)
+    spans = best_spans(examples, features, start_logits, end_logits, feature_indices, **rules)
     return {qid: span.text for qid, span in spans.items()}
 
 
@@ -173,6 +171,30 @@ def null_scores(
     return out
 
 
+def null_answers(
+    examples: Sequence[QAExample],
+    spans: dict[str, QASpan],
+    nulls: dict[int, float],
+    null_score_diff_threshold: float = 0.0,
+) -> tuple[dict[str, str], dict[str, float]]:
+    """SQuAD 2.0's choice between the best span (:func:`best_spans`) and no answer, per example of ``nulls``
+    (:func:`null_scores`): ``(id → text or "" for no answer, id → null score minus best span score)``.
+
+    As BERT's ``run_squad.py``: an example answers "" when ``null score - best span score`` exceeds
+    ``null_score_diff_threshold``, else its best span; an example without any valid span answers "". The
+    differences are the official script's ``--na-prob-file`` values (larger = more likely unanswerable), from
+    which :func:`squad_v2_scores` finds the best threshold.
+    """
+    predictions, diffs = {}, {}
+    for ex_index, null in nulls.items():
+        qid = examples[ex_index].id
+        span = spans.get(qid)
+        diff = null - span.score if span is not None else np.inf
+        diffs[qid] = float(min(diff, 1e9))  # finite: it goes to a JSON file
+        predictions[qid] = "" if span is None or diff > null_score_diff_threshold else span.text
+    return predictions, diffs
+
+
 def postprocess_qa_predictions_v2(
     examples: Sequence[QAExample],
     features: QAFeatures,
@@ -181,27 +203,10 @@ def postprocess_qa_predictions_v2(
     feature_indices: Sequence[int] | None = None,
     *,
     null_score_diff_threshold: float = 0.0,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
-    use_max_context: bool = False,
+    **rules: Any,
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """SQuAD 2.0 answers: ``(id → text or "" for no answer, id → null score minus best span score)``.
-
-    As BERT's ``run_squad.py``: an example answers "" when ``null score - best span score`` exceeds
-    ``null_score_diff_threshold``, else the best span of :func:`best_spans`; an example without any valid span
-    answers "". The differences are the official script's ``--na-prob-file`` values (larger = more likely
-    unanswerable), from which :func:`squad_v2_scores` finds the best threshold. Every example with at least
-    one arrived window is in both results.
-    """
-    if feature_indices is None:
-        feature_indices = range(len(start_logits))
-    spans = best_spans(examples, features, start_logits, end_logits, feature_indices, n_best_size=n_best_size,
-                       max_answer_length=max_answer_length, use_max_context=use_max_context)
-    predictions, diffs = {}, {}
-    for ex_index, null in null_scores(features, start_logits, end_logits, feature_indices).items():
-        qid = examples[ex_index].id
-        span = spans.get(qid)
-        diff = null - span.score if span is not None else np.inf
-        diffs[qid] = float(min(diff, 1e9))  # finite: it goes to a JSON file
-        predictions[qid] = "" if span is None or diff > null_score_diff_threshold else span.text
-    return predictions, diffs
+    """SQuAD 2.0 answers: :func:`null_answers` over :func:`best_spans` (``rules``: its keywords) and
+    :func:`null_scores`. Every example with at least one arrived window is in both results."""
+    spans = best_spans(examples, features, start_logits, end_logits, feature_indices, **rules)
+    nulls = null_scores(features, start_logits, end_logits, feature_indices)
+    return null_answers(examples, spans, nulls, null_score_diff_threshold)
