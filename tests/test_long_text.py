@@ -321,6 +321,22 @@ def test_cached_frozen_features_keep_one_vector_per_window(train_run):
     assert cached["val"]["loss"] == pytest.approx(plain["val"]["loss"], rel=2e-3)
 
 
+def test_val_check_interval_counts_the_packed_batches(train_run):
+    """40 documents at data.batch_size=32 make 2 batches by count, but packed by their windows (at most 2 a batch)
+    they make more: an interval inside the packed epoch is accepted, one past it refused with the packed count."""
+    from bertlab.runtime.checks import check_epoch_length
+
+    metrics = train_run(*QUICK, "task=sst2", "trainer.val_check_interval=3")  # limit_train_batches=3
+    assert metrics["data"]["long_text"]["splits"]["train"]["windowed"] > 0
+    trainer = {"val_check_interval": 41}
+    check_epoch_length({"val_check_interval": 40}, 40, 32, 1, batches=40)
+    with pytest.raises(ConfigError, match=r"\(40 examples, data.batch_size=32, long documents packed by their "
+                                          r"windows\) makes 40 batches per epoch"):
+        check_epoch_length(trainer, 40, 32, 1, batches=40)
+    with pytest.raises(ConfigError, match="makes 20 batches per epoch"):
+        check_epoch_length(trainer, 40, 32, 2, batches=40)  # per process
+
+
 def test_the_truncating_run_reports_its_cuts(train_run):
     metrics = train_run(*QUICK, "task=sst2", "data.long_text=truncate")
     val = metrics["data"]["long_text"]["splits"]["val"]

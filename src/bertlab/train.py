@@ -269,7 +269,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         job.trainer = trainer
     if trains:  # before anything is written: Lightning would refuse it when fit starts
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
-                           trainer.world_size)
+                           trainer.world_size, datamodule.train_batches())
     log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer,
                                  describe_encoder(model.bert)))
 

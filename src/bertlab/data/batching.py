@@ -60,6 +60,18 @@ def _long_documents(windows: np.ndarray | None) -> np.ndarray | None:
     return windows if (windows > 1).any() else None
 
 
+def epoch_batches(num_features: int, batch_size: int, windows: np.ndarray | None = None,
+                  max_windows: int | None = None) -> int:
+    """Training batches in one epoch, all ranks together, as :class:`TrainBatchSampler` cuts them: ``batch_size``
+    features a batch, or with long documents (``windows``, some above 1) as :func:`pack_windows` packs them
+    (at most ``max_windows`` windows a batch, null: ``batch_size``). The packing follows the sorted window counts
+    only, so the count is the same every epoch."""
+    windows = _long_documents(windows)
+    if windows is None:
+        return math.ceil(num_features / batch_size)
+    return len(pack_windows(np.argsort(-windows, kind="stable"), windows, batch_size, max_windows or batch_size))
+
+
 class TrainBatchSampler(Sampler[list[int]]):
     """Shuffled training batches, optionally grouped by length (fewer pad tokens), split across ranks.
 
@@ -82,9 +94,7 @@ class TrainBatchSampler(Sampler[list[int]]):
         self.lengths = np.asarray(lengths)
         self.windows = _long_documents(windows)
         self.max_windows = int(max_windows or batch_size)
-        # Batches per epoch with long documents (the same every epoch: packing follows the sorted counts).
-        self.packed_batches = len(pack_windows(np.argsort(-self.windows, kind="stable"), self.windows, batch_size,
-                                               self.max_windows)) if self.windows is not None else None
+        self.epoch_batches = epoch_batches(len(self.lengths), batch_size, self.windows, self.max_windows)
         self.batch_size = batch_size
         self.seed = seed
         self.group_by_length = group_by_length
@@ -174,9 +184,7 @@ class TrainBatchSampler(Sampler[list[int]]):
             yield batch
 
     def __len__(self) -> int:
-        batches = self.packed_batches if self.packed_batches is not None else \
-            math.ceil(len(self.lengths) / self.batch_size)
-        return math.ceil(batches / self.world_size)
+        return math.ceil(self.epoch_batches / self.world_size)
 
 
 class _EpochOrder(Sampler[int]):

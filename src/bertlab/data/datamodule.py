@@ -18,7 +18,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler
+from bertlab.data.batching import Collator, EvalBatchSampler, FeatureDataset, TrainBatchSampler, epoch_batches
 from bertlab.data.documents import window_counts
 from bertlab.data.features import (
     LabelMap,
@@ -311,6 +311,11 @@ class TaskDataModule(L.LightningDataModule):
         """Windows per feature of a split holding long documents (the samplers count them), else None."""
         return window_counts(split.features) if self.reads_windows and split.windowed else None
 
+    def train_batches(self) -> int:
+        """Training batches in one epoch, all ranks together (long documents packed by their windows)."""
+        split = self.splits["train"]
+        return epoch_batches(len(split.features), self.cfg.batch_size, self._windows(split), self.max_windows(True))
+
     def train_dataloader(self) -> DataLoader:
         split = self.splits["train"]
         sampler = TrainBatchSampler(_lengths(split), self.cfg.batch_size, self.seed,
@@ -319,7 +324,7 @@ class TaskDataModule(L.LightningDataModule):
         if sampler.windows is not None and self._train_sampler is None:
             log.info("train: long documents: a batch holds at most %d documents and %d windows "
                      "(data.max_windows_per_batch): %d batches per epoch for %d documents", self.cfg.batch_size,
-                     sampler.max_windows, sampler.packed_batches, len(split.features))
+                     sampler.max_windows, sampler.epoch_batches, len(split.features))
         trainer = getattr(self, "trainer", None)
         sampler.same_every_epoch = bool(trainer is not None and trainer.overfit_batches)
         if self._sampler_state is not None:  # resuming: continue the checkpointed epoch where it stopped

@@ -315,15 +315,20 @@ def _check_devices(trainer: Mapping[str, Any], gpu_count: Callable[[], int] | No
             f"trainer.devices={visible} or -1 (every visible GPU)")
 
 
-def check_epoch_length(trainer: Mapping[str, Any], examples: int, batch_size: int, world_size: int) -> None:
+def check_epoch_length(trainer: Mapping[str, Any], examples: int, batch_size: int, world_size: int,
+                       batches: int | None = None) -> None:
     """Once the training split is read: a ``val_check_interval`` (in batches) longer than an epoch never
-    validates; Lightning refuses it when ``fit`` starts, after the run dir has its tokenizer."""
+    validates; Lightning refuses it when ``fit`` starts, after the run dir has its tokenizer. ``batches``: the
+    epoch's batches, all processes together, when the data module packs them otherwise than ``batch_size``
+    examples a batch (long documents: by their windows); None: ``ceil(examples / batch_size)``."""
     interval = trainer.get("val_check_interval")
     if not isinstance(interval, int) or isinstance(interval, bool) or trainer.get("check_val_every_n_epoch", 1) is None:
         return
     if trainer.get("fast_dev_run") or trainer.get("overfit_batches"):
         return
-    batches = math.ceil(math.ceil(examples / batch_size) / world_size)  # per rank, as TrainBatchSampler cuts
+    plain = math.ceil(examples / batch_size)
+    packing = ", long documents packed by their windows" if batches not in (None, plain) else ""
+    batches = math.ceil((plain if batches is None else batches) / world_size)  # per rank, as TrainBatchSampler cuts
     limit = trainer.get("limit_train_batches")
     if isinstance(limit, int) and not isinstance(limit, bool):
         batches = min(batches, limit)
@@ -332,6 +337,7 @@ def check_epoch_length(trainer: Mapping[str, Any], examples: int, batch_size: in
     if interval > batches:
         raise ConfigError(
             f"trainer.val_check_interval={interval} batches is past the end of an epoch: the training split "
-            f"({examples} examples, data.batch_size={batch_size}{f' on {world_size} processes' if world_size > 1 else ''}) "
+            f"({examples} examples, data.batch_size={batch_size}{packing}"
+            f"{f' on {world_size} processes' if world_size > 1 else ''}) "
             f"makes {batches} batches per epoch, so validation would never run there. Use at most {batches}, a "
             "fraction of the epoch (e.g. 0.5), or null (once per epoch)")
