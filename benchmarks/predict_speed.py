@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -81,6 +82,7 @@ def train_runs(data_dir: Path, workdir: Path, threads: int) -> tuple[Path, Path]
     out = {}
     for name, args in runs.items():
         run_dir = workdir / f"run_{name}"
+        shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, never a resume of an earlier one
         cmd = [python(), str(REPO / "train.py"), "model=minilm_l6", *args, "trainer.max_epochs=1", "export=true",
                "logger=csv", "trainer.enable_progress_bar=false", f"paths.data_dir={data_dir}",
                f"hydra.run.dir={run_dir}"]

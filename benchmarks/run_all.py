@@ -5,7 +5,7 @@ Each benchmark runs as its own process (threads set the same for every side) and
 collects them into ``benchmarks/results/RESULTS.md`` and ``benchmarks/results/results.json``
 (``--quick``: ``benchmarks/results/quick/``, so a smoke check never overwrites a full measurement).
 
-    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess,unpadded,families]
+    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess,unpadded,families,predict]
                                  [--ablations] [--compile] [--data-dir ../shared/data] [--update encoder]
     python benchmarks/run_all.py --update unpadded     # the unpadded-path section alone, into the existing report
 
@@ -61,6 +61,13 @@ TARGETS = {
     "families: roberta-base encoder train, SST-2 random batches, vs transformers": 2.0,
     "families: modernbert-base encoder train, SST-2 random batches, vs transformers": 2.0,
     "families: deberta-v2-base encoder train, SST-2 random batches, vs transformers": 1.5,
+    # Prediction as whole processes against transformers.pipeline (benchmarks/predict_speed.py).
+    "predict: SST-2 dev, bertlab torch vs pipeline": 2.0,
+    "predict: SST-2 dev, bertlab onnx vs pipeline": 2.0,
+    "predict: SST-2 dev, bertlab onnx int8 vs pipeline": 3.0,
+    "predict: CoNLL-2003 testa, bertlab torch vs pipeline": 2.0,
+    "predict: CoNLL-2003 testa, bertlab onnx vs pipeline": 2.0,
+    "predict: CoNLL-2003 testa, bertlab onnx int8 vs pipeline": 3.0,
 }
 
 
@@ -118,6 +125,13 @@ def ratio_rows(results: dict[str, Any]) -> list[tuple[str, float | None, float |
     for model_type, r in ((results.get("families") or {}).get("families") or {}).items():
         name = f"families: {model_type}-base encoder train, SST-2 random batches, vs transformers"
         rows.append((name, r.get("ratio_vs_hf"), TARGETS.get(name)))
+    pred = results.get("predict") or {}
+    for key, label in (("sst2", "SST-2 dev"), ("conll", "CoNLL-2003 testa")):
+        for side, backend in (("bertlab_torch", "torch"), ("bertlab_onnx", "onnx"), ("bertlab_onnx_int8", "onnx int8")):
+            r = ((pred.get(key) or {}).get("sides") or {}).get(side)
+            if r:
+                name = f"predict: {label}, bertlab {backend} vs pipeline"
+                rows.append((name, r["speed_vs_pipeline"], TARGETS.get(name)))
     return rows + unpadded_ratio_rows(results.get("unpadded") or {})
 
 
@@ -316,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small shapes and a few steps: a smoke check")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded,families")
+    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded,families,predict")
     p.add_argument("--ablations", action="store_true", help="also the mask / AdamW studies (benchmarks/ablations.py)")
     p.add_argument("--compile", action="store_true", help="the torch.compile measurements too (minutes of compiling): model.compile on "
                    "both encoder paths in the unpadded section, and with --ablations the fixed-shape study")
@@ -329,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = a.out or (RESULTS_DIR / "quick" if a.quick else RESULTS_DIR)
     quick = ["--quick"] if a.quick else []
     data = ["--data-dir", str(a.data_dir.resolve())]
-    sections = ["encoder", "preprocess", "end_to_end", "unpadded", "families"] + (["ablations"] if a.ablations else [])
+    # predict trains two MiniLM runs first (minutes), so a --quick smoke check leaves it out.
+    sections = (["encoder", "preprocess", "end_to_end", "unpadded", "families"] + ([] if a.quick else ["predict"])
+                + (["ablations"] if a.ablations else []))
     sections = [s for s in sections if s not in a.skip.split(",")]
     if a.update:
         results: dict[str, Any] = json.loads((out_dir / "results.json").read_text())
@@ -346,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "unpadded": ("unpadded", quick + data + (["--only", ",".join(unpadded_sections)] if a.compile else [])),
         "ablations": ("ablations", quick + (["--compile"] if a.compile else [])),
         "families": ("families", (["--tiny"] if a.quick else []) + data),
+        "predict": ("predict_speed", ["--train", "--rounds", "3"] + data),
     }
     with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:
         for section in sections:

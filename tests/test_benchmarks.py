@@ -192,3 +192,15 @@ def test_families_bench_tiny():
     rows = {name: ratio for name, ratio, _ in run_all.ratio_rows({"families": result})}
     assert rows["families: roberta-base encoder train, SST-2 random batches, vs transformers"] == \
         result["families"]["roberta"]["ratio_vs_hf"]
+
+
+def test_predict_speed_ratios_reach_the_report():
+    """The recorded prediction bench: each backend's ratio against the pipeline, with the issue's target."""
+    import run_all
+
+    recorded = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/predict_speed.json").read_text())
+    rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"predict": recorded})}
+    int8 = recorded["sst2"]["sides"]["bertlab_onnx_int8"]["speed_vs_pipeline"]
+    assert rows["predict: SST-2 dev, bertlab onnx int8 vs pipeline"] == (int8, 3.0)
+    assert rows["predict: CoNLL-2003 testa, bertlab torch vs pipeline"][1] == 2.0
+    assert len([n for n in rows if n.startswith("predict: ")]) == 6

@@ -9,6 +9,9 @@
 #   sweep     SST-2, 2,000 labelled sentences, 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1)
 #   seeds     each start at its best sweep lr, seeds 2 and 3; then bertlab.compare, paired by seed
 #   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1)
+# OBJECTIVE=rtd (environment) pre-trains with replaced-token detection instead of masked LM (task=rtd at ELECTRA's
+# 15 % masking, no dropout, lr 1e-3, RTD_STEPS steps, default 1,700) and fine-tunes from its last step; its runs
+# go to logs/experiments/pretrain_quick/rtd_* and the records to experiments/pretrain_quick/rtd/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/pretrain_quick
@@ -17,9 +20,16 @@ corpus=$PWD/$logs/corpus
 py=.venv/bin/python
 data=${BERTLAB_DATA_DIR:?set BERTLAB_DATA_DIR to the data folder}
 quiet=(logger=csv trainer.enable_progress_bar=false)
-pre=$PWD/$logs/sst2
+objective=${OBJECTIVE:-mlm}
+case $objective in
+  mlm) pre=$PWD/$logs/sst2; init=$pre; record=$here; sweeps=$logs; objective_args=() ;;
+  rtd) pre=$PWD/$logs/rtd_sst2; init=$pre/checkpoints/last.ckpt; record=$here/rtd; sweeps=$logs/rtd
+       objective_args=(task=rtd task.mlm_probability=0.15 optim.lr=1e-3 model.hidden_dropout_prob=0
+                       model.attention_probs_dropout_prob=0 trainer.max_steps="${RTD_STEPS:-1700}") ;;
+  *) echo "OBJECTIVE must be mlm or rtd, got $objective" >&2; exit 2 ;;
+esac
 finetune=(task=sst2 model=bert_mini data.max_train_samples=2000 trainer.max_epochs=10 "${quiet[@]}")
-pretrained=(model.init_from="$pre")
+pretrained=(model.init_from="$init")
 random=(model.init_from=null model.tokenizer="$pre/tokenizer")
 best_run() {  # the run dir with the best val/accuracy under $1
   $py - "$1" <<'PY'
@@ -36,41 +46,42 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
     pretrain)
       rm -rf "$pre"
       $py train.py experiment=pretrain_quick data.train_file="$corpus/sst2_train.txt" \
-        data.val_file="$corpus/sst2_val.txt" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 | grep -E "run dir|val/|rror" || true
-      $py experiments/record_runs.py "$here/pretrain" "$pre"
-      cp "$pre/csv/metrics.csv" "$here/pretrain/curves.csv" ;;
+        data.val_file="$corpus/sst2_val.txt" "${objective_args[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
+        | grep -E "run dir|val/|rror|estimate" || true
+      $py experiments/record_runs.py "$record/pretrain" "$pre"
+      cp "$pre/csv/metrics.csv" "$record/pretrain/curves.csv" ;;
     sweep)
       for side in pretrained random; do
-        rm -rf "$logs/sweep_$side"
+        rm -rf "$sweeps/sweep_$side"
         declare -n start=$side
         $py train.py -m "${finetune[@]}" "${start[@]}" optim.lr=1e-4,3e-4,1e-3 seed=1 \
-          hydra.sweep.dir="$logs/sweep_$side" 2>&1 | grep -E "run dir|rror" || true
-        $py experiments/record_runs.py "$here/sweep_$side" "$logs/sweep_$side"/*/
+          hydra.sweep.dir="$sweeps/sweep_$side" 2>&1 | grep -E "run dir|rror" || true
+        $py experiments/record_runs.py "$record/sweep_$side" "$sweeps/sweep_$side"/*/
       done ;;
     seeds)
       claim=()
       for side in pretrained random; do
         declare -n start=$side
-        best=$(best_run "$logs/sweep_$side"); lr=$(lr_of "$best")
-        rm -rf "$logs/seeds_$side"
+        best=$(best_run "$sweeps/sweep_$side"); lr=$(lr_of "$best")
+        rm -rf "$sweeps/seeds_$side"
         $py train.py -m "${finetune[@]}" "${start[@]}" optim.lr="$lr" seed=2,3 \
-          hydra.sweep.dir="$logs/seeds_$side" 2>&1 | grep -E "run dir|rror" || true
-        $py experiments/record_runs.py "$here/seeds_$side" "$logs/seeds_$side"/*/
+          hydra.sweep.dir="$sweeps/seeds_$side" 2>&1 | grep -E "run dir|rror" || true
+        $py experiments/record_runs.py "$record/seeds_$side" "$sweeps/seeds_$side"/*/
         # the claim: seed 1 from the sweep at this lr, seeds 2 and 3 from here
         claim+=("$best")
-        claim+=("$logs/seeds_$side"/*/)
+        claim+=("$sweeps/seeds_$side"/*/)
       done
       $py -m bertlab.compare "${claim[@]}" --group-by model.init_from --baseline model.init_from=null \
-        --out "$here/claim" ;;
+        --out "$record/claim" ;;
     curve)
       for side in pretrained random; do
         declare -n start=$side
-        lr=$(lr_of "$(best_run "$logs/sweep_$side")")
-        rm -rf "$logs/curve_$side"
+        lr=$(lr_of "$(best_run "$sweeps/sweep_$side")")
+        rm -rf "$sweeps/curve_$side"
         $py train.py -m task=sst2 model=bert_mini trainer.max_epochs=10 "${quiet[@]}" "${start[@]}" \
           optim.lr="$lr" data.max_train_samples=250,500,1000,4000,8000 seed=1 \
-          hydra.sweep.dir="$logs/curve_$side" 2>&1 | grep -E "run dir|rror" || true
-        $py experiments/record_runs.py "$here/curve_$side" "$logs/curve_$side"/*/
+          hydra.sweep.dir="$sweeps/curve_$side" 2>&1 | grep -E "run dir|rror" || true
+        $py experiments/record_runs.py "$record/curve_$side" "$sweeps/curve_$side"/*/
       done ;;
   esac
 done
