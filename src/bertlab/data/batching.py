@@ -69,7 +69,16 @@ def epoch_batches(num_features: int, batch_size: int, windows: np.ndarray | None
     windows = _long_documents(windows)
     if windows is None:
         return math.ceil(num_features / batch_size)
-    return len(pack_windows(np.argsort(-windows, kind="stable"), windows, batch_size, max_windows or batch_size))
+    return len(_pack_most_windows_first(np.arange(len(windows)), windows, batch_size, max_windows))
+
+
+def _pack_most_windows_first(order: np.ndarray, windows: np.ndarray, batch_size: int,
+                             max_windows: int | None) -> list[np.ndarray]:
+    """:func:`pack_windows` over ``order`` re-sorted by window count, most first (stable: ``order`` within a
+    count); ``max_windows`` null: ``batch_size``. The batches' sizes follow the window counts alone, so the
+    samplers and :func:`epoch_batches` agree on how many there are whatever the shuffle."""
+    order = order[np.argsort(-windows[order], kind="stable")]
+    return pack_windows(order, windows, batch_size, max_windows or batch_size)
 
 
 class TrainBatchSampler(Sampler[list[int]]):
@@ -149,8 +158,7 @@ class TrainBatchSampler(Sampler[list[int]]):
             chunks = [order[i:i + mega] for i in range(0, len(order), mega)]
             order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
         if self.windows is not None:
-            order = order[np.argsort(-self.windows[order], kind="stable")]
-            batches = pack_windows(order, self.windows, self.batch_size, self.max_windows)
+            batches = _pack_most_windows_first(order, self.windows, self.batch_size, self.max_windows)
         else:
             batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         if self.windows is not None and len(batches) > 1:  # packed by window count: the order is shuffled here
@@ -224,8 +232,7 @@ class EvalBatchSampler(Sampler[list[int]]):
         shard = shard[np.argsort(-np.asarray(lengths)[lo:hi], kind="stable")]
         windows = _long_documents(windows)
         if windows is not None:  # long documents: at most max_windows windows a batch (pack_windows)
-            shard = shard[np.argsort(-windows[shard], kind="stable")]
-            self.batches = [b.tolist() for b in pack_windows(shard, windows, batch_size, max_windows or batch_size)]
+            self.batches = [b.tolist() for b in _pack_most_windows_first(shard, windows, batch_size, max_windows)]
         else:
             self.batches = [shard[i:i + batch_size].tolist() for i in range(0, len(shard), batch_size)]
 
