@@ -157,19 +157,16 @@ class TrainBatchSampler(Sampler[list[int]]):
             mega = self.batch_size * 50
             chunks = [order[i:i + mega] for i in range(0, len(order), mega)]
             order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
-        if self.windows is not None:
+        if self.windows is not None:  # packed by window count: the batch order is shuffled below
             batches = _pack_most_windows_first(order, self.windows, self.batch_size, self.max_windows)
+            weights = [self.windows[b].sum() for b in batches]
         else:
             batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        if self.windows is not None and len(batches) > 1:  # packed by window count: the order is shuffled here
-            most = int(np.argmax([self.windows[b].sum() for b in batches]))
-            rest = [b for i, b in enumerate(batches) if i != most]
-            batches = [batches[most]] + [rest[i] for i in rng.permutation(len(rest))]
-        elif self.group_by_length and len(batches) > 1:
-            longest = int(np.argmax([self.lengths[b].max() for b in batches]))
-            rest = [b for i, b in enumerate(batches) if i != longest]
-            perm = rng.permutation(len(rest))
-            batches = [batches[longest]] + [rest[i] for i in perm]
+            weights = [self.lengths[b].max() for b in batches] if self.group_by_length else None
+        if weights is not None and len(batches) > 1:  # the heaviest batch first, the rest shuffled
+            first = int(np.argmax(weights))
+            rest = [b for i, b in enumerate(batches) if i != first]
+            batches = [batches[first]] + [rest[i] for i in rng.permutation(len(rest))]
         per_rank = math.ceil(len(batches) / self.world_size)
         if batches and len(batches) < per_rank * self.world_size:
             # Cycled to a multiple of the world size (any world size, even more ranks than batches).
