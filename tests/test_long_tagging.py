@@ -239,6 +239,23 @@ def test_a_stride_that_leaves_no_room_is_a_config_error(tokenizer, tmp_path):
     assert _split(path, tokenizer, 16, window_stride=content - 1).num_examples == 1
 
 
+@pytest.mark.parametrize("mode", ["window", "Truncate", ""])
+def test_an_unknown_long_text_mode_is_a_config_error_for_every_family(tokenizer, tmp_path, mode):
+    """The config refuses it; so do the two places that cut windows (tag_features for token tasks in training and
+    prediction, encode_documents for sequence tasks), which a Predictor's settings reach directly, even when no
+    text is long."""
+    from bertlab.data.documents import encode_documents
+    from bertlab.data.tags import tag_features
+
+    path = _write_conll(tmp_path / "s.conll", [[("a", "O")]])
+    with pytest.raises(ConfigError, match=r"data\.long_text"):
+        _split(path, tokenizer, 16, long_text=mode)
+    with pytest.raises(ConfigError, match="data.long_text must be windows or truncate"):
+        tag_features(tokenizer.encode_words_batch([["a"]], False), tokenizer.template, 16, mode)
+    with pytest.raises(ConfigError, match="data.long_text must be windows or truncate"):
+        encode_documents(tokenizer, ["a"], None, 16, mode)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Counting words on a real CoNLL file
 

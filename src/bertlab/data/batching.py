@@ -69,7 +69,16 @@ def epoch_batches(num_features: int, batch_size: int, windows: np.ndarray | None
     windows = _long_documents(windows)
     if windows is None:
         return math.ceil(num_features / batch_size)
-    return len(pack_windows(np.argsort(-windows, kind="stable"), windows, batch_size, max_windows or batch_size))
+    return len(_pack_most_windows_first(np.arange(len(windows)), windows, batch_size, max_windows))
+
+
+def _pack_most_windows_first(order: np.ndarray, windows: np.ndarray, batch_size: int,
+                             max_windows: int | None) -> list[np.ndarray]:
+    """:func:`pack_windows` over ``order`` re-sorted by window count, most first (stable: ``order`` within a
+    count); ``max_windows`` null: ``batch_size``. The batches' sizes follow the window counts alone, so the
+    samplers and :func:`epoch_batches` agree on how many there are whatever the shuffle."""
+    order = order[np.argsort(-windows[order], kind="stable")]
+    return pack_windows(order, windows, batch_size, max_windows or batch_size)
 
 
 class TrainBatchSampler(Sampler[list[int]]):
@@ -148,20 +157,16 @@ class TrainBatchSampler(Sampler[list[int]]):
             mega = self.batch_size * 50
             chunks = [order[i:i + mega] for i in range(0, len(order), mega)]
             order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")] for c in chunks])
-        if self.windows is not None:
-            order = order[np.argsort(-self.windows[order], kind="stable")]
-            batches = pack_windows(order, self.windows, self.batch_size, self.max_windows)
+        if self.windows is not None:  # packed by window count: the batch order is shuffled below
+            batches = _pack_most_windows_first(order, self.windows, self.batch_size, self.max_windows)
+            weights = [self.windows[b].sum() for b in batches]
         else:
             batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        if self.windows is not None and len(batches) > 1:  # packed by window count: the order is shuffled here
-            most = int(np.argmax([self.windows[b].sum() for b in batches]))
-            rest = [b for i, b in enumerate(batches) if i != most]
-            batches = [batches[most]] + [rest[i] for i in rng.permutation(len(rest))]
-        elif self.group_by_length and len(batches) > 1:
-            longest = int(np.argmax([self.lengths[b].max() for b in batches]))
-            rest = [b for i, b in enumerate(batches) if i != longest]
-            perm = rng.permutation(len(rest))
-            batches = [batches[longest]] + [rest[i] for i in perm]
+            weights = [self.lengths[b].max() for b in batches] if self.group_by_length else None
+        if weights is not None and len(batches) > 1:  # the heaviest batch first, the rest shuffled
+            first = int(np.argmax(weights))
+            rest = [b for i, b in enumerate(batches) if i != first]
+            batches = [batches[first]] + [rest[i] for i in rng.permutation(len(rest))]
         per_rank = math.ceil(len(batches) / self.world_size)
         if batches and len(batches) < per_rank * self.world_size:
             # Cycled to a multiple of the world size (any world size, even more ranks than batches).
@@ -224,8 +229,7 @@ class EvalBatchSampler(Sampler[list[int]]):
         shard = shard[np.argsort(-np.asarray(lengths)[lo:hi], kind="stable")]
         windows = _long_documents(windows)
         if windows is not None:  # long documents: at most max_windows windows a batch (pack_windows)
-            shard = shard[np.argsort(-windows[shard], kind="stable")]
-            self.batches = [b.tolist() for b in pack_windows(shard, windows, batch_size, max_windows or batch_size)]
+            self.batches = [b.tolist() for b in _pack_most_windows_first(shard, windows, batch_size, max_windows)]
         else:
             self.batches = [shard[i:i + batch_size].tolist() for i in range(0, len(shard), batch_size)]
 

@@ -18,27 +18,12 @@ each row (:class:`bertlab.data.batching.Collator`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bertlab.data.tokenizer import BertTokenizer
-from bertlab.data.windows import long_text_stride, window_bounds
-from bertlab.runtime.errors import ConfigError
-
-LONG_TEXT_MODES = ("windows", "truncate")
-
-
-@dataclass
-class LongTexts:
-    """What reading a split did with its long texts: ``truncated`` texts lost tokens (cut at the window with
-    ``truncate``; with ``windows``, first texts of pairs cut to make room for the second); ``windowed`` texts were read
-    in several windows, ``extra_windows`` beyond one per text."""
-
-    truncated: int = 0
-    windowed: int = 0
-    extra_windows: int = 0
+from bertlab.data.windows import LongTexts, check_long_text, long_text_stride, window_bounds
 
 
 def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
@@ -46,8 +31,7 @@ def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequ
                      ) -> tuple[list[dict[str, Any]], LongTexts]:
     """One ``{"input_ids", "token_type_ids"}`` per text (or pair): flat lists for a text that fits or is cut,
     a list of windows (one list per window) for a text read in several. Returns them with the counts."""
-    if long_text not in LONG_TEXT_MODES:
-        raise ConfigError(f"data.long_text must be windows or truncate, got {long_text!r}")
+    check_long_text(long_text)
     encodings = tokenizer.truncated(max_seq_length).encode_batch(texts, pairs)
     rows = [{"input_ids": e.ids, "token_type_ids": e.type_ids} for e in encodings]
     long = [i for i, e in enumerate(encodings) if e.overflowing]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ from bertlab.data.validate import (
     number_value,
     unknown_labels,
 )
-from bertlab.data.windows import long_text_stride
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -138,8 +137,7 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
             else:
                 feature["labels"] = labels.id(ex.label, ex.where)
         features.append(feature)
-    return Split(name, features, len(examples), policy.skipped, long.truncated, extra_windows=long.extra_windows,
-                 windowed=long.windowed)
+    return Split(name, features, len(examples), policy.skipped, **asdict(long))
 
 
 def _finite_regression_labels(examples, policy: BadExamplePolicy):
@@ -207,18 +205,15 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
     labels.check(path, seen)  # every tag the label set lacks, named at once
     kept = [(s, tags, [labels.id(t, s.where) for t in tags]) for s, tags in valid]
     b_to_i = b_to_i_map(labels.labels)
-    content = data.max_seq_length - tokenizer.num_special_tokens()
-    stride = None if data.long_text == "truncate" else long_text_stride(content, data.window_stride)
     # Tokenized whole, without special tokens: tag_windows wraps each window in the family's own.
     encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept], add_special_tokens=False)
-    features, word_ids, sentence = tag_features(encodings, tokenizer.template, content, stride,
-                                                [ids for _, _, ids in kept], task.label_all_tokens, b_to_i)
-    long = sum(len(enc.ids) > content for enc in encodings)
-    if long and stride is None:
+    features, word_ids, sentence, long = tag_features(
+        encodings, tokenizer.template, data.max_seq_length, data.long_text, data.window_stride,
+        [ids for _, _, ids in kept], task.label_all_tokens, b_to_i)
+    if long.truncated:
         log.info("%s: %d sentences truncated at %d tokens (data.long_text=truncate); their cut words are "
-                 "predicted O and still scored", path, long, data.max_seq_length)
-    return Split(name, features, len(kept), policy.skipped, truncated=long if stride is None else 0,
-                 extra_windows=len(features) - len(kept), windowed=0 if stride is None else long,
+                 "predicted O and still scored", path, long.truncated, data.max_seq_length)
+    return Split(name, features, len(kept), policy.skipped, **asdict(long),
                  eval_data=TokenEvalData(gold_tags=[tags for _, tags, _ in kept], word_ids=word_ids,
                                            sentence=sentence))
 

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertlab.data.templates import Template
-from bertlab.data.windows import max_context_owner, window_bounds
+from bertlab.data.windows import (
+    LongTexts,
+    check_long_text,
+    long_text_stride,
+    max_context_owner,
+    window_bounds,
+)
 
 __all__ = ["IGNORE_INDEX", "TagWindow", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "tag_features",
            "tag_windows", "validate_iob2"]
@@ -195,23 +201,30 @@ def tag_windows(
 def tag_features(
     encodings: Sequence[Any],
     template: Template,
-    content: int,
-    stride: int | None,
+    max_seq_length: int,
+    long_text: str = "windows",
+    window_stride: int | None = None,
     word_labels: Sequence[Sequence[int]] | None = None,
     label_all_tokens: bool = False,
     b_to_i: Mapping[int, int] | None = None,
-) -> tuple[list[dict[str, Any]], list[list[int]], list[int]]:
+) -> tuple[list[dict[str, Any]], list[list[int]], list[int], LongTexts]:
     """The model features of many sentences (``tokenizers`` encodings without special tokens): every window
-    of each (:func:`tag_windows`), sentence after sentence, ``index`` its position (``labels`` with word
-    labels); with each feature's ``word_ids`` and the sentence it reads. Training, evaluation and prediction
-    all cut sentences here."""
+    of each (:func:`tag_windows`; windows of ``max_seq_length`` tokens, special tokens included, sharing
+    ``data.window_stride`` tokens, or the first one only with ``data.long_text=truncate``), sentence after
+    sentence, ``index`` its position (``labels`` with word labels); with each feature's ``word_ids``, the
+    sentence it reads, and the counts of the sentences longer than the window (``windowed`` or ``truncated``).
+    Training, evaluation and prediction all cut sentences here."""
+    check_long_text(long_text)
+    content = max_seq_length - template.num_single
+    stride = None if long_text == "truncate" else long_text_stride(content, window_stride)
     features: list[dict[str, Any]] = []
     word_ids: list[list[int]] = []
     sentence: list[int] = []
+    counts = LongTexts()
     for i, enc in enumerate(encodings):
         labels = None if word_labels is None else word_labels[i]
-        for window in tag_windows(enc.ids, enc.word_ids, template, content, stride, labels, label_all_tokens,
-                                  b_to_i):
+        windows = tag_windows(enc.ids, enc.word_ids, template, content, stride, labels, label_all_tokens, b_to_i)
+        for window in windows:
             feature = {"input_ids": window.input_ids, "token_type_ids": window.token_type_ids}
             if window.labels is not None:
                 feature["labels"] = window.labels
@@ -219,4 +232,8 @@ def tag_features(
             features.append(feature)
             word_ids.append(window.word_ids)
             sentence.append(i)
-    return features, word_ids, sentence
+        if len(enc.ids) > content:  # read in windows (some may own nothing and be left out), or cut
+            counts.windowed += stride is not None
+            counts.truncated += stride is None
+            counts.extra_windows += len(windows) - 1
+    return features, word_ids, sentence, counts

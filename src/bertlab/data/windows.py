@@ -8,10 +8,25 @@ gives it the most context on both sides (:func:`max_context_owner`, BERT's ``_ch
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from bertlab.runtime.errors import ConfigError
+
+LONG_TEXT_MODES = ("windows", "truncate")
+
+
+@dataclass
+class LongTexts:
+    """What reading a split did with its texts longer than the window (the :class:`bertlab.data.features.Split`
+    fields of the same names, counted where the windows are cut): ``truncated`` texts lost tokens (cut at the
+    window with ``data.long_text=truncate``; with ``windows``, first texts of pairs cut to make room for the
+    second); ``windowed`` texts were read whole in windows, ``extra_windows`` beyond one per text."""
+
+    truncated: int = 0
+    windowed: int = 0
+    extra_windows: int = 0
 
 
 def window_bounds(num_tokens: int, max_window: int, doc_stride: int) -> list[tuple[int, int]]:
@@ -58,6 +73,12 @@ def max_context_owner(bounds: Sequence[tuple[int, int]], num_tokens: int) -> np.
         better = inside & (score > best)
         best[better], owner[better] = score[better], j
     return owner
+
+
+def check_long_text(long_text: str) -> None:
+    """``data.long_text`` is one of :data:`LONG_TEXT_MODES` (a :class:`ConfigError` otherwise)."""
+    if long_text not in LONG_TEXT_MODES:
+        raise ConfigError(f"data.long_text must be windows or truncate, got {long_text!r}")
 
 
 def long_text_stride(content: int, window_stride: int | None) -> int:

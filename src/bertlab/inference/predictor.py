@@ -373,22 +373,19 @@ class Predictor:
 
     def _token(self, chunk: list[tuple[str, Any]], size: int, word_scores: bool) -> Iterator[dict[str, Any]]:
         from bertlab.data.tags import tag_features
-        from bertlab.data.windows import long_text_stride
         from bertlab.tasks.entities import decode_word_predictions, stitch_windows
 
         inputs = [self._token_input(x, where) for where, x in chunk]
         # Windows as in training (data.long_text, data.window_stride), cut outside the model: every backend
         # (PyTorch, ONNX) reads the same ones.
-        content = self.settings.max_seq_length - self.tokenizer.num_special_tokens()
-        stride = None if self.settings.long_text == "truncate" else \
-            long_text_stride(content, self.settings.window_stride)
         encodings = self.tokenizer.encode_words_batch([[w for w, _ in words] for _, words in inputs],
                                                       add_special_tokens=False)
-        features, word_ids, sentence = tag_features(encodings, self.tokenizer.template, content, stride)
+        features, word_ids, sentence, long = tag_features(encodings, self.tokenizer.template,
+                                                          self.settings.max_seq_length, self.settings.long_text,
+                                                          self.settings.window_stride)
         rows = self._forward(features, size)
         spans = np.searchsorted(sentence, np.arange(len(inputs) + 1))  # sentence i: features spans[i]:spans[i+1]
         o_id = self.labels.index("O") if "O" in self.labels else 0
-        cut = sum(len(enc.ids) > content for enc in encodings) if stride is None else 0
         for (text, words), a, b in zip(inputs, spans[:-1], spans[1:]):
             logits, ids_of = stitch_windows(rows[a:b], word_ids[a:b])
             probs = _softmax(logits.astype(np.float64))  # (T, C)
@@ -404,9 +401,9 @@ class Predictor:
             if word_scores:
                 record["word_scores"] = scores
             yield record
-        if cut:
+        if long.truncated:
             log.warning("%d texts longer than max_seq_length=%d tokens (data.long_text=truncate): their last words "
-                        "are tagged O", cut, self.settings.max_seq_length)
+                        "are tagged O", long.truncated, self.settings.max_seq_length)
 
     # Extractive QA
 
