@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.inference.onnx_session import is_onnx_folder
+from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
-from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.errors import CheckpointError, ConfigError
 
 # An export folder's files (export=true, python -m bertlab.export): transformers' config and weights (the names
 # models.hf_weights reads, repeated here so that this module imports no torch), bertlab's head files for a head
@@ -82,6 +84,28 @@ class Loaded(NamedTuple):
     source: str
 
 
+def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str = "auto") -> Loaded:
+    """What ``path`` holds, by its kind: an ONNX export (unless ``backend`` is torch), an exported Hugging Face
+    folder, or a run dir / ``.ckpt`` file (``backend``: :data:`~bertlab.inference.text.BACKENDS`)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    path = Path(path).expanduser()
+    is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
+    if backend.startswith("onnx") and not is_onnx_folder(path):
+        raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
+                          "--format onnx writes one)")
+    if is_onnx_folder(path) and backend != "torch":
+        return from_onnx_folder(path, tokenizer, backend)
+    if path.is_dir() and (path / "config.json").is_file() and not is_run:
+        return from_hf_folder(path, tokenizer)
+    if (path.is_file() and path.suffix == ".ckpt") or is_run:
+        return from_checkpoint(path, tokenizer)
+    raise CheckpointError(
+        f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
+        "folder (with config.json): pass one of those to predict with"
+    )
+
+
 def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """A ``.ckpt`` file or a run dir (its best checkpoint), with the run's tokenizer and reading settings."""
     from bertlab.inference.export import (
@@ -114,18 +138,14 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
 def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
     text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
-    from bertlab.inference.export import load_native_export, long_text_settings
+    from bertlab.inference.export import load_native_export
 
     model, task, labels, config = load_native_export(path)
     if model is None:
         return from_generic_export(path, tokenizer)
-    settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
-                                                  config.max_sequence_length), max_query_length=64, pair=None)
-    recorded = long_text_settings(path)
-    for key, value in recorded.items():
-        setattr(settings, key, value)
-    settings = _classifier_windows(settings, task, bool(recorded))
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
+    window = min(384 if task.family == "qa" else 512, config.max_sequence_length)
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, _export_settings(path, task, window),
+                  str(path))
 
 
 def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
@@ -140,13 +160,21 @@ def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) 
 
 def from_generic_export(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
-    from bertlab.inference.export import load_generic_export, long_text_settings
+    from bertlab.inference.export import load_generic_export
 
     model, task, labels = load_generic_export(path)
-    settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
-                               max_query_length=64, pair=None)
+    window = min(512, model.bert.config.max_sequence_length)
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, _export_settings(path, task, window),
+                  str(path))
+
+
+def _export_settings(path: Path, task: TaskSpec, max_seq_length: int) -> PredictSettings:
+    """An export folder's reading settings: ``max_seq_length`` (what its position table allows), replaced by
+    the window its long-text record gives (a classifier trained on windows), else a classifier truncates."""
+    from bertlab.inference.export import long_text_settings
+
+    settings = PredictSettings(max_seq_length=max_seq_length, max_query_length=64, pair=None)
     recorded = long_text_settings(path)
     for key, value in recorded.items():
         setattr(settings, key, value)
-    settings = _classifier_windows(settings, task, bool(recorded))
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
+    return _classifier_windows(settings, task, bool(recorded))
