@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
-from bertlab.inference.onnx_session import is_onnx_folder
+from bertlab.inference.onnx_session import is_onnx_folder, load_onnx_folder
 from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
@@ -91,10 +91,11 @@ def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str 
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     path = Path(path).expanduser()
     is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
-    if backend.startswith("onnx") and not is_onnx_folder(path):
+    onnx = is_onnx_folder(path)
+    if backend.startswith("onnx") and not onnx:
         raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
                           "--format onnx writes one)")
-    if is_onnx_folder(path) and backend != "torch":
+    if onnx and backend != "torch":
         return from_onnx_folder(path, tokenizer, backend)
     if path.is_dir() and (path / "config.json").is_file() and not is_run:
         return from_hf_folder(path, tokenizer)
@@ -150,8 +151,6 @@ def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
 
 def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
     """An ONNX export (:mod:`bertlab.inference.onnx_session`): no torch is imported."""
-    from bertlab.inference.onnx_session import load_onnx_folder
-
     model, task, labels, data = load_onnx_folder(path, backend)
     # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
     settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
