@@ -200,18 +200,11 @@ class OnnxTaskModel(nn.Module):
     def __init__(self, path: Path, family: str, threads: int | None = None):
         super().__init__()
         self.graph = OnnxSession(path, family, threads)
-        self.session, self.inputs, self.family, self.path = (self.graph.session, self.graph.inputs, family,
-                                                             self.graph.path)
-
-    @property
-    def reads_windows(self) -> bool:
-        """Whether the graph pools long documents' windows (its ``window_doc`` input)."""
-        return self.graph.reads_windows
 
     def forward(self, batch: dict[str, torch.Tensor], num_choices: int | None = None,
                 window_doc: torch.Tensor | None = None) -> torch.Tensor:
         arrays = {k: v.detach().cpu().numpy() for k, v in batch.items()
-                  if k in self.inputs and isinstance(v, torch.Tensor)}
+                  if k in self.graph.inputs and isinstance(v, torch.Tensor)}
         if window_doc is not None:
             arrays["window_doc"] = window_doc.detach().cpu().numpy()
         return torch.from_numpy(self.graph(arrays))
