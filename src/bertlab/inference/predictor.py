@@ -1,8 +1,9 @@
 """Prediction on new text: ``Predictor`` (used by ``python -m bertlab.predict`` and ``predict=true``).
 
-``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file or an exported Hugging Face
-folder (``export=true`` / ``python -m bertlab.export``) and brings the run's own tokenizer and label set; it
-needs no training or validation data. Calling it on inputs gives one JSON-ready record per input:
+``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file, an exported Hugging Face
+folder (``export=true`` / ``python -m bertlab.export``) or an ONNX export (``--format onnx``), which
+:func:`bertlab.inference.loading.load` tells apart, and brings the run's own tokenizer and label set; it needs
+no training or validation data. Calling it on inputs gives one JSON-ready record per input:
 
 - classification ``{"text", "label", "score", "scores": {label: probability}}`` with the label strings of the
   data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
