@@ -64,6 +64,12 @@ class PredictSettings:
         return cls(**values)
 
 
+def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
+    """Whether a run (its recorded ``data.*`` settings) pools a long text's windows: classification and
+    regression trained with ``data.long_text=windows``. A run recorded before the setting existed truncated."""
+    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
+
+
 def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
     """A classification / regression model pools a long document's windows only when its run or folder says it
     was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
@@ -132,7 +138,7 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
             )
         tokenizer = load_tokenizer(tok_dir)
     data = (loaded.hparams.get("config") or {}).get("data") or {}
-    settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
+    settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, reads_windows(loaded.task, data))
     return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
 
 

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertlab.inference.loading import reads_windows
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
     INT8_NAME,
@@ -110,12 +111,6 @@ def plain_model(model: TaskModel) -> TaskModel:
     if lora_modules(model):
         merge_lora(model, inplace=True)
     return model
-
-
-def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
-    """Whether a run's graph takes long documents as windows (``window_doc``): classification and regression
-    trained with ``data.long_text=windows`` (runs recorded before the setting truncated)."""
-    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
 
 
 def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSET, windows: bool = False) -> list[str]:
