@@ -22,7 +22,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.inference.loading import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, TOKENIZER_FILES
+from bertlab.inference.loading import (
+    HEAD_CONFIG_NAME,
+    HEAD_WEIGHTS_NAME,
+    LONG_TEXT_NAME,
+    TOKENIZER_FILES,
+    reads_windows,
+)
 from bertlab.models.assemble import assemble, config_from_record
 from bertlab.models.families import family_spec
 from bertlab.models.families.generic import GENERIC, GenericEncoderConfig
@@ -289,7 +295,7 @@ def long_text_record(loaded: CheckpointModel) -> dict[str, Any] | None:
     if loaded.task.family != "sequence":
         return None
     data = (loaded.hparams.get("config") or {}).get("data") or {}
-    mode, window = data.get("long_text", "truncate"), data.get("max_seq_length")
+    mode, window = "windows" if reads_windows(loaded.task, data) else "truncate", data.get("max_seq_length")
     if mode == "windows":
         note = (f"bertlab reads a text longer than {window} tokens (special tokens included) in overlapping windows "
                 f"and pools their vectors ({loaded.head.window_pooling}) into one per document, as the model was "

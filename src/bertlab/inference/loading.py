@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.inference.onnx_session import is_onnx_folder, load_onnx_folder
+from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
-from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.errors import CheckpointError, ConfigError
 
 # An export folder's files (export=true, python -m bertlab.export): transformers' config and weights (the names
 # models.hf_weights reads, repeated here so that this module imports no torch), bertlab's head files for a head
@@ -62,6 +64,12 @@ class PredictSettings:
         return cls(**values)
 
 
+def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
+    """Whether a run (its recorded ``data.*`` settings) pools a long text's windows: classification and
+    regression trained with ``data.long_text=windows``. A run recorded before the setting existed truncated."""
+    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
+
+
 def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
     """A classification / regression model pools a long document's windows only when its run or folder says it
     was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
@@ -80,6 +88,29 @@ class Loaded(NamedTuple):
     labels: list[str] | None
     settings: PredictSettings
     source: str
+
+
+def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str = "auto") -> Loaded:
+    """What ``path`` holds, by its kind: an ONNX export (unless ``backend`` is torch), an exported Hugging Face
+    folder, or a run dir / ``.ckpt`` file (``backend``: :data:`~bertlab.inference.text.BACKENDS`)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    path = Path(path).expanduser()
+    is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
+    onnx = is_onnx_folder(path)
+    if backend.startswith("onnx") and not onnx:
+        raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
+                          "--format onnx writes one)")
+    if onnx and backend != "torch":
+        return from_onnx_folder(path, tokenizer, backend)
+    if path.is_dir() and (path / "config.json").is_file() and not is_run:
+        return from_hf_folder(path, tokenizer)
+    if (path.is_file() and path.suffix == ".ckpt") or is_run:
+        return from_checkpoint(path, tokenizer)
+    raise CheckpointError(
+        f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
+        "folder (with config.json): pass one of those to predict with"
+    )
 
 
 def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
@@ -107,31 +138,25 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
             )
         tokenizer = load_tokenizer(tok_dir)
     data = (loaded.hparams.get("config") or {}).get("data") or {}
-    settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, "long_text" in data)
+    settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, reads_windows(loaded.task, data))
     return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
 
 
 def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
     text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
-    from bertlab.inference.export import load_native_export, long_text_settings
+    from bertlab.inference.export import load_native_export
 
     model, task, labels, config = load_native_export(path)
     if model is None:
         return from_generic_export(path, tokenizer)
-    settings = PredictSettings(max_seq_length=min(384 if task.family == "qa" else 512,
-                                                  config.max_sequence_length), max_query_length=64, pair=None)
-    recorded = long_text_settings(path)
-    for key, value in recorded.items():
-        setattr(settings, key, value)
-    settings = _classifier_windows(settings, task, bool(recorded))
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
+    window = min(384 if task.family == "qa" else 512, config.max_sequence_length)
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, _export_settings(path, task, window),
+                  str(path))
 
 
 def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
     """An ONNX export (:mod:`bertlab.inference.onnx_session`): no torch is imported."""
-    from bertlab.inference.onnx_session import load_onnx_folder
-
     model, task, labels, data = load_onnx_folder(path, backend)
     # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
     settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
@@ -140,13 +165,21 @@ def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) 
 
 def from_generic_export(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
-    from bertlab.inference.export import load_generic_export, long_text_settings
+    from bertlab.inference.export import load_generic_export
 
     model, task, labels = load_generic_export(path)
-    settings = PredictSettings(max_seq_length=min(512, model.bert.config.max_sequence_length),
-                               max_query_length=64, pair=None)
+    window = min(512, model.bert.config.max_sequence_length)
+    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, _export_settings(path, task, window),
+                  str(path))
+
+
+def _export_settings(path: Path, task: TaskSpec, max_seq_length: int) -> PredictSettings:
+    """An export folder's reading settings: ``max_seq_length`` (what its position table allows), replaced by
+    the window its long-text record gives (a classifier trained on windows), else a classifier truncates."""
+    from bertlab.inference.export import long_text_settings
+
+    settings = PredictSettings(max_seq_length=max_seq_length, max_query_length=64, pair=None)
     recorded = long_text_settings(path)
     for key, value in recorded.items():
         setattr(settings, key, value)
-    settings = _classifier_windows(settings, task, bool(recorded))
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(path))
+    return _classifier_windows(settings, task, bool(recorded))

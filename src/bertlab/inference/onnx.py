@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertlab.inference.loading import reads_windows
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
     INT8_NAME,
@@ -110,12 +111,6 @@ def plain_model(model: TaskModel) -> TaskModel:
     if lora_modules(model):
         merge_lora(model, inplace=True)
     return model
-
-
-def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
-    """Whether a run's graph takes long documents as windows (``window_doc``): classification and regression
-    trained with ``data.long_text=windows`` (runs recorded before the setting truncated)."""
-    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
 
 
 def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSET, windows: bool = False) -> list[str]:
@@ -200,18 +195,11 @@ class OnnxTaskModel(nn.Module):
     def __init__(self, path: Path, family: str, threads: int | None = None):
         super().__init__()
         self.graph = OnnxSession(path, family, threads)
-        self.session, self.inputs, self.family, self.path = (self.graph.session, self.graph.inputs, family,
-                                                             self.graph.path)
-
-    @property
-    def reads_windows(self) -> bool:
-        """Whether the graph pools long documents' windows (its ``window_doc`` input)."""
-        return self.graph.reads_windows
 
     def forward(self, batch: dict[str, torch.Tensor], num_choices: int | None = None,
                 window_doc: torch.Tensor | None = None) -> torch.Tensor:
         arrays = {k: v.detach().cpu().numpy() for k, v in batch.items()
-                  if k in self.inputs and isinstance(v, torch.Tensor)}
+                  if k in self.graph.inputs and isinstance(v, torch.Tensor)}
         if window_doc is not None:
             arrays["window_doc"] = window_doc.detach().cpu().numpy()
         return torch.from_numpy(self.graph(arrays))

@@ -1,8 +1,9 @@
 """Prediction on new text: ``Predictor`` (used by ``python -m bertlab.predict`` and ``predict=true``).
 
-``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file or an exported Hugging Face
-folder (``export=true`` / ``python -m bertlab.export``) and brings the run's own tokenizer and label set; it
-needs no training or validation data. Calling it on inputs gives one JSON-ready record per input:
+``Predictor.from_run(path)`` takes a run dir (its best checkpoint), a ``.ckpt`` file, an exported Hugging Face
+folder (``export=true`` / ``python -m bertlab.export``) or an ONNX export (``--format onnx``), which
+:func:`bertlab.inference.loading.load` tells apart, and brings the run's own tokenizer and label set; it needs
+no training or validation data. Calling it on inputs gives one JSON-ready record per input:
 
 - classification ``{"text", "label", "score", "scores": {label: probability}}`` with the label strings of the
   data (pair tasks add ``"text_pair"``); regression ``{"text", "value"}``;
@@ -41,10 +42,9 @@ from bertlab.data.tokenizer import BertTokenizer
 from bertlab.inference import loading
 from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents, forward_features
 from bertlab.inference.loading import PredictSettings
-from bertlab.inference.onnx_session import OnnxSession, is_onnx_folder
-from bertlab.inference.text import BACKENDS, split_words
+from bertlab.inference.onnx_session import OnnxSession
+from bertlab.inference.text import split_words
 from bertlab.runtime.config import RAW_TEXT_FAMILIES, ConfigError, DataConfig, TaskSpec
-from bertlab.runtime.errors import CheckpointError
 from bertlab.tasks.entities import extract_entities
 
 if TYPE_CHECKING:
@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("sequence", "token", "qa", "multiple_choice")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
-
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -140,24 +139,7 @@ class Predictor:
         ``data.*`` settings (max_seq_length, columns, QA windows); ``tokenizer`` the run's ``tokenizer/``
         folder next to the checkpoint.
         """
-        if backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        path = Path(path).expanduser()
-        is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
-        if backend.startswith("onnx") and not is_onnx_folder(path):
-            raise ConfigError(f"--backend {backend}: {path} is not an ONNX export (python -m bertlab.export RUN OUT "
-                              "--format onnx writes one)")
-        if is_onnx_folder(path) and backend != "torch":
-            predictor = cls(*loading.from_onnx_folder(path, tokenizer, backend))
-        elif path.is_dir() and (path / "config.json").is_file() and not is_run:
-            predictor = cls(*loading.from_hf_folder(path, tokenizer))
-        elif (path.is_file() and path.suffix == ".ckpt") or is_run:
-            predictor = cls(*loading.from_checkpoint(path, tokenizer))
-        else:
-            raise CheckpointError(
-                f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
-                "folder (with config.json): pass one of those to predict with"
-            )
+        predictor = cls(*loading.load(path, tokenizer, backend))
         if data is not None:
             predictor.settings = PredictSettings.from_data(asdict(data))
         if batch_size is not None:
@@ -236,12 +218,6 @@ class Predictor:
             cap = self.settings.max_windows_per_batch or size
             return forward_documents(self._logits, features, size, cap, self.tokenizer.pad_id)
         return forward_features(self._logits, features, size, self.tokenizer.pad_id)
-
-    def _encode(self, inputs: list[Any], pretokenized: bool = False):
-        truncated = self.tokenizer.truncated(self.settings.max_seq_length)
-        if pretokenized:  # words: byte-level BPE reads each with its leading space (encode_words_batch)
-            return truncated.encode_words_batch(inputs)
-        return truncated.tokenizer.encode_batch(inputs)
 
     # Sequence classification and regression
 
@@ -336,7 +312,8 @@ class Predictor:
 
     def _choices(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         examples = [self._choice_input(x, where) for where, x in chunk]
-        encodings = self._encode([(context, c) for context, choices in examples for c in choices])
+        encodings = self.tokenizer.truncated(self.settings.max_seq_length).tokenizer.encode_batch(
+            [(context, c) for context, choices in examples for c in choices])
         features, k = [], 0
         for i, (_, choices) in enumerate(examples):
             rows = encodings[k:k + len(choices)]
