@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs")
 RECORDS = ROOT / "docs" / "figures"
 SCRATCH = Path(os.environ.get("TMPDIR", "/tmp")) / "bertlab-doc-figures"
 FIXTURE_DATA = ROOT / "tests" / "fixtures" / "data"

@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Callable
 
 from doc_figures import ROOT, Figure, FigureError, Job, Listed, Record, Registry, Step, conditions_line
-from doc_figures_costs import Command, CostRow, Probe, pending_table, render_table, skip_of, steps_of
+from doc_figures_costs import Command, CostRow, Probe, render_table, skip_of, steps_of
 
 # ---------------------------------------------------------------- text helpers
 
@@ -179,7 +179,6 @@ COST_ROWS = [
             Command("python -m bertlab.glue run " + " ".join([*GLUE_COMMON, *GLUE_FAST]), _glue_probes(GLUE_FAST),
                     skip=_glue_skip)),
 ]
-COSTS_PENDING = pending_table(COST_ROWS, "costs")
 
 # ---------------------------------------------------------------- docs/sweeps.md
 

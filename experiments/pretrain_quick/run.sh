@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Pre-training that pays (conf/experiment/pretrain_quick.yaml, docs/pretraining.md "A recipe that pays"):
-# self-pre-training bert_mini on a task's own unlabelled training text, then fine-tuning on a few labels,
-# against the same architecture from random weights with the same vocabulary.
+# The small-budget pre-training study (conf/experiment/pretrain_quick.yaml, docs/pretraining.md "A small-budget
+# recipe"; still being measured, it does not beat random init yet): self-pre-training bert_mini on a task's own
+# unlabelled training text, then fine-tuning on a few labels, against the same architecture from random weights
+# with the same vocabulary.
 #   BERTLAB_DATA_DIR=<data folder> bash experiments/pretrain_quick/run.sh [stage...]
 # Stages (default: all, in this order):
 #   corpus    plain-text corpora from the data sets (make_corpus.py; labels dropped, SST-2 dev never included)
-#   pretrain  experiment=pretrain_quick on SST-2's training sentences                       (~45 min on 2 cores)
+#   pretrain  experiment=pretrain_quick on SST-2's training sentences (23 min on 2 threads: attempts/pretrain)
 #   sweep     SST-2, 2,000 labelled sentences, 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1)
 #   seeds     each start at its best sweep lr, seeds 2 and 3; then bertlab.compare, paired by seed
 #   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1)

@@ -32,7 +32,7 @@ from torch import nn
 
 from bertlab.models.families import family_spec, is_native
 from bertlab.models.heads import PreTrainingHead, _init_linear
-from bertlab.runtime.config import EncoderConfig
+from bertlab.runtime.config import EncoderConfig, largest_divisor
 from bertlab.runtime.errors import ConfigError
 
 
@@ -45,10 +45,6 @@ class RTDOutput(NamedTuple):
     corrupted: torch.Tensor
 
 
-def _largest_divisor(n: int, at_most: int) -> int:
-    return next(d for d in range(min(n, max(at_most, 1)), 0, -1) if n % d == 0)
-
-
 def generator_config(config: EncoderConfig, size: float, layers: int | None = None) -> EncoderConfig:
     """The generator's architecture: ``config`` with hidden size, attention heads and feed-forward size scaled by
     ``size`` (at least 1 each; heads lowered until they divide the hidden size), ``layers`` layers (None: as
@@ -57,7 +53,7 @@ def generator_config(config: EncoderConfig, size: float, layers: int | None = No
         raise ConfigError(f"task.generator_size={size}: the generator's width as a share of the discriminator's must "
                           "be a number in (0, 1]; ELECTRA's is 0.25")
     hidden = max(1, round(config.hidden_size * size))
-    heads = _largest_divisor(hidden, round(config.num_attention_heads * size))
+    heads = largest_divisor(hidden, round(config.num_attention_heads * size))
     return dataclasses.replace(
         config, hidden_size=hidden, num_attention_heads=heads,
         intermediate_size=max(1, round(config.intermediate_size * size)),

@@ -52,7 +52,7 @@ class EncoderConfig:
             raise ConfigError(
                 f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
                 f"{self.num_attention_heads}: change one of them (e.g. model.num_attention_heads="
-                f"{_largest_divisor(self.hidden_size, self.num_attention_heads)})"
+                f"{largest_divisor(self.hidden_size, self.num_attention_heads)})"
             )
         if self.hidden_act != "gelu":
             raise ConfigError(
@@ -136,7 +136,9 @@ class ExecutionConfig:
         return cls(**{f.name: model_cfg.get(f.name, getattr(defaults, f.name)) for f in fields(cls)})
 
 
-def _largest_divisor(n: int, at_most: int) -> int:
+def largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` not above ``at_most`` (1 when ``at_most`` is below 1): a head count that
+    divides a hidden size."""
     for d in range(min(n, at_most), 0, -1):
         if n % d == 0:
             return d
