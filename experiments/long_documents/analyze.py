@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = read_dev(args.data_dir / "dev.tsv")
     results = [analyze(run, rows) for run in args.runs]
     text = table(results)
-    for r in results:  # the run's own evaluation and this re-prediction must agree
-        if r["val_accuracy"] is not None and abs(r["val_accuracy"] - r["accuracy"][0]) > 1e-9:
+    for r in results:  # the run's own evaluation and this re-prediction must agree (metrics.json holds float32)
+        if r["val_accuracy"] is not None and abs(r["val_accuracy"] - r["accuracy"][0]) > 0.5 / len(rows):
             text += (f"\nNOTE: {r['run']}: metrics.json val accuracy {r['val_accuracy']:.4f} differs from the "
                      f"re-prediction's {r['accuracy'][0]:.4f}\n")
     print(text, end="")
