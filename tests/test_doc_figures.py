@@ -251,3 +251,12 @@ def test_a_job_runs_end_to_end_and_its_figures_are_rewritten(tmp_path):
     cost_doc = (tmp_path / "docs/x.md").read_text()
     assert "TBD" not in cost_doc and "| `tiny` | ~" in cost_doc
     assert df.check(reg, tmp_path, records) == ([], [])
+
+
+def test_predict_records_are_kept_when_the_progress_bar_shares_their_line():
+    """stderr's progress bar and stdout's first record can land on one line of the merged output."""
+    from doc_figures_registry import records
+
+    merged = ['', '0 examples [00:00, ? examples/s]{"text": "a", "label": "1"}', '{"text": "b", "label": "0"}', '',
+              '2 examples [00:00, 39.34 examples/s]', '2 examples → standard output (/tmp/x.ckpt)']
+    assert records(merged) == ['{"text": "a", "label": "1"}', '{"text": "b", "label": "0"}']

@@ -120,11 +120,17 @@ SCRATCH_SWEEP = Step(["train.py", "-m", "model=bert_tiny", "task=sst2", "freeze=
 SCRATCH_COMPARE = Step(["-m", "bertlab.compare", "logs/sst2/multiruns/tiny_4000"])
 
 
+def records(lines: list[str]) -> list[str]:
+    """The JSON records of a predict run's merged output: the progress bar (stderr) can share a line with the
+    first record (stdout), so each record is taken from its opening brace."""
+    return [ln[ln.index("{"):] for ln in lines if "{" in ln]
+
+
 def render_real_data(r: Record) -> str:
     return block(f"$ {CONLL.shown()}", r.line(r"^val:", 0),
                  f"$ {SCRATCH_SWEEP.shown()}",
                  f"$ {SCRATCH_COMPARE.shown()}     # → comparison.md, .csv, .png",
-                 f"$ {shown_with_stdin(PREDICT)}", *(ln for ln in r.lines(2) if ln.startswith("{"))) \
+                 f"$ {shown_with_stdin(PREDICT)}", *records(r.lines(2))) \
         + "\n" + conditions_line(r)
 
 
