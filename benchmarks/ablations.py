@@ -12,6 +12,9 @@ inference, at the benchmark shapes. Repeats are interleaved across the variants 
   masks (``model.cpu_fast_dropout``, on the attention probabilities and the hidden-state dropouts);
 - ``attn_dropout``: the train step with the checkpoint's attention dropout (SDPA's math path on CPU) vs
   attention dropout 0 (its flash kernel) — what ``model.attention_probs_dropout_prob=0`` would buy;
+- ``prepack``: inference (prediction's forward) with the encoder's plain ``nn.Linear`` layers against
+  :class:`~bertlab.models.kernels.PrepackedLinear` (oneDNN on a weight reordered once), at prediction's batch of
+  32 short sentences and at the benchmark shapes;
 - ``compile`` (``--compile``): ``torch.compile`` of the encoder — first-call (compile) time and the steady
   train step, against eager.
 
@@ -253,8 +256,35 @@ def study_attn_dropout(model, shapes, warmup, repeats) -> list[dict[str, Any]]:
     return rows
 
 
+PREPACK_SHAPES = ((32, 24), (32, 64))  # prediction's batches: 32 sentences of a tagging or classification file
+
+
+def study_prepack(model, shapes, warmup, repeats) -> list[dict[str, Any]]:
+    """Inference with plain Linears vs prepacked ones (same weights; equal within float rounding)."""
+    import copy
+
+    from bertlab.models.kernels import prepack_linears
+
+    model.eval()
+    packed = copy.deepcopy(model)
+    if not prepack_linears(packed):
+        print("prepack: this torch has no oneDNN linear; study skipped", file=sys.stderr)
+        return []
+    rows = []
+    for shape in (*PREPACK_SHAPES, *shapes):
+        ids, mask = batch(shape, model.config.vocab_size)
+        times = timed({"linear": infer_step(model, ids, mask), "prepacked": infer_step(packed, ids, mask)},
+                      warmup, repeats)
+        tokens = shape[0] * shape[1]
+        rows.append({"study": "prepack", "shape": f"{shape[0]}x{shape[1]}",
+                     **{f"{k}_tokens_per_s": round(tokens / median(v), 1) for k, v in times.items()},
+                     "speedup": round(median(times["linear"]) / median(times["prepacked"]), 3)})
+        print(rows[-1], file=sys.stderr)
+    return rows
+
+
 STUDIES = {"mask": study_mask, "host_check": study_host_check, "adamw": study_adamw,
-           "cpu_dropout": study_cpu_dropout, "attn_dropout": study_attn_dropout, "compile": study_compile}
+           "cpu_dropout": study_cpu_dropout, "attn_dropout": study_attn_dropout, "prepack": study_prepack, "compile": study_compile}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -262,7 +292,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--tiny", action="store_true", help="a random tiny BERT (tests)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--studies", default="mask,host_check,adamw,cpu_dropout,attn_dropout")
+    p.add_argument("--studies", default="mask,host_check,adamw,cpu_dropout,attn_dropout,prepack")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="cpu: this process's CPU time (A/B on a busy machine, with --threads 1)")
     p.add_argument("--compile", action="store_true", help="add the torch.compile study (minutes of compiling)")

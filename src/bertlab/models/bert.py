@@ -32,6 +32,7 @@ from bertlab.models.kernels import (  # noqa: F401  (attention, Kernels, ... are
     attention,
     cpu_keep_mask,
     dropout,
+    is_plain_linear,
     repad_attention,
     varlen_attention,
     varlen_kernel,
@@ -126,7 +127,7 @@ class BertSelfAttention(nn.Module):
         matmul and one bias add instead of three); wrapped projections (LoRA) each compute their own."""
         projections = (self.query, self.key, self.value) if with_query else (self.key, self.value)
         shape = (hidden.shape[0], len(projections), self.num_heads, self.head_dim)
-        if all(type(lin) is nn.Linear for lin in projections):
+        if all(is_plain_linear(lin) for lin in projections):
             weight = torch.cat([lin.weight for lin in projections])  # (3H, H)
             bias = torch.cat([lin.bias for lin in projections])
             return F.linear(hidden, weight, bias).view(shape)
