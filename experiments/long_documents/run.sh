@@ -6,6 +6,10 @@
 #
 # Usage: BERTLAB_DATA_DIR=DATA_DIR bash experiments/long_documents/run.sh [more train.py overrides]
 #   DATA_DIR holds wikitext2/wiki.{valid,test}.tokens and sst2/{train,dev}.tsv.
+#   SENTENCES=N (environment) first fine-tunes MiniLM-L6 on the first N sentences of SST-2's training file (one
+#   epoch, logs/experiments/long_documents/sst2_sentences) and starts both document runs from its encoder
+#   (model.init_from; the document head is new): the deciders of the dev documents come from SST-2's dev file,
+#   which that run never reads.
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
@@ -23,11 +27,19 @@ train_docs=${TRAIN_DOCS:-300}
 dev_docs=${DEV_DOCS:-200}
 epochs=${EPOCHS:-1}
 $py $here/make_data.py "$BERTLAB_DATA_DIR" "$data" --train "$train_docs" --dev "$dev_docs" --seed 0
+init=()
+if [[ -n "${SENTENCES:-}" ]]; then
+  rm -rf "$logs/sst2_sentences"
+  $py train.py task=sst2 model=minilm_l6 paths.data_dir="$(realpath "$BERTLAB_DATA_DIR")" data.max_train_samples="$SENTENCES" \
+    trainer=cpu trainer.max_epochs=1 seed=1 logger=csv trainer.enable_progress_bar=false \
+    hydra.run.dir="$logs/sst2_sentences" 2>&1 | grep -E "run dir|val/|Error" || true
+  init=(model.init_from="$PWD/$logs/sst2_sentences")
+fi
 for mode in truncate windows; do
   rm -rf "$logs/$mode"
   $py train.py task=text_classification model=minilm_l6 data.data_dir="$PWD/$data" data.train_file=train.tsv \
     data.val_file=dev.tsv data.max_seq_length=128 data.long_text=$mode trainer=cpu trainer.max_epochs="$epochs" \
-    seed=1 logger=csv trainer.enable_progress_bar=false hydra.run.dir="$logs/$mode" "$@" 2>&1 \
+    seed=1 logger=csv trainer.enable_progress_bar=false hydra.run.dir="$logs/$mode" "${init[@]}" "$@" 2>&1 \
     | grep -E "run dir|val/|long|Error" || true
 done
 $py $here/analyze.py "$data" "$logs/truncate" "$logs/windows" --out "$here/results.md"
