@@ -13,6 +13,9 @@
 # OBJECTIVE=rtd (environment) pre-trains with replaced-token detection instead of masked LM (task=rtd at ELECTRA's
 # 15 % masking, no dropout, lr 1e-3, RTD_STEPS steps, default 1,700) and fine-tunes from its last step; its runs
 # go to logs/experiments/pretrain_quick/rtd_* and the records to experiments/pretrain_quick/rtd/.
+# MODEL (environment; default bert_mini) is the preset of both starts; PRETRAIN_OVERRIDES (space-separated train.py
+# overrides) change the pre-training run only; ATTEMPT=<name> puts the runs under .../attempt_<name>/ and the
+# records under experiments/pretrain_quick/attempts/<name>/, beside the default recipe's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/pretrain_quick
@@ -22,6 +25,8 @@ py=.venv/bin/python
 data=${BERTLAB_DATA_DIR:?set BERTLAB_DATA_DIR to the data folder}
 quiet=(logger=csv trainer.enable_progress_bar=false)
 objective=${OBJECTIVE:-mlm}
+model=${MODEL:-bert_mini}
+if [[ -n "${ATTEMPT:-}" ]]; then logs=$logs/attempt_$ATTEMPT; fi
 case $objective in
   mlm) pre=$PWD/$logs/sst2; init=$pre; record=$here; sweeps=$logs; objective_args=() ;;
   rtd) pre=$PWD/$logs/rtd_sst2; init=$pre/checkpoints/last.ckpt; record=$here/rtd; sweeps=$logs/rtd
@@ -29,7 +34,9 @@ case $objective in
                        model.attention_probs_dropout_prob=0 trainer.max_steps="${RTD_STEPS:-1700}") ;;
   *) echo "OBJECTIVE must be mlm or rtd, got $objective" >&2; exit 2 ;;
 esac
-finetune=(task=sst2 model=bert_mini data.max_train_samples=2000 trainer.max_epochs=10 "${quiet[@]}")
+if [[ -n "${ATTEMPT:-}" ]]; then record=$here/attempts/$ATTEMPT; fi
+read -r -a extra <<< "${PRETRAIN_OVERRIDES:-}"
+finetune=(task=sst2 model="$model" data.max_train_samples=2000 trainer.max_epochs=10 "${quiet[@]}")
 pretrained=(model.init_from="$init")
 random=(model.init_from=null model.tokenizer="$pre/tokenizer")
 best_run() {  # the run dir with the best val/accuracy under $1
@@ -46,8 +53,8 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
       $py $here/make_corpus.py "$data" "$corpus" ;;
     pretrain)
       rm -rf "$pre"
-      $py train.py experiment=pretrain_quick data.train_file="$corpus/sst2_train.txt" \
-        data.val_file="$corpus/sst2_val.txt" "${objective_args[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
+      $py train.py experiment=pretrain_quick model="$model" data.train_file="$corpus/sst2_train.txt" \
+        data.val_file="$corpus/sst2_val.txt" "${objective_args[@]}" "${extra[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
         | grep -E "run dir|val/|rror|estimate" || true
       $py experiments/record_runs.py "$record/pretrain" "$pre"
       cp "$pre/csv/metrics.csv" "$record/pretrain/curves.csv" ;;
@@ -79,7 +86,7 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
         declare -n start=$side
         lr=$(lr_of "$(best_run "$sweeps/sweep_$side")")
         rm -rf "$sweeps/curve_$side"
-        $py train.py -m task=sst2 model=bert_mini trainer.max_epochs=10 "${quiet[@]}" "${start[@]}" \
+        $py train.py -m task=sst2 model="$model" trainer.max_epochs=10 "${quiet[@]}" "${start[@]}" \
           optim.lr="$lr" data.max_train_samples=250,500,1000,4000,8000 seed=1 \
           hydra.sweep.dir="$sweeps/curve_$side" 2>&1 | grep -E "run dir|rror" || true
         $py experiments/record_runs.py "$record/curve_$side" "$sweeps/curve_$side"/*/
