@@ -46,9 +46,9 @@ def _best_encoder_tensors(run_dir) -> dict[str, torch.Tensor]:
     return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
 
 
-def _build_sst2(init_from, tmp_path, model="bert_tiny"):
+def _build_sst2(init_from, tmp_path, model="bert_tiny", extra=()):
     """What train.run builds for a fine-tuning run (tokenizer, model, load report), without training."""
-    cfg = compose([f"model={model}", "task=sst2", f"model.init_from={init_from}"], tmp_path / "compose")
+    cfg = compose([f"model={model}", "task=sst2", f"model.init_from={init_from}", *extra], tmp_path / "compose")
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
 
     def scratch_texts():
@@ -84,6 +84,19 @@ def test_init_from_run_dir_loads_the_pretrained_encoder(pretrained, tmp_path, ns
         assert pooler <= set(report.loaded)
     else:
         assert pooler <= set(report.newly_initialised)
+
+
+def test_init_from_a_run_wins_over_the_presets_pretrained_checkpoint(pretrained, tmp_path, caplog):
+    """A preset with a hub checkpoint (model=minilm_l6 and the like) and model.init_from=<a run of it>: the run's
+    weights are the start (task-adaptive pre-training, a two-stage fine-tune), not the preset's checkpoint."""
+    preset_checkpoint, run = pretrained(True) / "export", pretrained(False)
+    with caplog.at_level(logging.INFO, logger="bertlab.training.build"):
+        _, model, report = _build_sst2(run, tmp_path, extra=[f"model.pretrained={preset_checkpoint}"])
+    own = model.state_dict()
+    for key, value in _best_encoder_tensors(run).items():
+        torch.testing.assert_close(own[key], value, atol=0, rtol=0)
+    assert str(run) in report.source
+    assert "replaces model.pretrained" in caplog.text
 
 
 def test_init_from_hf_export_folder(pretrained, tmp_path):

@@ -193,8 +193,13 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         return build_recurrent_model(model_cfg, head_cfg, family, tokenizer)
     if kind != "bert":
         raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {kind!r}")
-    pretrained = resolve_pretrained(model_cfg.get("pretrained"))
     init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    # model.init_from is the start whenever it is set: it replaces the preset's checkpoint (model=minilm_l6
+    # model.init_from=<a run of it> continues that run, e.g. after task-adaptive pre-training).
+    pretrained = None if init_kind is not None else resolve_pretrained(model_cfg.get("pretrained"))
+    if init_kind is not None and model_cfg.get("pretrained"):
+        log.info("model.init_from=%s replaces model.pretrained=%s: the encoder starts from the former's weights",
+                 model_cfg["init_from"], model_cfg["pretrained"])
     if init_kind == "hf":
         pretrained, init_kind = init_path, None
     hf_config = read_config_json(pretrained) if pretrained is not None else {}  # config.json, read once
