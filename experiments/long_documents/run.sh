@@ -10,6 +10,8 @@
 #   epoch, logs/experiments/long_documents/sst2_sentences) and starts both document runs from its encoder
 #   (model.init_from; the document head is new): the deciders of the dev documents come from SST-2's dev file,
 #   which that run never reads.
+#   INIT=<run dir> (environment) starts both document runs from that run's encoder instead (e.g. the SENTENCES run
+#   of an earlier call, without training it again).
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
@@ -28,6 +30,7 @@ dev_docs=${DEV_DOCS:-200}
 epochs=${EPOCHS:-1}
 $py $here/make_data.py "$BERTLAB_DATA_DIR" "$data" --train "$train_docs" --dev "$dev_docs" --seed 0
 init=()
+if [[ -n "${INIT:-}" ]]; then init=(model.init_from="$(realpath "$INIT")"); fi
 if [[ -n "${SENTENCES:-}" ]]; then
   rm -rf "$logs/sst2_sentences"
   $py train.py task=sst2 model=minilm_l6 paths.data_dir="$(realpath "$BERTLAB_DATA_DIR")" data.max_train_samples="$SENTENCES" \
