@@ -73,3 +73,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "shared" in item.keywords:
             item.add_marker(skip)
+
+
+def records_close(a, b, tol: float = 1e-5) -> bool:
+    """Equal prediction records, floats within ``tol`` (a graph's float32 rounding against PyTorch)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(records_close(a[k], b[k], tol) for k in a)
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(records_close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return isinstance(b, float) and abs(a - b) <= tol
+    return a == b
+
+
+def assert_onnx_like_torch(run_dir: Path, out: Path, inputs: list) -> None:
+    """Export the run to ONNX: the fp32 graph's logits within 1e-4 of PyTorch's on the run's dev set (the export
+    gate's own measure), and the same prediction records for ``inputs`` from either backend."""
+    from bertlab.inference.onnx import export_onnx
+    from bertlab.inference.predictor import Predictor
+
+    report = export_onnx(run_dir, out)
+    assert report["onnx_fp32_vs_pytorch"]["max_abs_logit_diff"] <= 1e-4, report["onnx_fp32_vs_pytorch"]
+    want, got = Predictor.from_run(run_dir)(inputs), Predictor.from_run(out)(inputs)
+    assert records_close(want, got), (want, got)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURE_DATA, run_train
+from conftest import FIXTURE_DATA, assert_onnx_like_torch, run_train
 
 from bertlab.inference.export import load_checkpoint_model
 
@@ -87,6 +87,14 @@ def test_trains_exports_and_reloads_in_transformers(folder, tmp_path, caplog):
     texts = _texts()[:4]
     for a, b in zip(Predictor.from_run(metrics["best_checkpoint"])(texts), Predictor.from_run(export)(texts)):
         assert a["label"] == b["label"] and abs(a["score"] - b["score"]) < 1e-5
+
+
+def test_onnx_export_equals_pytorch(folder, tmp_path):
+    """DeBERTa-v3's disentangled relative attention (log buckets) traced to ONNX, its relative index computed
+    in the graph for each length: fp32 logits as PyTorch's on the run's dev set, the same records from both."""
+    pytest.importorskip("onnxruntime")
+    run_train([*QUICK, f"model.pretrained={folder}", "task=sst2"], tmp_path / "run")
+    assert_onnx_like_torch(tmp_path / "run", tmp_path / "onnx", ["a gorgeous, witty film .", "the plot is a mess", "x"])
 
 
 def test_lora_with_the_default_targets_and_mlm(folder, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURE_DATA, run_train
+from conftest import FIXTURE_DATA, assert_onnx_like_torch, run_train
 
 from bertlab.data.tokenizer import train_wordpiece
 from bertlab.inference.export import load_checkpoint_model
@@ -90,6 +90,21 @@ def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, arch
         want = hf(**inputs).logits
         got = ours({**inputs, "token_type_ids": batch.get("token_type_ids")})
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+ONNX_INPUTS = {"sst2": ["a gorgeous, witty film .", "the plot is a mess", "x"],
+               "conll2003": ["John Smith visited New York .", "Paris"]}
+
+
+@pytest.mark.parametrize("model_type, task", [*[(t, "sst2") for t in ("roberta", "distilbert", "electra", "modernbert")],
+                                              ("roberta", "conll2003"), ("modernbert", "conll2003")])
+def test_onnx_export_of_each_family_equals_pytorch(folders, tmp_path, model_type, task):
+    """Every native family exports to ONNX with its own embeddings, attention and head (ModernBERT's local
+    windows and unpadded attention included): fp32 logits as PyTorch's, the same records from both backends."""
+    pytest.importorskip("onnxruntime")
+    run_dir = tmp_path / "run"
+    run_train([*QUICK, f"model.pretrained={folders(model_type)}", f"task={task}", "data.max_seq_length=64"], run_dir)
+    assert_onnx_like_torch(run_dir, tmp_path / "onnx", ONNX_INPUTS[task])
 
 
 def test_generic_path_for_a_model_type_that_is_not_native(folders, tmp_path, caplog):

@@ -334,7 +334,7 @@ def test_predict_tags_every_word_of_a_long_text(long_run, caplog):
 
 def test_onnx_export_predicts_the_same_records_on_long_texts(long_run, tmp_path):
     pytest.importorskip("onnxruntime")
-    from test_onnx import _close
+    from conftest import records_close
 
     from bertlab.inference import onnx as bonnx
     from bertlab.inference.predictor import Predictor
@@ -346,4 +346,4 @@ def test_onnx_export_predicts_the_same_records_on_long_texts(long_run, tmp_path)
     torch_records = Predictor.from_run(run_dir)(inputs, word_scores=True)
     onnx_records = Predictor.from_run(tmp_path / "onnx")(inputs, word_scores=True)
     assert all(len(r["tags"]) == len(r["words"]) for r in onnx_records)
-    assert all(_close(a, b) for a, b in zip(torch_records, onnx_records, strict=True))
+    assert all(records_close(a, b) for a, b in zip(torch_records, onnx_records, strict=True))

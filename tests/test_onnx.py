@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_train
+from conftest import records_close, run_train
 from test_entry_imports import heavy_imports
 
 pytest.importorskip("onnxruntime")
@@ -128,7 +128,7 @@ def test_predict_records_equal_across_backends(runs, tmp_path, name):
     onnx_records = Predictor.from_run(out)(inputs)
     assert len(torch_records) == len(onnx_records)
     for a, b in zip(torch_records, onnx_records):
-        assert _close(a, b), (a, b)
+        assert records_close(a, b), (a, b)
 
 
 ONNX_INPUTS = {
@@ -156,14 +156,3 @@ def test_predicting_from_an_onnx_export_loads_no_torch(runs, tmp_path, name):
         assert not heavy, f"{name} {backend} imported {heavy}"
         got = [json.loads(line) for line in records.read_text().splitlines()]
         assert got == Predictor.from_run(out, backend=backend)(ONNX_INPUTS[name])
-
-
-def _close(a, b) -> bool:
-    """Equal records, floats within 1e-5 (the graph's float32 rounding)."""
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return isinstance(b, list | tuple) and len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
-    if isinstance(a, float):
-        return isinstance(b, float) and abs(a - b) <= 1e-5
-    return a == b

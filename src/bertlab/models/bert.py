@@ -67,7 +67,7 @@ class BertEmbeddings(nn.Module):
         tokens count from pad_token_id + 1, padding takes row pad_token_id); None for BERT's 0..T-1."""
         if self.pad_token_id is None:
             return None
-        real = input_ids.ne(self.pad_token_id)
+        real = input_ids.ne(self.pad_token_id).long()  # int64 before the sum: ONNX's CumSum takes no booleans
         return torch.cumsum(real, dim=1).mul_(real) + self.pad_token_id  # (B, T) int64
 
     def _segments(self, token_type_ids: torch.Tensor | None) -> torch.Tensor | None:
@@ -229,14 +229,17 @@ class BertPooler(nn.Module):
         return torch.tanh(self.dense(last_hidden_state[:, 0]))  # (B, H)
 
 
-def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+def padding_mask(attention_mask: torch.Tensor | None, static: bool = False) -> torch.Tensor | None:
     """(B, T) 1/0 mask → (B, 1, 1, T) boolean "may attend" mask, or None when nothing is padded.
+
+    ``static`` (an encoder traced to a graph, ``static_graph``): the mask whatever the batch holds, since a graph
+    cannot branch on whether this batch has padding.
 
     A boolean mask works under any autocast dtype, and None for unpadded batches lets SDPA take its
     unmasked kernel. It hides padded keys from every query; it is not [MASK] (input content) and not the
     loss's position selection. Every query keeps [CLS] visible, so no row is fully masked.
     """
-    if attention_mask is None or bool(attention_mask.all()):
+    if attention_mask is None or (not static and bool(attention_mask.all())):
         return None
     return attention_mask.bool()[:, None, None, :]
 
@@ -318,10 +321,7 @@ class BertModel(ConfigSizes, nn.Module):
         hidden = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, E), or (N, E) packed
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)  # (..., H)
-        if self.static_graph:
-            mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
-        else:
-            mask = packing if packing is not None else padding_mask(attention_mask)
+        mask = packing if packing is not None else padding_mask(attention_mask, self.static_graph)
         all_hidden = [hidden] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, layer in enumerate(self.encoder.layer):

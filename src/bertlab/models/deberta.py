@@ -118,6 +118,16 @@ def relative_index(length: int, span: int, buckets: int, max_relative: int) -> t
     return index - lo, lo, hi
 
 
+def traced_relative_index(q: torch.Tensor, span: int, buckets: int, max_relative: int) -> torch.Tensor:
+    """:func:`relative_index` over the whole table (lo = 0), from the length of ``q`` (…, L, hd) as a tensor
+    computation, so that a traced graph computes it for whatever length it is given."""
+    ids = torch.arange(q.shape[-2], device=q.device)
+    relative = ids[:, None] - ids[None, :]  # (L, L) i - j
+    if buckets > 0 and max_relative > 0:
+        relative = log_bucket(relative, buckets, max_relative)
+    return torch.clamp(relative + span, 0, 2 * span - 1)
+
+
 class _GatherLast(torch.autograd.Function):
     """``torch.gather(x, -1, index)`` whose backward keeps the index and x's shape only: torch's gather keeps x
     itself for its backward, here the (B, nh, L, R) products of every layer, as large as the scores."""
@@ -224,8 +234,14 @@ class DisentangledSelfAttention(nn.Module):
         """The c2p + p2c scores, scaled, of q, k (n, h, L, hd), the heads ``heads`` of n batch rows: (n, h, L, L);
         ``rel`` (2S, H) the relative embeddings after their LayerNorm (:data:`kernels.ScoreBias`)."""
         n, h, length, _ = q.shape
-        index, index_t, lo, hi = self._relative_index(length, q.device)
-        rows = self.pos_dropout(rel[lo:hi])  # (R, H): only the rows a length-L row reaches
+        if torch.onnx.is_in_onnx_export():
+            # A graph serves every length: the index is computed from the traced length over all 2S rows (the
+            # cached index and its row range are constants of one length).
+            index = traced_relative_index(q, self.span, self.buckets, self.max_relative)
+            index_t, rows = index.t(), self.pos_dropout(rel)
+        else:
+            index, index_t, lo, hi = self._relative_index(length, q.device)
+            rows = self.pos_dropout(rel[lo:hi])  # (R, H): only the rows a length-L row reaches
         bias = None
         if "c2p" in self.terms:
             pos_key = self._heads((self.key_proj if self.share_att_key else self.pos_key_proj)(rows))[heads]
@@ -314,6 +330,7 @@ class DebertaModel(ConfigSizes, nn.Module):
         self.kernels = kernels
         self.embeddings = DebertaEmbeddings(config, kernels)
         self.encoder = DebertaEncoder(config, kernels)
+        self.static_graph = False  # the padded path whatever the batch (set while tracing to ONNX, as BERT's)
         self.apply(lambda m: BertModel._init_weights(self, m))
 
     # The same choice as BERT's: pack when unpad says so (position 0 of every row real).
@@ -324,9 +341,9 @@ class DebertaModel(ConfigSizes, nn.Module):
         """input_ids, attention_mask, token_type_ids: (B, T) → last_hidden_state (B, T, H); real positions hold
         the same values on either path, padded ones zeros on the unpadded path."""
         packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids)) \
-            if self.uses_unpadded_path(input_ids, attention_mask) else None
+            if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask) else None
         hidden = self.embeddings(input_ids, token_type_ids, attention_mask, packing)
-        mask = packing if packing is not None else padding_mask(attention_mask)
+        mask = packing if packing is not None else padding_mask(attention_mask, self.static_graph)
         rel = self.encoder.relative_embeddings()
         all_hidden = [hidden] if output_hidden_states else None
         for layer in self.encoder.layer:

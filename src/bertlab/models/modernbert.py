@@ -267,6 +267,7 @@ class ModernBertModel(ConfigSizes, nn.Module):
         self.layers = nn.ModuleList(ModernBertEncoderLayer(config, i, kernels) for i in range(config.num_hidden_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.pooler = None
+        self.static_graph = False  # the padded path whatever the batch (set while tracing to ONNX, as BERT's)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -298,13 +299,14 @@ class ModernBertModel(ConfigSizes, nn.Module):
         last one after the final norm (= ``last_hidden_state``), as ``transformers`` returns them.
         """
         packing = None
-        if self.uses_unpadded_path(input_ids, attention_mask):
+        if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask):
             packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
         hidden = self.embeddings(input_ids, packing)  # (B, T, H), or (N, H) packed
         if packing is not None:
             mask, positions = packing, packing.positions  # (N,)
         else:
-            mask, positions = padding_mask(attention_mask), torch.arange(input_ids.shape[1], device=input_ids.device)
+            mask = padding_mask(attention_mask, self.static_graph)
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         cfg = self.config
         ropes = {}
         for local, theta in ((False, cfg.global_rope_theta), (True, cfg.local_rope_theta)):
