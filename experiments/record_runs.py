@@ -4,8 +4,8 @@
 
 ``best_checkpoint`` (an absolute path in metrics.json) is written relative to the repository root, and the
 run's command-line overrides (``.hydra/overrides.yaml``) are added as ``overrides`` so each record says how
-it was made, an absolute path inside the repository given as a value (``model.init_from=/.../logs/...``)
-written relative to it too.
+it was made, an absolute path given as a value (``model.init_from=/.../logs/...``, ``paths.data_dir=/.../data``)
+written relative to the repository root too (``../shared/data`` for a folder beside it).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 
 def _relative(override: str) -> str:
     key, eq, value = override.partition("=")
-    if eq and os.path.isabs(value) and Path(value).resolve().is_relative_to(Path.cwd().resolve()):
+    if eq and os.path.isabs(value):
         return f"{key}={os.path.relpath(value)}"
     return override
 
