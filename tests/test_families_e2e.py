@@ -100,7 +100,7 @@ ONNX_INPUTS = {"sst2": ["a gorgeous, witty film .", "the plot is a mess", "x"],
                                               ("roberta", "conll2003"), ("modernbert", "conll2003")])
 def test_onnx_export_of_each_family_equals_pytorch(folders, tmp_path, model_type, task):
     """Every native family exports to ONNX with its own embeddings, attention and head (ModernBERT's local
-    windows and unpadded attention included): fp32 logits as PyTorch's, the same records from both backends."""
+    windows included; the graph is the padded path): fp32 logits as PyTorch's, the same records from both backends."""
     pytest.importorskip("onnxruntime")
     run_dir = tmp_path / "run"
     run_train([*QUICK, f"model.pretrained={folders(model_type)}", f"task={task}", "data.max_seq_length=64"], run_dir)

@@ -316,7 +316,7 @@ class BertModel(ConfigSizes, nn.Module):
             raise ValueError("first_token_only gives the last layer at position 0 only: it cannot also return "
                              "every layer's hidden states (output_hidden_states)")
         packing = None
-        if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
+        if self.uses_unpadded_path(input_ids, attention_mask, first_token_only):
             packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
         hidden = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, E), or (N, E) packed
         if self.embeddings_project is not None:
@@ -349,7 +349,7 @@ class BertModel(ConfigSizes, nn.Module):
         then runs on B tokens). Either way a batch whose position 0 is padding in some row (left padding) stays
         padded: the pooler reads position 0.
         """
-        if self.unpad == "false":
+        if self.unpad == "false" or getattr(self, "static_graph", False):  # a traced graph cannot branch on padding
             return False
         if attention_mask is not None and not bool(attention_mask[:, 0].all()):
             return False

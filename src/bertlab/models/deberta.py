@@ -341,7 +341,7 @@ class DebertaModel(ConfigSizes, nn.Module):
         """input_ids, attention_mask, token_type_ids: (B, T) → last_hidden_state (B, T, H); real positions hold
         the same values on either path, padded ones zeros on the unpadded path."""
         packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids)) \
-            if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask) else None
+            if self.uses_unpadded_path(input_ids, attention_mask) else None
         hidden = self.embeddings(input_ids, token_type_ids, attention_mask, packing)
         mask = packing if packing is not None else padding_mask(attention_mask, self.static_graph)
         rel = self.encoder.relative_embeddings()

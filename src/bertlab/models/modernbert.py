@@ -299,7 +299,7 @@ class ModernBertModel(ConfigSizes, nn.Module):
         last one after the final norm (= ``last_hidden_state``), as ``transformers`` returns them.
         """
         packing = None
-        if not self.static_graph and self.uses_unpadded_path(input_ids, attention_mask):
+        if self.uses_unpadded_path(input_ids, attention_mask):
             packing = pack(attention_mask if attention_mask is not None else torch.ones_like(input_ids))
         hidden = self.embeddings(input_ids, packing)  # (B, T, H), or (N, H) packed
         if packing is not None:
