@@ -9,7 +9,7 @@
 #   pretrain  experiment=pretrain_quick on SST-2's training sentences (23 min on 2 threads: attempts/pretrain)
 #   sweep     SST-2, 2,000 labelled sentences, 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1)
 #   seeds     each start at its best sweep lr, seeds 2 and 3; then bertlab.compare, paired by seed
-#   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1)
+#   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1); plot_curve.py draws it
 # OBJECTIVE=rtd (environment) pre-trains with replaced-token detection instead of masked LM (task=rtd at ELECTRA's
 # 15 % masking, no dropout, lr 1e-3, RTD_STEPS steps, default 1,700) and fine-tunes from its last step; its runs
 # go to logs/experiments/pretrain_quick/rtd_* and the records to experiments/pretrain_quick/rtd/.
