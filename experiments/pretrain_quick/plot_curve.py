@@ -13,31 +13,22 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tables import override  # noqa: E402
+
 SIDES = ("pretrained", "random")
-
-
-def _override(record: dict, key: str) -> str | None:
-    for item in record.get("overrides", []):
-        name, _, value = item.partition("=")
-        if name == key:
-            return value
-    return None
 
 
 def _points(attempt: Path, side: str) -> dict[int, float]:
     """{labelled sentences: dev accuracy} of one side's curve runs (seed 1)."""
-    points = {}
-    for path in sorted((attempt / f"curve_{side}").glob("*.json")):
-        record = json.loads(path.read_text())
-        points[int(_override(record, "data.max_train_samples"))] = record["val"]["accuracy"]
-    if not points:
+    curve = [json.loads(p.read_text()) for p in sorted((attempt / f"curve_{side}").glob("*.json"))]
+    if not curve:
         raise SystemExit(f"plot_curve: no records in {attempt / f'curve_{side}'}: run run.sh's curve stage first")
-    lr = _override(json.loads(next((attempt / f"curve_{side}").glob("*.json")).read_text()), "optim.lr")
-    for path in (attempt / f"sweep_{side}").glob("*.json"):  # the 2,000-label point at the same lr, seed 1
-        record = json.loads(path.read_text())
-        if _override(record, "optim.lr") == lr:
-            points[int(_override(record, "data.max_train_samples"))] = record["val"]["accuracy"]
-    return dict(sorted(points.items()))
+    lr = override(curve[0], "optim.lr")
+    sweep = [json.loads(p.read_text()) for p in (attempt / f"sweep_{side}").glob("*.json")]
+    # the sweep's 2,000-label run at the curve's lr (seed 1) is the curve's missing point
+    runs = curve + [r for r in sweep if override(r, "optim.lr") == lr]
+    return dict(sorted((int(override(r, "data.max_train_samples")), r["val"]["accuracy"]) for r in runs))
 
 
 def main(argv: list[str]) -> int:
