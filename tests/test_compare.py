@@ -328,3 +328,21 @@ def test_a_multirun_that_stops_early_still_summarises(tmp_path: Path, capsys) ->
     out = capsys.readouterr().out
     assert out.startswith(f"multirun stopped early (a job failed, or it was interrupted): 1 job(s) in {tmp_path}")
     assert "comparison: " in out
+
+
+def test_absolute_paths_under_the_working_folder_print_relative(tmp_path: Path, monkeypatch) -> None:
+    # Runs started with model.init_from=<absolute path>: the table, labels and baseline name it relative to the
+    # working folder (no machine path in a comparison written into a repository); a path outside stays whole.
+    inside, outside = tmp_path / "work" / "logs" / "pre", "/elsewhere/pre"
+    (tmp_path / "work").mkdir()
+    for i, (init, seed) in enumerate([(str(inside), 1), (str(inside), 2), (None, 1), (None, 2),
+                                      (outside, 1), (outside, 2)]):
+        make_run(tmp_path / "runs" / f"r{i}", "none", seed, 0.8 + i / 100, 0.5, with_csv=False,
+                 overrides=[f"model.init_from={init if init else 'null'}", f"seed={seed}"])
+    monkeypatch.chdir(tmp_path / "work")
+    result = compare_runs([tmp_path / "runs"], out=tmp_path / "out", baseline="model.init_from=null")
+    labels = [g.label for g in result.groups]
+    assert labels == [f"model.init_from={os.path.join('logs', 'pre')}", "model.init_from=", "model.init_from=/elsewhere/pre"]
+    md = result.md_path.read_text()
+    assert str(inside) not in md and "| logs/pre |" in md
+    assert result.groups[0].key["model.init_from"] == str(inside)  # the value itself is kept

@@ -12,6 +12,11 @@
 #   which that run never reads.
 #   INIT=<run dir> (environment) starts both document runs from that run's encoder instead (e.g. the SENTENCES run
 #   of an earlier call, without training it again).
+#   CONTEXT=N (environment) adds a stage between that start and the document runs: one epoch on N short texts
+#   (make_data.py with 64-100 tokens: one SST-2 training phrase at a random sentence boundary of a stretch of
+#   WikiText, about one window each; logs/experiments/long_documents/context), so the encoder learns to find
+#   the labelled sentence among neutral ones before it learns to pool windows; the document runs start from it.
+#   Its dev texts (WikiText's test file, SST-2's dev sentences) are only reported, never selected on (one epoch).
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
@@ -37,6 +42,16 @@ if [[ -n "${SENTENCES:-}" ]]; then
     trainer=cpu trainer.max_epochs=1 seed=1 logger=csv trainer.enable_progress_bar=false \
     hydra.run.dir="$logs/sst2_sentences" 2>&1 | grep -E "run dir|val/|Error" || true
   init=(model.init_from="$PWD/$logs/sst2_sentences")
+fi
+if [[ -n "${CONTEXT:-}" ]]; then
+  $py $here/make_data.py "$BERTLAB_DATA_DIR" "$logs/context_data" --train "$CONTEXT" --dev 300 --seed 0 \
+    --min-tokens 64 --max-tokens 100
+  rm -rf "$logs/context"
+  $py train.py task=text_classification model=minilm_l6 data.data_dir="$PWD/$logs/context_data" \
+    data.train_file=train.tsv data.val_file=dev.tsv data.max_seq_length=128 data.long_text=windows \
+    data.batch_size=32 optim.lr=5e-5 optim.head_lr=1e-3 trainer=cpu trainer.max_epochs=1 seed=1 logger=csv \
+    trainer.enable_progress_bar=false hydra.run.dir="$logs/context" "${init[@]}" 2>&1 | grep -E "run dir|val/|long|Error" || true
+  init=(model.init_from="$PWD/$logs/context")
 fi
 for mode in truncate windows; do
   rm -rf "$logs/$mode"

@@ -16,7 +16,11 @@
 # MODEL (environment; default bert_mini) is the preset of both starts; PRETRAIN_OVERRIDES (space-separated train.py
 # overrides) change the pre-training run only; ATTEMPT=<name> puts the runs under .../attempt_<name>/ and the
 # records under experiments/pretrain_quick/attempts/<name>/, beside the default recipe's. FINETUNE_OVERRIDES
-# (space-separated) change every fine-tuning run of both starts (e.g. head.pooling=mean).
+# (space-separated) change every fine-tuning run of both starts (e.g. head.pooling=mean); FINETUNE_EPOCHS (default
+# 10) is their number of epochs.
+# CORPUS (environment; default sst2) picks the task whose training text is pre-trained on and which is fine-tuned:
+#   sst2   SST-2's training sentences; fine-tuned on 2,000 labelled sentences, ranked by val accuracy
+#   conll  CoNLL-2003's eng.train text; fine-tuned (task=conll2003) on 1,000 labelled sentences, ranked by entity F1
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/pretrain_quick
@@ -28,9 +32,15 @@ quiet=(logger=csv trainer.enable_progress_bar=false)
 objective=${OBJECTIVE:-mlm}
 model=${MODEL:-bert_mini}
 if [[ -n "${ATTEMPT:-}" ]]; then logs=$logs/attempt_$ATTEMPT; fi
+corpus_name=${CORPUS:-sst2}
+case $corpus_name in
+  sst2) task=sst2; labels=2000; metric=accuracy; sizes=250,500,1000,4000,8000 ;;
+  conll) task=conll2003; labels=1000; metric=f1; sizes=250,500,2000,4000,8000 ;;
+  *) echo "CORPUS must be sst2 or conll, got $corpus_name" >&2; exit 2 ;;
+esac
 case $objective in
-  mlm) pre=$logs/sst2; init=$pre; record=$here; sweeps=$logs; objective_args=() ;;
-  rtd) pre=$logs/rtd_sst2; init=$pre/checkpoints/last.ckpt; record=$here/rtd; sweeps=$logs/rtd
+  mlm) pre=$logs/$corpus_name; init=$pre; record=$here; sweeps=$logs; objective_args=() ;;
+  rtd) pre=$logs/rtd_$corpus_name; init=$pre/checkpoints/last.ckpt; record=$here/rtd; sweeps=$logs/rtd
        objective_args=(task=rtd task.mlm_probability=0.15 optim.lr=1e-3 model.hidden_dropout_prob=0
                        model.attention_probs_dropout_prob=0 trainer.max_steps="${RTD_STEPS:-1700}") ;;
   *) echo "OBJECTIVE must be mlm or rtd, got $objective" >&2; exit 2 ;;
@@ -38,14 +48,14 @@ esac
 if [[ -n "${ATTEMPT:-}" ]]; then record=$here/attempts/$ATTEMPT; fi
 read -r -a extra <<< "${PRETRAIN_OVERRIDES:-}"
 read -r -a tune <<< "${FINETUNE_OVERRIDES:-}"
-finetune=(task=sst2 model="$model" data.max_train_samples=2000 trainer.max_epochs=10 "${quiet[@]}" "${tune[@]}")
+finetune=(task=$task model="$model" data.max_train_samples=$labels trainer.max_epochs=${FINETUNE_EPOCHS:-10} "${quiet[@]}" "${tune[@]}")
 pretrained=(model.init_from="$init")
 random=(model.init_from=null model.tokenizer="$pre/tokenizer")
-best_run() {  # the run dir with the best val/accuracy under $1
-  $py - "$1" <<'PY'
+best_run() {  # the run dir with the best val/$metric under $1
+  $py - "$1" "$metric" <<'PY'
 import json, sys, pathlib
 print(max(pathlib.Path(sys.argv[1]).glob("*/metrics.json"),
-          key=lambda p: json.loads(p.read_text())["val"]["accuracy"]).parent)
+          key=lambda p: json.loads(p.read_text())["val"][sys.argv[2]]).parent)
 PY
 }
 lr_of() { $py -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1] + "/.hydra/config.yaml"))["optim"]["lr"])' "$1"; }
@@ -55,8 +65,8 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
       $py $here/make_corpus.py "$data" "$corpus" ;;
     pretrain)
       rm -rf "$pre"
-      $py train.py experiment=pretrain_quick model="$model" data.train_file="$corpus/sst2_train.txt" \
-        data.val_file="$corpus/sst2_val.txt" "${objective_args[@]}" "${extra[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
+      $py train.py experiment=pretrain_quick model="$model" data.train_file="$corpus/${corpus_name}_train.txt" \
+        data.val_file="$corpus/${corpus_name}_val.txt" "${objective_args[@]}" "${extra[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
         | grep -E "run dir|val/|rror|estimate" || true
       $py experiments/record_runs.py "$record/pretrain" "$pre"
       cp "$pre/csv/metrics.csv" "$record/pretrain/curves.csv" ;;
@@ -82,14 +92,14 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
         claim+=("$sweeps/seeds_$side"/*/)
       done
       $py -m bertlab.compare "${claim[@]}" --group-by model.init_from --baseline model.init_from=null \
-        --out "$record/claim" ;;
+        --metric "val/$metric" --out "$record/claim" ;;
     curve)
       for side in pretrained random; do
         declare -n start=$side
         lr=$(lr_of "$(best_run "$sweeps/sweep_$side")")
         rm -rf "$sweeps/curve_$side"
-        $py train.py -m task=sst2 model="$model" trainer.max_epochs=10 "${quiet[@]}" "${tune[@]}" "${start[@]}" \
-          optim.lr="$lr" data.max_train_samples=250,500,1000,4000,8000 seed=1 \
+        $py train.py -m task=$task model="$model" trainer.max_epochs=${FINETUNE_EPOCHS:-10} "${quiet[@]}" "${tune[@]}" "${start[@]}" \
+          optim.lr="$lr" data.max_train_samples=$sizes seed=1 \
           hydra.sweep.dir="$sweeps/curve_$side" 2>&1 | grep -E "run dir|rror" || true
         $py experiments/record_runs.py "$record/curve_$side" "$sweeps/curve_$side"/*/
       done ;;

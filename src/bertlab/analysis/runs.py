@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import statistics
 from collections import Counter
@@ -323,7 +324,17 @@ def _num(x: float) -> str:
 
 
 def _show(value: Any) -> str:
+    """A config value as tables, plots and labels print it. An absolute path under the working folder prints
+    relative to it (``model.init_from=/home/me/proj/logs/x`` as ``logs/x``), so a comparison written into a
+    repository names no machine's folders; other paths and values print as they are."""
     if value is None:
         return ""
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value)
+    if isinstance(value, str) and os.path.isabs(text):
+        relative = os.path.relpath(text)
+        if relative != ".." and not relative.startswith(".." + os.sep):
+            return relative
+    return text
 
