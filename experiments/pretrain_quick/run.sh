@@ -7,7 +7,8 @@
 # Stages (default: all, in this order):
 #   corpus    plain-text corpora from the data sets (make_corpus.py; labels dropped, SST-2 dev never included)
 #   pretrain  experiment=pretrain_quick on SST-2's training sentences (23 min on 2 threads: attempts/pretrain)
-#   sweep     SST-2, 2,000 labelled sentences, 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1)
+#   sweep     SST-2, 2,000 labelled sentences, 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1; SWEEP_LRS, a
+#             comma-separated list in the environment, replaces those)
 #   seeds     each start at its best sweep lr, seeds 2 and 3; then bertlab.compare, paired by seed
 #   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1); plot_curve.py draws it
 # OBJECTIVE=rtd (environment) pre-trains with replaced-token detection instead of masked LM (task=rtd at ELECTRA's
@@ -74,7 +75,7 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
       for side in pretrained random; do
         rm -rf "$sweeps/sweep_$side"
         declare -n start=$side
-        $py train.py -m "${finetune[@]}" "${start[@]}" optim.lr=1e-4,3e-4,1e-3 seed=1 \
+        $py train.py -m "${finetune[@]}" "${start[@]}" optim.lr="${SWEEP_LRS:-1e-4,3e-4,1e-3}" seed=1 \
           hydra.sweep.dir="$sweeps/sweep_$side" 2>&1 | grep -E "run dir|rror" || true
         $py experiments/record_runs.py "$record/sweep_$side" "$sweeps/sweep_$side"/*/
       done ;;
