@@ -183,7 +183,7 @@ def test_ddp_swag_is_scored_exactly_once(tmp_path):
     _same_metrics(m["val"], _single_process_eval(m, ["task=swag"], tmp_path / "eval")["val"])
 
 
-def test_predictor_and_cli_predict_multiple_choice_like_the_exported_stock_head(tmp_path, capsys):
+def test_predictor_and_cli_predict_multiple_choice_like_the_exported_stock_head(tmp_path, capsys, caplog):
     """bertlab.Predictor on a swag run (any number of choices per input) and on its export, the CLI on SWAG's
     CSV without labels, and agreement with transformers' AutoModelForMultipleChoice on the export."""
     from bertlab import Predictor
@@ -218,6 +218,11 @@ def test_predictor_and_cli_predict_multiple_choice_like_the_exported_stock_head(
 
     with pytest.raises(DataError, match="at least two choices"):
         p(["a context with one choice\tonly this"])
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bertlab.inference.predictor"):  # rows cut to the window are reported
+        p([(context, choices), ("the piano " * 400, ["She plays.", "She bows."])])
+    assert [r.getMessage().split(" texts longer")[0] for r in caplog.records
+            if r.name == "bertlab.inference.predictor"] == ["2"]
     capsys.readouterr()
     main([str(tmp_path / "run"), str(Path(bertlab.__file__).parent / "samples" / "swag" / "val.csv")])
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]

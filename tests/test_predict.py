@@ -144,6 +144,28 @@ def test_batch_size_and_padding_do_not_change_the_scores(trained):
             assert a["scores"][label] == pytest.approx(b["scores"][label], abs=1e-5)
 
 
+@pytest.mark.parametrize("name", ["sst2", "rte"])
+def test_a_text_cut_to_the_window_is_reported_and_one_that_fits_is_not(trained, caplog, name):
+    """data.long_text=truncate: a text past max_seq_length is read up to the window, as the run trained, and the
+    predict call says how many it cut (single texts and pairs alike); texts that fit say nothing."""
+    predictor = Predictor.from_run(trained(name))
+    predictor.settings.long_text = "truncate"
+    short = "a fine film" if name == "sst2" else ("a fine film", "the film is fine")
+    long = "a " * 600 + "film" if name == "sst2" else ("a " * 600 + "film", "the film is fine")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "bertlab.inference.predictor"]
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bertlab.inference.predictor"):
+        predictor([short, short])
+        assert warnings() == []
+        records = predictor([short, long, long])
+    assert len(records) == 3
+    assert [w.split(" texts longer")[0] for w in warnings()] == ["2"]
+    assert "data.long_text=windows" in warnings()[0]
+
+
 def test_predictor_runs_in_inference_mode_and_moves_to_a_device(trained):
     predictor = Predictor.from_run(trained("sst2"))
     assert predictor.to("cpu") is predictor and predictor.device == torch.device("cpu")

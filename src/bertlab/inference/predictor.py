@@ -207,6 +207,12 @@ class Predictor:
             else:
                 yield from self._qa(chunk, size)
 
+    def _warn_cut(self, count: int, consequence: str) -> None:
+        """Every predict path that cuts an input to the window says how many it cut and what that does."""
+        if count:
+            log.warning("%d texts longer than max_seq_length=%d tokens (data.long_text=truncate): %s", count,
+                        self.settings.max_seq_length, consequence)
+
     def _forward(self, features: list[dict[str, Any]], size: int | None = None) -> list[np.ndarray]:
         """Each feature's float32 logits, in order: (C,) for sequences, (T_i, C) cropped to its tokens for
         tagging and QA, (K_i,) over its own K_i choices for multiple choice (the batch's padded choices left
@@ -253,15 +259,19 @@ class Predictor:
         ids per window, pooled by the model) or cut (``data.long_text``; :mod:`bertlab.data.documents`)."""
         s = self.settings
         features: list[dict[str, Any]] = [{} for _ in pairs]
+        cut = 0
         for is_pair in (False, True):  # a Hugging Face folder takes single texts and pairs in one batch
             at = [i for i, (_, pair) in enumerate(pairs) if (pair is not None) == is_pair]
             if not at:
                 continue
-            rows, _ = encode_documents(self.tokenizer, [pairs[i][0] for i in at],
-                                       [pairs[i][1] for i in at] if is_pair else None, s.max_seq_length,
-                                       s.long_text, s.window_stride)
+            rows, long = encode_documents(self.tokenizer, [pairs[i][0] for i in at],
+                                          [pairs[i][1] for i in at] if is_pair else None, s.max_seq_length,
+                                          s.long_text, s.window_stride)
+            cut += long.truncated
             for i, row in zip(at, rows):
                 features[i] = {**row, "index": i}
+        self._warn_cut(cut, "each was read up to the window and the rest ignored, as the run was trained (a run "
+                            "trained with data.long_text=windows reads the whole text)")
         return features
 
     def _sequence(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
@@ -314,6 +324,8 @@ class Predictor:
         examples = [self._choice_input(x, where) for where, x in chunk]
         encodings = self.tokenizer.truncated(self.settings.max_seq_length).tokenizer.encode_batch(
             [(context, c) for context, choices in examples for c in choices])
+        self._warn_cut(sum(bool(e.overflowing) for e in encodings),
+                       "(context, choice) rows cut to the window, the longer text first, as the run was trained")
         features, k = [], 0
         for i, (_, choices) in enumerate(examples):
             rows = encodings[k:k + len(choices)]
@@ -378,9 +390,7 @@ class Predictor:
             if word_scores:
                 record["word_scores"] = scores
             yield record
-        if long.truncated:
-            log.warning("%d texts longer than max_seq_length=%d tokens (data.long_text=truncate): their last words "
-                        "are tagged O", long.truncated, self.settings.max_seq_length)
+        self._warn_cut(long.truncated, "their last words are tagged O")
 
     # Extractive QA
 
