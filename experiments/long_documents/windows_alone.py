@@ -12,11 +12,12 @@ wrong document had its decider's window right or wrong alone.
 
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from analyze import read_dev  # this script's folder is first on sys.path
 
 
 def main(argv: list[str]) -> int:
@@ -26,8 +27,7 @@ def main(argv: list[str]) -> int:
     from bertlab.data.windows import long_text_stride, window_bounds
 
     run, data = Path(argv[0]), Path(argv[1])
-    with (data / "dev.tsv").open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    rows = read_dev(data / "dev.tsv")
     predictor = Predictor.from_run(run)
     tokenizer = predictor.tokenizer
     window = predictor.settings.max_seq_length - tokenizer.num_special_tokens()
