@@ -210,8 +210,8 @@ class Predictor:
     def _warn_cut(self, count: int, consequence: str) -> None:
         """Every predict path that cuts an input to the window says how many it cut and what that does."""
         if count:
-            log.warning("%d texts longer than max_seq_length=%d tokens (data.long_text=truncate): %s", count,
-                        self.settings.max_seq_length, consequence)
+            log.warning("%d texts longer than max_seq_length=%d tokens: %s", count, self.settings.max_seq_length,
+                        consequence)
 
     def _forward(self, features: list[dict[str, Any]], size: int | None = None) -> list[np.ndarray]:
         """Each feature's float32 logits, in order: (C,) for sequences, (T_i, C) cropped to its tokens for
@@ -270,8 +270,10 @@ class Predictor:
             cut += long.truncated
             for i, row in zip(at, rows):
                 features[i] = {**row, "index": i}
-        self._warn_cut(cut, "each was read up to the window and the rest ignored, as the run was trained (a run "
-                            "trained with data.long_text=windows reads the whole text)")
+        self._warn_cut(cut, "each was read up to the window and the rest ignored, as the run was trained "
+                            "(data.long_text=truncate; a run trained with windows reads the whole text)"
+                       if s.long_text == "truncate" else "the first text of each pair was cut to leave the second "
+                       "at least half the window, as the run was trained (data.long_text=windows)")
         return features
 
     def _sequence(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
@@ -390,7 +392,7 @@ class Predictor:
             if word_scores:
                 record["word_scores"] = scores
             yield record
-        self._warn_cut(long.truncated, "their last words are tagged O")
+        self._warn_cut(long.truncated, "their last words are tagged O (data.long_text=truncate)")
 
     # Extractive QA
 
