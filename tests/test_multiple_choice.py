@@ -220,7 +220,8 @@ def test_predictor_and_cli_predict_multiple_choice_like_the_exported_stock_head(
         p(["a context with one choice\tonly this"])
     caplog.clear()
     with caplog.at_level("WARNING", logger="bertlab.inference.predictor"):  # rows cut to the window are reported
-        p([(context, choices), ("the piano " * 400, ["She plays.", "She bows."])])
+        p([(context, choices), ("the piano " * 400, ["She plays.", "She bows."]),
+           ("the piano " * 300, ["She plays.", "She bows.", "She sings."])])  # counted per input, not per row
     assert [r.getMessage().split(" texts longer")[0] for r in caplog.records
             if r.name == "bertlab.inference.predictor"] == ["2"]
     capsys.readouterr()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bertlab.data.features import Split
 from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, json_object, read_text_lines
@@ -145,16 +146,25 @@ def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokeniz
         examples = examples[:max_examples]
     if not examples:
         raise DataError(f"{path}: no usable examples")
-    encodings = tokenizer.truncated(data.max_seq_length).encode_batch(
-        [e.context for e in examples for _ in e.choices], [c for e in examples for c in e.choices])
-    features, truncated, k = [], 0, 0
-    for i, ex in enumerate(examples):
-        rows = encodings[k:k + len(ex.choices)]
-        k += len(ex.choices)
-        truncated += any(bool(enc.overflowing) for enc in rows)
-        feature = {"input_ids": [enc.ids for enc in rows], "token_type_ids": [enc.type_ids for enc in rows],
-                   "index": i}
-        if labelled:
+    features, truncated = encode_choices(tokenizer, data.max_seq_length, [(e.context, e.choices) for e in examples])
+    if labelled:
+        for feature, ex in zip(features, examples):
             feature["labels"] = ex.label
-        features.append(feature)
     return Split(name, features, len(examples), policy.skipped, truncated)
+
+
+def encode_choices(tokenizer: BertTokenizer, max_seq_length: int,
+                   examples: list[tuple[str, list[str]]]) -> tuple[list[dict[str, Any]], int]:
+    """One feature per (context, choices) example, as training and prediction both read it: ``input_ids`` /
+    ``token_type_ids`` with one row per choice (``[CLS] context [SEP] choice [SEP]``, cut longest-first to
+    ``max_seq_length``) and ``index``; with the number of examples that lost tokens to the cut."""
+    encodings = tokenizer.truncated(max_seq_length).encode_batch(
+        [context for context, choices in examples for _ in choices], [c for _, choices in examples for c in choices])
+    features, truncated, k = [], 0, 0
+    for i, (_, choices) in enumerate(examples):
+        rows = encodings[k:k + len(choices)]
+        k += len(choices)
+        truncated += any(bool(enc.overflowing) for enc in rows)
+        features.append({"input_ids": [enc.ids for enc in rows], "token_type_ids": [enc.type_ids for enc in rows],
+                         "index": i})
+    return features, truncated

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bertlab.data.choices import encode_choices
 from bertlab.data.documents import encode_documents, is_windowed
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
@@ -324,16 +325,9 @@ class Predictor:
 
     def _choices(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
         examples = [self._choice_input(x, where) for where, x in chunk]
-        encodings = self.tokenizer.truncated(self.settings.max_seq_length).tokenizer.encode_batch(
-            [(context, c) for context, choices in examples for c in choices])
-        self._warn_cut(sum(bool(e.overflowing) for e in encodings),
-                       "(context, choice) rows cut to the window, the longer text first, as the run was trained")
-        features, k = [], 0
-        for i, (_, choices) in enumerate(examples):
-            rows = encodings[k:k + len(choices)]
-            k += len(choices)
-            features.append({"input_ids": [e.ids for e in rows], "token_type_ids": [e.type_ids for e in rows],
-                             "index": i})
+        features, cut = encode_choices(self.tokenizer, self.settings.max_seq_length, examples)
+        self._warn_cut(cut, "their (context, choice) rows were cut to the window, the longer text first, as the "
+                            "run was trained")
         for (context, choices), scores in zip(examples, self._forward(features, size)):
             probs = _softmax(scores.astype(np.float64))
             best = int(probs.argmax())
