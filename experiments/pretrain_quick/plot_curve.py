@@ -1,10 +1,11 @@
-"""The labelled-set-size curve of a pretrain_quick attempt: dev accuracy against the number of labelled sentences,
+"""The labelled-set-size curve of a pretrain_quick attempt: the task's dev metric (each run's monitored one: accuracy
+for SST-2, entity F1 for CoNLL-2003) against the number of labelled sentences,
 for the pre-trained start and for random weights, from the records run.sh's ``curve`` stage wrote.
 
     python experiments/pretrain_quick/plot_curve.py experiments/pretrain_quick/attempts/<attempt>
 
-Reads ``curve_pretrained/*.json`` and ``curve_random/*.json`` (plus the 2,000-label seed-1 run of each side's best
-sweep learning rate, when the sweep records are there) and writes ``curve.md`` (a table) and ``curve.png``.
+Reads ``curve_pretrained/*.json`` and ``curve_random/*.json`` (plus the seed-1 run of each side's best sweep learning
+rate at the study's labelled-set size, when the sweep records are there) and writes ``curve.md`` (a table) and ``curve.png``.
 """
 
 from __future__ import annotations
@@ -19,21 +20,24 @@ from tables import override  # noqa: E402
 SIDES = ("pretrained", "random")
 
 
-def _points(attempt: Path, side: str) -> dict[int, float]:
-    """{labelled sentences: dev accuracy} of one side's curve runs (seed 1)."""
+def _points(attempt: Path, side: str) -> tuple[dict[int, float], str]:
+    """{labelled sentences: dev metric} of one side's curve runs (seed 1), and the metric's name."""
     curve = [json.loads(p.read_text()) for p in sorted((attempt / f"curve_{side}").glob("*.json"))]
     if not curve:
         raise SystemExit(f"plot_curve: no records in {attempt / f'curve_{side}'}: run run.sh's curve stage first")
     lr = override(curve[0], "optim.lr")
     sweep = [json.loads(p.read_text()) for p in (attempt / f"sweep_{side}").glob("*.json")]
-    # the sweep's 2,000-label run at the curve's lr (seed 1) is the curve's missing point
+    # the sweep's run at the curve's lr (seed 1; the study's labelled-set size) is the curve's missing point
     runs = curve + [r for r in sweep if override(r, "optim.lr") == lr]
-    return dict(sorted((int(override(r, "data.max_train_samples")), r["val"]["accuracy"]) for r in runs))
+    points = dict(sorted((int(override(r, "data.max_train_samples")), r["monitor"]["value"]) for r in runs))
+    return points, curve[0]["monitor"]["metric"]
 
 
 def main(argv: list[str]) -> int:
     attempt = Path(argv[0])
-    curves = {side: _points(attempt, side) for side in SIDES}
+    read = {side: _points(attempt, side) for side in SIDES}
+    curves = {side: points for side, (points, _) in read.items()}
+    metric = read["pretrained"][1]
     sizes = sorted(set().union(*curves.values()))
     rows = ["| labelled sentences | pre-trained start | random weights | difference (points) |", "|---|---|---|---|"]
     for n in sizes:
@@ -53,9 +57,9 @@ def main(argv: list[str]) -> int:
     ax.set_xscale("log")
     ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
     ax.minorticks_off()
-    ax.set_xlabel("labelled SST-2 sentences")
-    ax.set_ylabel("dev accuracy (872 sentences)")
-    ax.set_title(f"{attempt.name}: accuracy by labelled-set size (seed 1)")
+    ax.set_xlabel("labelled sentences")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{attempt.name}: {metric} by labelled-set size (seed 1)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

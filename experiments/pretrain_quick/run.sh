@@ -7,10 +7,12 @@
 # Stages (default: all, in this order):
 #   corpus    plain-text corpora from the data sets (make_corpus.py; labels dropped, SST-2 dev never included)
 #   pretrain  experiment=pretrain_quick on the corpus's training text (bert_tiny, 16,000 steps: ~30 min on 2 threads)
-#   sweep     SST-2, 2,000 labelled sentences, 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1; SWEEP_LRS, a
-#             comma-separated list in the environment, replaces those)
+#   sweep     the task's labelled sentences (CORPUS below), 10 epochs: each start at lr 1e-4, 3e-4, 1e-3 (seed 1;
+#             SWEEP_LRS, a comma-separated list in the environment, replaces those); runs ranked on the task's own
+#             monitored metric (metrics.json "monitor")
 #   seeds     each start at its best sweep lr, seeds 2 and 3; then bertlab.compare, paired by seed
-#   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1); plot_curve.py draws it
+#   curve     both starts at their best lr on 250 → 8,000 labelled sentences (seed 1; the sweep's size is the
+#             point it already has); plot_curve.py draws it
 # OBJECTIVE=rtd (environment) pre-trains with replaced-token detection instead of masked LM (task=rtd at ELECTRA's
 # 15 % masking, no dropout, lr 1e-3, RTD_STEPS steps, default 1,700) and fine-tunes from its last step; its runs
 # go to logs/experiments/pretrain_quick/rtd_* and the records to experiments/pretrain_quick/rtd/.
@@ -20,8 +22,8 @@
 # (space-separated) change every fine-tuning run of both starts (e.g. head.pooling=mean); FINETUNE_EPOCHS (default
 # 10) is their number of epochs.
 # CORPUS (environment; default sst2) picks the task whose training text is pre-trained on and which is fine-tuned:
-#   sst2   SST-2's training sentences; fine-tuned on 2,000 labelled sentences, ranked by val accuracy
-#   conll  CoNLL-2003's eng.train text; fine-tuned (task=conll2003) on 1,000 labelled sentences, ranked by entity F1
+#   sst2   SST-2's training sentences; fine-tuned on 2,000 labelled sentences (val accuracy)
+#   conll  CoNLL-2003's eng.train text; fine-tuned (task=conll2003) on 1,000 labelled sentences (entity F1)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/pretrain_quick
@@ -35,10 +37,11 @@ model=${MODEL:-bert_tiny}
 if [[ -n "${ATTEMPT:-}" ]]; then logs=$logs/attempt_$ATTEMPT; fi
 corpus_name=${CORPUS:-sst2}
 case $corpus_name in
-  sst2) task=sst2; labels=2000; metric=accuracy; sizes=250,500,1000,4000,8000 ;;
-  conll) task=conll2003; labels=1000; metric=f1; sizes=250,500,2000,4000,8000 ;;
+  sst2) task=sst2; labels=2000 ;;
+  conll) task=conll2003; labels=1000 ;;
   *) echo "CORPUS must be sst2 or conll, got $corpus_name" >&2; exit 2 ;;
 esac
+sizes=$(tr , '\n' <<< 250,500,1000,2000,4000,8000 | grep -vx "$labels" | paste -sd,)  # the sweep has $labels
 case $objective in
   mlm) pre=$logs/$corpus_name; init=$pre; record=$here; sweeps=$logs; objective_args=() ;;
   rtd) pre=$logs/rtd_$corpus_name; init=$pre/checkpoints/last.ckpt; record=$here/rtd; sweeps=$logs/rtd
@@ -52,11 +55,11 @@ read -r -a tune <<< "${FINETUNE_OVERRIDES:-}"
 finetune=(task=$task model="$model" data.max_train_samples=$labels trainer.max_epochs=${FINETUNE_EPOCHS:-10} "${quiet[@]}" "${tune[@]}")
 pretrained=(model.init_from="$init")
 random=(model.init_from=null model.tokenizer="$pre/tokenizer")
-best_run() {  # the run dir with the best val/$metric under $1
-  $py - "$1" "$metric" <<'PY'
+best_run() {  # the run dir under $1 best on its task's monitored metric (max: accuracy, F1)
+  $py - "$1" <<'PY'
 import json, sys, pathlib
 print(max(pathlib.Path(sys.argv[1]).glob("*/metrics.json"),
-          key=lambda p: json.loads(p.read_text())["val"][sys.argv[2]]).parent)
+          key=lambda p: json.loads(p.read_text())["monitor"]["value"]).parent)
 PY
 }
 lr_of() { $py -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1] + "/.hydra/config.yaml"))["optim"]["lr"])' "$1"; }
@@ -93,7 +96,7 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
         claim+=("$sweeps/seeds_$side"/*/)
       done
       $py -m bertlab.compare "${claim[@]}" --group-by model.init_from --baseline model.init_from=null \
-        --metric "val/$metric" --out "$record/claim" ;;
+        --out "$record/claim" ;;
     curve)
       for side in pretrained random; do
         declare -n start=$side
