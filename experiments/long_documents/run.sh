@@ -34,30 +34,33 @@ train_docs=${TRAIN_DOCS:-300}
 dev_docs=${DEV_DOCS:-200}
 epochs=${EPOCHS:-1}
 $py $here/make_data.py "$BERTLAB_DATA_DIR" "$data" --train "$train_docs" --dev "$dev_docs" --seed 0
+common=(model=minilm_l6 trainer=cpu seed=1 logger=csv trainer.enable_progress_bar=false)
+run() {  # RUN_DIR OVERRIDES...: one train.py run into RUN_DIR (replaced), its summary lines shown
+  local dir=$1; shift
+  rm -rf "$dir"
+  $py train.py "${common[@]}" hydra.run.dir="$dir" "$@" 2>&1 | grep -E "run dir|val/|long|Error" || true
+}
+on_texts() {  # DATA_DIR: sets texts=(the overrides of a classification run on make_data.py's files there)
+  texts=(task=text_classification data.data_dir="$PWD/$1" data.train_file=train.tsv data.val_file=dev.tsv
+         data.max_seq_length=128)
+}
 init=()
 if [[ -n "${INIT:-}" ]]; then init=(model.init_from="$(realpath "$INIT")"); fi
 if [[ -n "${SENTENCES:-}" ]]; then
-  rm -rf "$logs/sst2_sentences"
-  $py train.py task=sst2 model=minilm_l6 paths.data_dir="$(realpath "$BERTLAB_DATA_DIR")" data.max_train_samples="$SENTENCES" \
-    trainer=cpu trainer.max_epochs=1 seed=1 logger=csv trainer.enable_progress_bar=false \
-    hydra.run.dir="$logs/sst2_sentences" 2>&1 | grep -E "run dir|val/|Error" || true
+  run "$logs/sst2_sentences" task=sst2 paths.data_dir="$(realpath "$BERTLAB_DATA_DIR")" \
+    data.max_train_samples="$SENTENCES" trainer.max_epochs=1
   init=(model.init_from="$PWD/$logs/sst2_sentences")
 fi
 if [[ -n "${CONTEXT:-}" ]]; then
   $py $here/make_data.py "$BERTLAB_DATA_DIR" "$logs/context_data" --train "$CONTEXT" --dev 300 --seed 0 \
     --min-tokens 64 --max-tokens 100
-  rm -rf "$logs/context"
-  $py train.py task=text_classification model=minilm_l6 data.data_dir="$PWD/$logs/context_data" \
-    data.train_file=train.tsv data.val_file=dev.tsv data.max_seq_length=128 data.long_text=windows \
-    data.batch_size=32 optim.lr=5e-5 optim.head_lr=1e-3 trainer=cpu trainer.max_epochs=1 seed=1 logger=csv \
-    trainer.enable_progress_bar=false hydra.run.dir="$logs/context" "${init[@]}" 2>&1 | grep -E "run dir|val/|long|Error" || true
+  on_texts "$logs/context_data"
+  run "$logs/context" "${texts[@]}" data.long_text=windows data.batch_size=32 optim.lr=5e-5 \
+    optim.head_lr=1e-3 trainer.max_epochs=1 "${init[@]}"
   init=(model.init_from="$PWD/$logs/context")
 fi
+on_texts "$data"
 for mode in truncate windows; do
-  rm -rf "$logs/$mode"
-  $py train.py task=text_classification model=minilm_l6 data.data_dir="$PWD/$data" data.train_file=train.tsv \
-    data.val_file=dev.tsv data.max_seq_length=128 data.long_text=$mode trainer=cpu trainer.max_epochs="$epochs" \
-    seed=1 logger=csv trainer.enable_progress_bar=false hydra.run.dir="$logs/$mode" "${init[@]}" "$@" 2>&1 \
-    | grep -E "run dir|val/|long|Error" || true
+  run "$logs/$mode" "${texts[@]}" data.long_text=$mode trainer.max_epochs="$epochs" "${init[@]}" "$@"
 done
 $py $here/analyze.py "$data" "$logs/truncate" "$logs/windows" --out "$here/results.md"
