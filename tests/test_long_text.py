@@ -216,7 +216,7 @@ def _model(model_type: str, mode: str, unpad: str = "auto"):
 @pytest.mark.parametrize("model_type,unpad", [*[(t, "auto") for t in ("bert", "roberta", "distilbert", "modernbert",
                                                                        "deberta-v2")],
                                               ("bert", "true"), ("bert", "false"), ("roberta", "true")])
-@pytest.mark.parametrize("mode", ["max", "mean", "attention"])
+@pytest.mark.parametrize("mode", ["max", "mean", "max_logits", "attention"])
 def test_a_document_of_one_window_gets_the_plain_paths_logits(model_type, unpad, mode):
     model, family = _model(model_type, mode, unpad)
     pad = 1 if "roberta" in model_type else 0
@@ -231,6 +231,25 @@ def test_a_document_of_one_window_gets_the_plain_paths_logits(model_type, unpad,
         pooled = model(batch, **family.head_kwargs(batch))
     assert pooled.shape == (2, 3) and batch["input_ids"].shape[0] == 4
     torch.testing.assert_close(pooled[0], plain[0], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "modernbert"])
+def test_max_logits_takes_each_labels_strongest_window(model_type):
+    """window_pooling=max_logits: a document's logit for a label is the largest of its windows' logits, each
+    window classified alone on the plain path; max pooling of the vectors gives another answer."""
+    model, family = _model(model_type, "max_logits")
+    pad = 1 if "roberta" in model_type else 0
+    long = [[5, 30, 31, 32, 33, 34, 8], [5, 35, 36, 37, 38, 8], [5, 39, 40, 8]]
+    alone = [{"input_ids": w, "token_type_ids": [0] * len(w), "index": i} for i, w in enumerate(long)]
+    document = [{"input_ids": long, "token_type_ids": [[0] * len(w) for w in long], "index": 0}]
+    vector_max, _ = _model(model_type, "max")  # the same seed: the same weights
+    with torch.no_grad():
+        windows = model(Collator(pad)(alone))  # (3, 3): each window as a text of its own
+        batch = Collator(pad, max_windows=16)(document)
+        pooled = model(batch, **family.head_kwargs(batch))
+        other = vector_max(batch, **family.head_kwargs(batch))
+    torch.testing.assert_close(pooled[0], windows.amax(0), rtol=0, atol=1e-6)
+    assert (pooled[0] - other[0]).abs().max() > 1e-4
 
 
 def test_chunked_encoding_equals_one_pass_and_backpropagates():
@@ -258,6 +277,7 @@ def test_chunked_encoding_equals_one_pass_and_backpropagates():
 QUICK = ("model=bert_tiny", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "data.max_seq_length=16",
          "data.max_windows_per_batch=2")
 RUNS = {"max": ("task=sst2", "export=true"), "attention": ("task=sst2", "model.window_pooling=attention", "export=true"),
+        "max_logits": ("task=sst2", "model.window_pooling=max_logits", "export=true"),
         "pairs": ("task=stsb", "model.window_pooling=mean", "export=true")}
 
 
@@ -355,7 +375,7 @@ def test_the_hf_export_says_what_a_pipeline_does_and_predicts_the_same(runs, nam
     np.testing.assert_allclose(np.stack(got), np.stack(want), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["attention", "pairs"])
+@pytest.mark.parametrize("name", ["attention", "max_logits", "pairs"])
 def test_onnx_pools_windows_as_pytorch(runs, tmp_path, name):
     pytest.importorskip("onnxruntime")
     from bertlab.inference.onnx import export_onnx

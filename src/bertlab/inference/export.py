@@ -298,7 +298,7 @@ def long_text_record(loaded: CheckpointModel) -> dict[str, Any] | None:
     mode, window = "windows" if reads_windows(loaded.task, data) else "truncate", data.get("max_seq_length")
     if mode == "windows":
         note = (f"bertlab reads a text longer than {window} tokens (special tokens included) in overlapping windows "
-                f"and pools their vectors ({loaded.head.window_pooling}) into one per document, as the model was "
+                f"and pools them ({loaded.head.window_pooling} pooling) into one answer per document, as the model was "
                 "trained. A plain transformers pipeline or AutoModelForSequenceClassification does not: it cuts the "
                 "text at the tokenizer's model_max_length and classifies the start alone, so on longer texts its "
                 "answer can differ. Predict with `python -m bertlab.predict <this folder>` (or bertlab.Predictor) "

@@ -110,19 +110,23 @@ def _prediction_head(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 class WindowPooling(nn.Module):
-    """A long document's windows → one vector (``model.window_pooling``), over the vectors the head reads.
+    """A long document's windows → one row (``model.window_pooling``), over the vectors the head reads, or over
+    the windows' logits for ``max_logits`` (``after_classifier``: each window is classified alone and a document
+    takes, per label, its strongest window's logit, so windows with no evidence for a label do not blur the one
+    that has it).
 
     ``x``: (W, D), one row per window; ``window_doc``: (W,) the document of each row (0..N-1, every document
-    with a row). Returns (N, D): the element-wise ``max``, the ``mean``, or an ``attention``-weighted sum (a
-    learned score per window, softmax over the document's windows). A document of one window gets its vector
-    back unchanged in every mode (max over one row, weight exactly 1), so a text that fits the window is
-    classified as on the plain path. Computed with an (N, W) membership mask, so the same code traces to ONNX
+    with a row). Returns (N, D): the element-wise ``max`` (also ``max_logits``), the ``mean``, or an
+    ``attention``-weighted sum (a learned score per window, softmax over the document's windows). A document of
+    one window gets its row back unchanged in every mode (max over one row, weight exactly 1), so a text that
+    fits the window is classified as on the plain path. Computed with an (N, W) membership mask, so the same code traces to ONNX
     (no scatter-max, whose ONNX form needs opset 18) and never casts: autocast leaves where/mul/sum alone.
     """
 
     def __init__(self, mode: str, width: int, initializer_range: float = 0.02):
         super().__init__()
         self.mode = mode
+        self.after_classifier = mode == "max_logits"
         # No bias: a constant added to every window's score leaves the softmax as it is (its gradient is zero
         # but for rounding, which Adam would turn into full-size steps).
         self.score = nn.Linear(width, 1, bias=False) if mode == "attention" else None
@@ -132,7 +136,7 @@ class WindowPooling(nn.Module):
     def forward(self, x: torch.Tensor, window_doc: torch.Tensor) -> torch.Tensor:
         docs = torch.arange(window_doc.max() + 1, device=x.device)  # (N,): traced as a Range over the input
         member = docs[:, None] == window_doc[None, :]  # (N, W)
-        if self.mode == "max":
+        if self.mode in ("max", "max_logits"):
             return torch.where(member[..., None], x[None], torch.finfo(x.dtype).min).amax(1)
         if self.mode == "mean":
             weights = member.to(x.dtype) / member.sum(1, keepdim=True).to(x.dtype)
@@ -214,6 +218,8 @@ class SequenceClassificationHead(nn.Module):
 
     def forward(self, x: torch.Tensor, window_doc: torch.Tensor | None = None) -> torch.Tensor:
         """x: (B, D), or (W, D) windows of documents with ``window_doc`` (W,) their documents → (N, num_labels)."""
+        if window_doc is not None and self.windows.after_classifier:
+            return self.windows(self.forward(x), window_doc)  # each window's logits, then per label the max
         if window_doc is not None:
             x = self.windows(x, window_doc)  # (N, D): one vector per document
         # Logits in float32 as the other heads' (a bf16/fp16 logit keeps ~3 significant digits: ties, coarse loss).

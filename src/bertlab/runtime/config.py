@@ -159,7 +159,7 @@ class HeadConfig:
     cache_features: bool = False
     # How a document read in several windows (data.long_text=windows) becomes one vector: the key is
     # model.window_pooling (train.py copies it here, so checkpoints and exports carry it with the head).
-    window_pooling: str = "max"  # max | mean | attention
+    window_pooling: str = "max"  # max | mean | max_logits | attention
 
     def __post_init__(self) -> None:
         if self.pooling not in ("pooler", "cls", "mean", "auto"):

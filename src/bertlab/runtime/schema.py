@@ -86,9 +86,10 @@ WRITABLE_DIR = Kind("writable_dir", "a folder this user can write to, or a path 
                     lambda v: isinstance(v, (str, Path)) and writable_dir_problem(v) is None)
 
 
-# model.window_pooling: max and mean have no parameters (a model trained with them exports to a stock head);
-# attention scores each window with a learned vector (bertlab.models.heads.WindowPooling).
-WINDOW_POOLINGS = ("max", "mean", "attention")
+# model.window_pooling: max, mean (of the windows' vectors) and max_logits (of their logits) have no parameters (a
+# model trained with them exports to a stock head); attention scores each window with a learned vector
+# (bertlab.models.heads.WindowPooling).
+WINDOW_POOLINGS = ("max", "mean", "max_logits", "attention")
 
 
 def choice(*values: Any) -> Kind:
@@ -241,7 +242,7 @@ SETTINGS: dict[str, Setting] = {
     "model.cell": S(choice("lstm", "gru"), "the recurrent cell"),
     "model.pooling": S(choice("final", "mean", "max"), "the recurrent encoder's sequence vector"),
     "model.tie_word_embeddings": S(BOOL, "tied input and output embeddings"),
-    "model.window_pooling": S(choice(*WINDOW_POOLINGS), "how a long document's windows become one vector"),
+    "model.window_pooling": S(choice(*WINDOW_POOLINGS), "how a long document's windows become one answer"),
     # trainer (Lightning's Trainer arguments)
     "trainer.accelerator": S(ACCELERATOR, "the accelerator"),
     "trainer.devices": S(DEVICES, "the devices to train on"),
