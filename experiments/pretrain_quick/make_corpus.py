@@ -12,13 +12,20 @@ sequences; a blank line separates documents):
   one document per ``-DOCSTART-`` block), the last 2 % of documents held out.
 - ``<task>_train.txt`` / ``<task>_val.txt`` for the GLUE pair tasks present (rte, mrpc; cola single): every
   training text (both sides of a pair) once, for task-adaptive pre-training (TAPT).
+- ``wiki_train.txt`` / ``wiki_val.txt``: general-domain text, every article of WikiText-2's valid and test files
+  (its tokenisation marks undone) and every distinct paragraph of SQuAD v1.1's training contexts, one article a
+  document, the last 2 % of articles held out: pre-trained beside a task's own text (``CORPUS=sst2_wiki``).
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import re
 import sys
 from pathlib import Path
+
+from bertlab.data.rawtext import wikitext_documents
 
 HELD_OUT = 0.02
 
@@ -88,6 +95,34 @@ def glue(data: Path, out: Path) -> None:
         _write(out, task, [list(dict.fromkeys(t for t in texts if t))])
 
 
+# WikiText's tokenisation marks ("1 @,@ 000", "well @-@ known", "3 @.@ 5"); <unk> stands for a rare word.
+_MARKS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
+
+
+def _unmark(line: str) -> str:
+    for old, new in _MARKS:
+        line = line.replace(old, new)
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def wiki(data: Path, out: Path) -> None:
+    documents = []
+    for name in ("wiki.valid.tokens", "wiki.test.tokens"):
+        path = data / "wikitext2" / name
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            # one paragraph a line (bertlab splits a line into its sentences when it reads the corpus)
+            documents += [[t for t in map(_unmark, doc) if t] for doc in wikitext_documents(lines, split=lambda x: [x])]
+    squad = data / "squad_v1.1" / "train.json"
+    if squad.is_file():
+        for article in json.loads(squad.read_text(encoding="utf-8"))["data"]:
+            paragraphs = dict.fromkeys(" ".join(p["context"].split()) for p in article["paragraphs"])
+            documents.append([p for p in paragraphs if p])
+    documents = [doc for doc in documents if doc]
+    if documents:
+        _write(out, "wiki", documents)
+
+
 def main() -> None:
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -96,6 +131,7 @@ def main() -> None:
     sst2(data, out)
     conll(data, out)
     glue(data, out)
+    wiki(data, out)
 
 
 if __name__ == "__main__":

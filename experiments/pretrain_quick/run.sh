@@ -24,6 +24,8 @@
 # CORPUS (environment; default sst2) picks the task whose training text is pre-trained on and which is fine-tuned:
 #   sst2   SST-2's training sentences; fine-tuned on 2,000 labelled sentences (val accuracy)
 #   conll  CoNLL-2003's eng.train text; fine-tuned (task=conll2003) on 1,000 labelled sentences (entity F1)
+#   sst2_wiki  SST-2's training sentences and general-domain text (make_corpus.py's wiki: WikiText-2's valid and
+#          test articles, SQuAD v1.1's training contexts), validated on SST-2's held-out part; fine-tuned as sst2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=experiments/pretrain_quick
@@ -36,11 +38,13 @@ objective=${OBJECTIVE:-mlm}
 model=${MODEL:-bert_tiny}
 if [[ -n "${ATTEMPT:-}" ]]; then logs=$logs/attempt_$ATTEMPT; fi
 corpus_name=${CORPUS:-sst2}
-case $corpus_name in
-  sst2) task=sst2; labels=2000 ;;
-  conll) task=conll2003; labels=1000 ;;
-  *) echo "CORPUS must be sst2 or conll, got $corpus_name" >&2; exit 2 ;;
+case $corpus_name in  # texts: the corpora pre-trained on (the first one's held-out part validates)
+  sst2) task=sst2; labels=2000; texts=(sst2) ;;
+  sst2_wiki) task=sst2; labels=2000; texts=(sst2 wiki) ;;
+  conll) task=conll2003; labels=1000; texts=(conll) ;;
+  *) echo "CORPUS must be sst2, sst2_wiki or conll, got $corpus_name" >&2; exit 2 ;;
 esac
+train_text=$(printf "$corpus/%s_train.txt\n" "${texts[@]}" | paste -sd,)
 sizes=$(tr , '\n' <<< 250,500,1000,2000,4000,8000 | grep -vx "$labels" | paste -sd,)  # the sweep has $labels
 case $objective in
   mlm) pre=$logs/$corpus_name; init=$pre; record=$here; sweeps=$logs; objective_args=() ;;
@@ -69,8 +73,8 @@ for stage in ${@:-corpus pretrain sweep seeds curve}; do
       $py $here/make_corpus.py "$data" "$corpus" ;;
     pretrain)
       rm -rf "$pre"
-      $py train.py experiment=pretrain_quick model="$model" data.train_file="$corpus/${corpus_name}_train.txt" \
-        data.val_file="$corpus/${corpus_name}_val.txt" "${objective_args[@]}" "${extra[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
+      $py train.py experiment=pretrain_quick model="$model" data.train_file="[$train_text]" \
+        data.val_file="$corpus/${texts[0]}_val.txt" "${objective_args[@]}" "${extra[@]}" "${quiet[@]}" hydra.run.dir="$pre" 2>&1 \
         | grep -E "run dir|val/|rror|estimate" || true
       $py experiments/record_runs.py "$record/pretrain" "$pre"
       cp "$pre/csv/metrics.csv" "$record/pretrain/curves.csv" ;;
