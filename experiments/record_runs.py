@@ -19,10 +19,14 @@ import yaml
 
 
 def _relative(override: str) -> str:
+    """An override's absolute paths made relative to the working folder: a single path or a [a,b] list."""
     key, eq, value = override.partition("=")
-    if eq and os.path.isabs(value):
-        return f"{key}={os.path.relpath(value)}"
-    return override
+    if not eq:
+        return override
+    listed = value.startswith("[") and value.endswith("]")
+    items = value[1:-1].split(",") if listed else [value]
+    items = [os.path.relpath(v) if os.path.isabs(v) else v for v in items]
+    return f"{key}=" + (f"[{','.join(items)}]" if listed else items[0])
 
 
 def main(argv: list[str]) -> int:
