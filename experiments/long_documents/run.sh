@@ -17,6 +17,9 @@
 #   WikiText, about one window each; logs/experiments/long_documents/context), so the encoder learns to find
 #   the labelled sentence among neutral ones before it learns to pool windows; the document runs start from it.
 #   Its dev texts (WikiText's test file, SST-2's dev sentences) are only reported, never selected on (one epoch).
+#   CONTEXT_EPOCHS=K (environment, default 1) runs that stage K times, each epoch on a draw of its own (make_data.py
+#   seeds 0..K-1; logs/.../context, context_1, ...), each starting from the last. The best recorded recipe
+#   (attempt 14 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=2 EPOCHS=1 with data.window_stride=63.
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
@@ -52,12 +55,15 @@ if [[ -n "${SENTENCES:-}" ]]; then
   init=(model.init_from="$PWD/$logs/sst2_sentences")
 fi
 if [[ -n "${CONTEXT:-}" ]]; then
-  $py $here/make_data.py "$BERTLAB_DATA_DIR" "$logs/context_data" --train "$CONTEXT" --dev 300 --seed 0 \
-    --min-tokens 64 --max-tokens 100
-  on_texts "$logs/context_data"
-  run "$logs/context" "${texts[@]}" data.long_text=windows data.batch_size=32 optim.lr=5e-5 \
-    optim.head_lr=1e-3 trainer.max_epochs=1 "${init[@]}"
-  init=(model.init_from="$PWD/$logs/context")
+  for ((draw = 0; draw < ${CONTEXT_EPOCHS:-1}; draw++)); do  # each epoch on a draw of its own, from the last
+    suffix=$([[ $draw -gt 0 ]] && echo "_$draw" || true)
+    $py $here/make_data.py "$BERTLAB_DATA_DIR" "$logs/context_data$suffix" --train "$CONTEXT" --dev 300 \
+      --seed "$draw" --min-tokens 64 --max-tokens 100
+    on_texts "$logs/context_data$suffix"
+    run "$logs/context$suffix" "${texts[@]}" data.long_text=windows data.batch_size=32 optim.lr=5e-5 \
+      optim.head_lr=1e-3 trainer.max_epochs=1 "${init[@]}"
+    init=(model.init_from="$PWD/$logs/context$suffix")
+  done
 fi
 on_texts "$data"
 for mode in truncate windows; do
