@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.data.rawtext import read_corpus, read_documents, read_wikitext, split_sentences
+from bertlab.data.rawtext import read_corpus, read_documents, read_wikitext, split_sentences, undo_wikitext_marks
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rawtext"
 
@@ -200,3 +200,8 @@ def test_empty_corpus_names_the_files(tmp_path):
         read_corpus([empty, headings_only])
     with pytest.raises(ValueError, match="at least one file"):
         read_corpus([])
+
+
+def test_undo_wikitext_marks_joins_what_wikitext_split():
+    line = " The well @-@ known 1 @,@ 000 <unk> ships , 3 @.@ 5  km long . \n"
+    assert undo_wikitext_marks(line) == "The well-known 1,000 ships , 3.5 km long ."

@@ -24,9 +24,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from bertlab.data.rawtext import undo_wikitext_marks
+
 _HEADING = re.compile(r"^\s*=.*=\s*$")
-# WikiText's tokenisation marks: "1 @,@ 000", "well @-@ known", "3 @.@ 5"; <unk> stands for a rare word.
-_MARKS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
 
 
 def wiki_sentences(path: Path) -> list[list[str]]:
@@ -35,9 +35,7 @@ def wiki_sentences(path: Path) -> list[list[str]]:
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip() or _HEADING.match(line):
             continue
-        for old, new in _MARKS:
-            line = line.replace(old, new)
-        line = re.sub(r"\s+", " ", line).strip()
+        line = undo_wikitext_marks(line)
         sentences = [s.strip() + (" ." if not s.strip().endswith((".", "!", "?")) else "")
                      for s in re.split(r"(?<= \.) ", line) if s.strip()]
         if sentences:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import sys
 from pathlib import Path
 
-from bertlab.data.rawtext import wikitext_documents
+from bertlab.data.rawtext import undo_wikitext_marks, wikitext_documents
 
 HELD_OUT = 0.02
 
@@ -95,16 +94,6 @@ def glue(data: Path, out: Path) -> None:
         _write(out, task, [list(dict.fromkeys(t for t in texts if t))])
 
 
-# WikiText's tokenisation marks ("1 @,@ 000", "well @-@ known", "3 @.@ 5"); <unk> stands for a rare word.
-_MARKS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
-
-
-def _unmark(line: str) -> str:
-    for old, new in _MARKS:
-        line = line.replace(old, new)
-    return re.sub(r"\s+", " ", line).strip()
-
-
 def wiki(data: Path, out: Path) -> None:
     documents = []
     for name in ("wiki.valid.tokens", "wiki.test.tokens"):
@@ -112,7 +101,7 @@ def wiki(data: Path, out: Path) -> None:
         if path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
             # one paragraph a line (bertlab splits a line into its sentences when it reads the corpus)
-            documents += [[t for t in map(_unmark, doc) if t] for doc in wikitext_documents(lines, split=lambda x: [x])]
+            documents += [[t for t in map(undo_wikitext_marks, doc) if t] for doc in wikitext_documents(lines, split=lambda x: [x])]
     squad = data / "squad_v1.1" / "train.json"
     if squad.is_file():
         for article in json.loads(squad.read_text(encoding="utf-8"))["data"]:

@@ -208,6 +208,18 @@ def wikitext_documents(lines: Iterable[str], split=split_sentences) -> Iterator[
         yield current
 
 
+# WikiText's tokenisation marks: "1 @,@ 000", "well @-@ known", "3 @.@ 5"; <unk> stands for a rare word.
+_WIKITEXT_MARKS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
+
+
+def undo_wikitext_marks(text: str) -> str:
+    """WikiText's joining marks undone (``well @-@ known`` → ``well-known``, ``1 @,@ 000`` → ``1,000``), ``<unk>``
+    dropped and runs of whitespace made one space; punctuation stays spaced as WikiText wrote it."""
+    for old, new in _WIKITEXT_MARKS:
+        text = text.replace(old, new)
+    return re.sub(r"\s+", " ", text).strip()
+
+
 def _wikitext_documents(path: PathLike) -> list[list[str]]:
     return list(_iter_wikitext_documents(path))
 
