@@ -126,12 +126,16 @@ class WindowPooling(nn.Module):
     def __init__(self, mode: str, width: int, initializer_range: float = 0.02):
         super().__init__()
         self.mode = mode
-        self.after_classifier = mode == "max_logits"
         # No bias: a constant added to every window's score leaves the softmax as it is (its gradient is zero
         # but for rounding, which Adam would turn into full-size steps).
         self.score = nn.Linear(width, 1, bias=False) if mode == "attention" else None
         if self.score is not None:
             _init_linear(self.score, initializer_range)
+
+    @property
+    def after_classifier(self) -> bool:
+        """Whether this pools the windows' logits (``max_logits``) rather than the vectors the classifier reads."""
+        return self.mode == "max_logits"
 
     def forward(self, x: torch.Tensor, window_doc: torch.Tensor) -> torch.Tensor:
         docs = torch.arange(window_doc.max() + 1, device=x.device)  # (N,): traced as a Range over the input
