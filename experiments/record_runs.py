@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import yaml
 
+# An absolute path inside an override's value: at its start or after a bracket, brace, comma, colon, quote or space
+# (a single path, a [a,b] list, a {k:v} dict), up to the next of those.
+_ABSOLUTE = re.compile(r"(?:(?<=^)|(?<=[\[{,:'\" ]))/[^\]},'\" ]+")
+
 
 def _relative(override: str) -> str:
-    """An override's absolute paths made relative to the working folder: a single path or a [a,b] list."""
+    """An override with every absolute path in its value made relative to the working folder."""
     key, eq, value = override.partition("=")
     if not eq:
         return override
-    listed = value.startswith("[") and value.endswith("]")
-    items = value[1:-1].split(",") if listed else [value]
-    items = [os.path.relpath(v) if os.path.isabs(v) else v for v in items]
-    return f"{key}=" + (f"[{','.join(items)}]" if listed else items[0])
+    return f"{key}=" + _ABSOLUTE.sub(lambda m: os.path.relpath(m.group()), value)
 
 
 def main(argv: list[str]) -> int:
