@@ -56,7 +56,7 @@ if [[ -n "${SENTENCES:-}" ]]; then
 fi
 if [[ -n "${CONTEXT:-}" ]]; then
   for ((draw = 0; draw < ${CONTEXT_EPOCHS:-1}; draw++)); do  # each epoch on a draw of its own, from the last
-    suffix=$([[ $draw -gt 0 ]] && echo "_$draw" || true)
+    suffix=""; ((draw == 0)) || suffix=_$draw
     $py $here/make_data.py "$BERTLAB_DATA_DIR" "$logs/context_data$suffix" --train "$CONTEXT" --dev 300 \
       --seed "$draw" --min-tokens 64 --max-tokens 100
     on_texts "$logs/context_data$suffix"

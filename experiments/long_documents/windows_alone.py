@@ -33,8 +33,9 @@ def main(argv: list[str]) -> int:
     window = predictor.settings.max_seq_length - tokenizer.num_special_tokens()
     stride = long_text_stride(window, predictor.settings.window_stride)
     texts, owner, holds = [], [], []
-    for d, row in enumerate(rows):
-        offsets = tokenizer.encode_batch([row["text"]], add_special_tokens=False)[0].offsets
+    encodings = tokenizer.encode_batch([row["text"] for row in rows], add_special_tokens=False)
+    for d, (row, encoding) in enumerate(zip(rows, encodings)):
+        offsets = encoding.offsets
         a, b = int(row["decider_start"]), int(row["decider_end"])
         for ws, we in window_bounds(len(offsets), window, stride):
             start, stop = offsets[ws][0], offsets[we - 1][1]
