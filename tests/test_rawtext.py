@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.data.rawtext import read_corpus, read_documents, read_wikitext, split_sentences, undo_wikitext_marks
+from bertlab.data.rawtext import (
+    read_corpus,
+    read_documents,
+    read_wikitext,
+    split_sentences,
+    undo_wikitext_marks,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rawtext"
 
