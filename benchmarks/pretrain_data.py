@@ -377,8 +377,13 @@ def _memory(sampler: PeakRSS) -> dict:
     return {"peak_rss_mb": round(sampler.peak / 1e6), "peak_pss_mb": round(sampler.peak_pss / 1e6)}
 
 
+def _seconds(value: float) -> float:
+    """A duration for the report: to 0.1 ms, so a step faster than 5 ms is not written as 0."""
+    return round(value, 4)
+
+
 def _read_row(result: dict, seconds: float) -> dict:
-    return {"first_batch_s": round(result["first_batch_s"], 2), "launch_to_done_s": round(seconds, 2),
+    return {"first_batch_s": _seconds(result["first_batch_s"]), "launch_to_done_s": _seconds(seconds),
             "batches_per_s": round(result["batches"] / max(result["seconds"], 1e-9), 1),
             "tokens_per_s": round(result.get("tokens", 0) / max(result["seconds"], 1e-9))}
 
@@ -414,7 +419,7 @@ def _train_rows(fmt: dict, work: Path, size: float, mb: float, env: dict, args) 
     fast, _, _ = bertlab(args.train_steps, "throughput")
     rows: dict = {"bertlab_train": {
         "prep_mb_s": meta["mb_per_s"], **_memory(mem), "memory_steps": args.memory_steps,
-        "memory_run_wall_s": round(seconds, 2), "launch_to_first_step_s": fast["timing"]["launch_to_first_step_s"],
+        "memory_run_wall_s": _seconds(seconds), "launch_to_first_step_s": fast["timing"]["launch_to_first_step_s"],
         "train_steps": fast["train"]["steps"], "tokens_per_s": round(fast["train"]["tokens_per_s"]),
         "samples_per_s": fast["train"]["samples_per_s"]}}
     if not args.no_hf:
@@ -429,7 +434,7 @@ def _train_rows(fmt: dict, work: Path, size: float, mb: float, env: dict, args) 
         fast, _, _ = hf(args.train_steps)
         rows["hf_train"] = {
             "prep_mb_s": round(mb / first["prep_s"], 2), **_memory(mem), "memory_steps": args.memory_steps,
-            "memory_run_wall_s": round(seconds, 2), "launch_to_first_step_s": fast["launch_to_first_step_s"],
+            "memory_run_wall_s": _seconds(seconds), "launch_to_first_step_s": fast["launch_to_first_step_s"],
             "train_steps": fast["steps"], "tokens_per_s": round(fast["tokens"] / max(fast["train_s"], 1e-9))}
         ratio = rows["bertlab_train"]["tokens_per_s"] / max(rows["hf_train"]["tokens_per_s"], 1)
         rows["train_tokens_per_s_vs_hf"] = round(ratio, 2)
@@ -518,7 +523,7 @@ def main(argv: list[str] | None = None) -> dict:
             shutil.rmtree(work / old, ignore_errors=True)  # every preparation is measured from scratch
         result, seconds, mem = run_child(_BERTLAB_PREP.format(cache=str(work / "cache"), **fmt), env, args.tiny)
         row["bertlab_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
-                               "examples": result["meta"]["examples"], "wall_s": round(seconds, 2)}
+                               "examples": result["meta"]["examples"], "wall_s": _seconds(seconds)}
         result, seconds, _ = run_child(_BERTLAB_READ.format(cache_root=str(work / "cache"), **fmt), env, args.tiny)
         row["bertlab_read"] = _read_row(result, seconds)
         row["first_batch_s"] = row["bertlab_read"]["first_batch_s"]
@@ -527,14 +532,14 @@ def main(argv: list[str] | None = None) -> dict:
             result, seconds, mem = run_child(_LITDATA_PREP.format(out=out, bench_dir=str(ROOT / "benchmarks"),
                                                                   **fmt), env, args.tiny)
             row["litdata_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
-                                   "wall_s": round(seconds, 2)}
+                                   "wall_s": _seconds(seconds)}
             result, seconds, _ = run_child(_LITDATA_READ.format(out=out, **fmt), env, args.tiny)
             row["litdata_prep"]["examples"] = result["examples"]
             row["litdata_read"] = _read_row(result, seconds)
         if not args.no_hf:
             result, seconds, mem = run_child(_HF_PREP.format(cache=str(work / f"hf-{size:g}"), **fmt), env, args.tiny)
             row["hf_prep"] = {"mb_s": round(mb / result["seconds"], 2), **_memory(mem),
-                              "examples": result["examples"], "wall_s": round(seconds, 2)}
+                              "examples": result["examples"], "wall_s": _seconds(seconds)}
         if not args.no_train and not args.tiny:
             fmt["val"] = str(Path(args.wikitext) / "wiki.test.tokens")
             row.update(_train_rows(fmt, work, size, mb, env, args))
