@@ -93,13 +93,13 @@ def train_runs(data_dir: Path, workdir: Path, threads: int) -> tuple[Path, Path]
     return out["sst2"], out["conll"]
 
 
-def onnx_export(run_dir: Path, threads: int) -> Path:
-    out = run_dir / "onnx"
-    if not (out / "model.int8.onnx").is_file():
-        child = run_child([python(), "-m", "bertlab.export", str(run_dir), str(out), "--format", "onnx",
-                           "--quantize", "int8", "--force"], env=thread_env(threads))
-        if child.returncode != 0:
-            raise SystemExit(f"ONNX export of {run_dir} failed:\n{child.stderr[-3000:]}")
+def onnx_export(run_dir: Path, out: Path, threads: int) -> Path:
+    """The run's ONNX export and its gated int8 graph, written fresh into ``out`` (a scratch folder): an export
+    kept from an earlier call could hold an older checkpoint of the same run dir."""
+    child = run_child([python(), "-m", "bertlab.export", str(run_dir), str(out), "--format", "onnx",
+                       "--quantize", "int8", "--force"], env=thread_env(threads))
+    if child.returncode != 0:
+        raise SystemExit(f"ONNX export of {run_dir} failed:\n{child.stderr[-3000:]}")
     return out
 
 
@@ -158,7 +158,7 @@ def run(sst2_run: Path | None, conll_run: Path | None, data_dir: Path, threads: 
             texts, gold = sst2_dev(data_dir)
             inputs = work / "sst2.txt"
             inputs.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-            cmds = sides(sst2_run, onnx_export(sst2_run, threads), inputs, "text-classification", work)
+            cmds = sides(sst2_run, onnx_export(sst2_run, work / "onnx_sst2", threads), inputs, "text-classification", work)
             r = measure("sst2", cmds, threads, rounds)
             config = json.loads((sst2_run / "export" / "config.json").read_text())
             for side in r:
@@ -169,7 +169,7 @@ def run(sst2_run: Path | None, conll_run: Path | None, data_dir: Path, threads: 
             sentences, tags = conll_testa(data_dir)
             inputs = work / "conll.jsonl"
             inputs.write_text("".join(json.dumps({"tokens": s}) + "\n" for s in sentences), encoding="utf-8")
-            cmds = sides(conll_run, onnx_export(conll_run, threads), inputs, "token-classification", work)
+            cmds = sides(conll_run, onnx_export(conll_run, work / "onnx_conll", threads), inputs, "token-classification", work)
             plain = work / "conll.txt"  # the pipeline reads raw text: the words joined by spaces
             plain.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
             cmds["hf_pipeline"][cmds["hf_pipeline"].index(str(inputs))] = str(plain)
