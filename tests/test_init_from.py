@@ -46,9 +46,9 @@ def _best_encoder_tensors(run_dir) -> dict[str, torch.Tensor]:
     return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
 
 
-def _build_sst2(init_from, tmp_path, model="bert_tiny", extra=()):
+def _build_sst2(init_from, tmp_path, model="bert_tiny", extra=(), task="sst2"):
     """What train.run builds for a fine-tuning run (tokenizer, model, load report), without training."""
-    cfg = compose([f"model={model}", "task=sst2", f"model.init_from={init_from}", *extra], tmp_path / "compose")
+    cfg = compose([f"model={model}", f"task={task}", f"model.init_from={init_from}", *extra], tmp_path / "compose")
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
 
     def scratch_texts():
@@ -122,3 +122,57 @@ def test_fine_tuning_run_from_a_pretraining_run(pretrained, train_run, tmp_path,
     # The fine-tuning run saved (and used) the pre-training run's tokenizer.
     ft_dir = tmp_path / "ft"
     assert load_tokenizer(ft_dir / "tokenizer").fingerprint() == load_tokenizer(mlm_dir / "tokenizer").fingerprint()
+
+
+@pytest.fixture(scope="module")
+def sst2_run(tmp_path_factory):
+    """A fine-tuned bert_tiny SST-2 run (labels 0/1, BERT's pooler)."""
+    run_dir = tmp_path_factory.mktemp("sst2") / "run"
+    run_train(["model=bert_tiny", "task=sst2", *QUICK], run_dir)
+    return run_dir
+
+
+def _best_head_tensors(run_dir) -> dict[str, torch.Tensor]:
+    best = json.loads((run_dir / "metrics.json").read_text())["best_checkpoint"]
+    state = torch.load(best, map_location="cpu", weights_only=False)["state_dict"]
+    return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.head.")}
+
+
+def test_init_from_a_run_of_the_same_head_keeps_its_head(sst2_run, tmp_path, caplog):
+    """A run fine-tuned for the same labels with the same head settings starts with its classifier too (as
+    transformers' from_pretrained keeps a matching head); model.init_head=new starts a new one."""
+    head = _best_head_tensors(sst2_run)
+    assert set(head) == {"head.classifier.weight", "head.classifier.bias"}
+    with caplog.at_level(logging.INFO, logger="bertlab.training.build"):
+        _, model, report = _build_sst2(sst2_run, tmp_path)
+    own = model.state_dict()
+    for key, value in head.items():
+        torch.testing.assert_close(own[key], value, atol=0, rtol=0)
+    assert set(head) <= set(report.loaded) and not set(head) & set(report.newly_initialised)
+    assert "it is loaded too" in caplog.text
+
+    _, model, report = _build_sst2(sst2_run, tmp_path, extra=["model.init_head=new"])
+    assert set(head) <= set(report.dropped) and set(head) <= set(report.newly_initialised)
+    assert not torch.equal(model.state_dict()["head.classifier.weight"], head["head.classifier.weight"])
+
+
+@pytest.mark.parametrize("task, extra, reason", [
+    ("rte", [], "its labels is ['0', '1'], this run's ['entailment', 'not_entailment']"),
+    ("sst2", ["head.pooling=mean"], "its head.pooling is 'pooler', this run's 'mean'"),
+    ("sst2", ["head.hidden_layers=1"], "its head.hidden_layers is 0, this run's 1"),
+    ("conll2003", [], "its task family is 'sequence', this run's 'token'"),
+])
+def test_init_from_a_run_of_another_head_starts_a_new_one(sst2_run, tmp_path, caplog, task, extra, reason):
+    """Other labels, another pooling or depth, another kind of task: the encoder is loaded, the head is new,
+    and the log says why."""
+    with caplog.at_level(logging.INFO, logger="bertlab.training.build"):
+        _, model, report = _build_sst2(sst2_run, tmp_path, extra=extra, task=task)
+    assert {"head.classifier.weight", "head.classifier.bias"} <= set(report.dropped)
+    assert not any(k.startswith("head.") for k in report.loaded)
+    assert any(k.startswith("bert.encoder.") for k in report.loaded)
+    assert f"is not this run's ({reason})" in caplog.text
+
+
+def test_model_init_head_takes_auto_or_new(sst2_run, tmp_path):
+    with pytest.raises(Exception, match="model.init_head"):
+        _build_sst2(sst2_run, tmp_path, extra=["model.init_head=keep"])

@@ -18,7 +18,9 @@
 #   the labelled sentence among neutral ones before it learns to pool windows; the document runs start from it.
 #   Its dev texts (WikiText's test file, SST-2's dev sentences) are only reported, never selected on (one epoch).
 #   CONTEXT_EPOCHS=K (environment, default 1) runs that stage K times, each epoch on a draw of its own (make_data.py
-#   seeds 0..K-1; logs/.../context, context_1, ...), each starting from the last. The best recorded recipe
+#   seeds 0..K-1; logs/.../context, context_1, ...), each starting from the last's encoder with a new head
+#   (model.init_head=new, as the recorded attempts ran); the document runs keep the last stage's classifier
+#   (model.init_from's default: the same labels and head settings). The best recorded recipe
 #   (attempt 14 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=2 EPOCHS=1 with data.window_stride=63.
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
@@ -61,7 +63,7 @@ if [[ -n "${CONTEXT:-}" ]]; then
       --seed "$draw" --min-tokens 64 --max-tokens 100
     on_texts "$logs/context_data$suffix"
     run "$logs/context$suffix" "${texts[@]}" data.long_text=windows data.batch_size=32 optim.lr=5e-5 \
-      optim.head_lr=1e-3 trainer.max_epochs=1 "${init[@]}"
+      optim.head_lr=1e-3 trainer.max_epochs=1 model.init_head=new "${init[@]}"
     init=(model.init_from="$PWD/$logs/context$suffix")
   done
 fi

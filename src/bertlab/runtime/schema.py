@@ -242,6 +242,8 @@ SETTINGS: dict[str, Setting] = {
     "model.cell": S(choice("lstm", "gru"), "the recurrent cell"),
     "model.pooling": S(choice("final", "mean", "max"), "the recurrent encoder's sequence vector"),
     "model.tie_word_embeddings": S(BOOL, "tied input and output embeddings"),
+    "model.init_head": S(choice("auto", "new"), "whether the start's head is kept",
+                         hint="auto keeps it when it is the same head for the same labels"),
     "model.window_pooling": S(choice(*WINDOW_POOLINGS), "how a long document's windows become one answer"),
     # trainer (Lightning's Trainer arguments)
     "trainer.accelerator": S(ACCELERATOR, "the accelerator"),

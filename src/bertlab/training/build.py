@@ -11,6 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
@@ -46,6 +48,7 @@ from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_d
 log = logging.getLogger(__name__)
 
 PACKAGE_PREFIX = "pkg:"
+INIT_HEADS = ("auto", "new")  # model.init_head: keep the start's head when it is this run's, or always a new one
 
 
 def resolve_pretrained(spec: str | None) -> Path | None:
@@ -194,6 +197,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     if kind != "bert":
         raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {kind!r}")
     init_kind, init_path = _init_source(model_cfg.get("init_from"))
+    init_head = _init_head(model_cfg)
     # model.init_from is the start whenever it is set: it replaces the preset's checkpoint (model=minilm_l6
     # model.init_from=<a run of it> continues that run, e.g. after task-adaptive pre-training).
     pretrained = None if init_kind is not None else resolve_pretrained(model_cfg.get("pretrained"))
@@ -245,12 +249,13 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         state, source = read_state_dict(pretrained)
         # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
         ckpt_type, ckpt_head = architecture_to_head((hf_config.get("architectures") or [None])[0])
-        head_kind = model.head_kind if ckpt_head == model.head_kind and ckpt_type == config.model_type else None
+        same_head = ckpt_head == model.head_kind and ckpt_type == config.model_type
+        head_kind = model.head_kind if same_head and init_head == "auto" else None
         state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source,
                                               spec=spec)
         load_into(model, state, report)
     elif init_kind == "ckpt":
-        report = _load_from_lightning_ckpt(model, init_path)
+        report = _load_from_lightning_ckpt(model, init_path, family, head_cfg, keep_head=init_head == "auto")
     if report is not None:
         log.info("weights: %s", report.summary())
     if execution.compile:
@@ -332,7 +337,8 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
         raise ConfigError(f"model.init_from={init_path} is a BERT checkpoint; a recurrent model starts from a "
                           "bertlab run (dir or .ckpt), or takes BERT word embeddings with model.init_embeddings_from")
     if init_kind == "ckpt":
-        report = _load_from_lightning_ckpt(model, init_path)
+        report = _load_from_lightning_ckpt(model, init_path, family, head_cfg,
+                                           keep_head=_init_head(model_cfg) == "auto")
     if report is not None:
         log.info("weights: %s", report.summary())
     return model, report
@@ -353,15 +359,59 @@ def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> 
     return config_from_record(encoder)
 
 
-def _load_from_lightning_ckpt(model: TaskModel, path: Path) -> LoadReport:
-    """Encoder tensors of a bertlab checkpoint (pre-training or another task); its head is dropped."""
+def _init_head(model_cfg: dict[str, Any]) -> str:
+    value = model_cfg.get("init_head") or "auto"
+    if value not in INIT_HEADS:
+        raise ConfigError(f"model.init_head={value}: must be one of {', '.join(INIT_HEADS)} (auto: the start's "
+                          "head is kept when it is the same head for the same labels; new: always a new head)")
+    return value
+
+
+def _head_signature(task: dict[str, Any], labels: Any, head: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two runs' heads the same head: the task family, regression or not, the label list in its order,
+    and the head settings that decide what the classifier reads (pooling, layers, hidden layers)."""
+    return (task.get("family"), bool(task.get("regression")), list(labels or []),
+            head.get("pooling"), head.get("layers"), head.get("hidden_layers"))
+
+
+def _same_head(hparams: dict[str, Any], family: Family, head_cfg: HeadConfig,
+               ckpt_head: dict[str, torch.Tensor], own_head: dict[str, torch.Tensor]) -> str | None:
+    """None when a checkpoint's head is this run's head (same signature, same tensor names and shapes), else why
+    not, in words."""
+    if not own_head:
+        return "this run's head has no weights"
+    theirs = _head_signature(hparams.get("task") or {}, hparams.get("labels"), hparams.get("head") or {})
+    ours = _head_signature(dataclasses.asdict(family.task), family.labels, dataclasses.asdict(head_cfg))
+    names = ("task family", "regression", "labels", "head.pooling", "head.layers", "head.hidden_layers")
+    for name, a, b in zip(names, theirs, ours):
+        if a != b:
+            return f"its {name} is {a!r}, this run's {b!r}"
+    if set(ckpt_head) != set(own_head) or any(ckpt_head[k].shape != own_head[k].shape for k in own_head):
+        return "its head tensors differ from this run's"
+    return None
+
+
+def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head_cfg: HeadConfig,
+                              keep_head: bool = True) -> LoadReport:
+    """Encoder tensors of a bertlab checkpoint (pre-training or another task), and its head too when
+    ``keep_head`` and it is the same head for the same labels (:func:`_same_head`); otherwise the head is dropped
+    and this run's starts new. The log says which, and why."""
     ckpt = read_checkpoint(path, "model.init_from")
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     report = LoadReport(source=str(path))
     own = model.state_dict()
+    ckpt_head = {k: v for k, v in state.items() if k.startswith("head.")}
+    why_not = _same_head(ckpt.get("hyper_parameters") or {}, family, head_cfg, ckpt_head,
+                         {k: v for k, v in own.items() if k.startswith("head.")}) if ckpt_head else None
+    take_head = bool(ckpt_head) and keep_head and why_not is None
+    if take_head:
+        log.info("model.init_from: the checkpoint's head is this run's (same task family, labels and head "
+                 "settings): it is loaded too (model.init_head=new starts a new one)")
+    elif ckpt_head and keep_head:
+        log.info("model.init_from: the checkpoint's head is not this run's (%s): a new head", why_not)
     keep = {}
     for k, v in state.items():
-        if k.startswith("bert.") and k in own:
+        if (k.startswith("bert.") or (take_head and k.startswith("head."))) and k in own:
             keep[k] = v
         else:
             report.dropped.append(k)
