@@ -21,7 +21,7 @@
 #   seeds 0..K-1; logs/.../context, context_1, ...), each starting from the last's encoder with a new head
 #   (model.init_head=new, as the recorded attempts ran); the document runs keep the last stage's classifier
 #   (model.init_from's default: the same labels and head settings). The best recorded recipe
-#   (attempt 14 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=2 EPOCHS=1 with data.window_stride=63.
+#   (attempt 16 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=3 EPOCHS=1 with data.window_stride=63.
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
