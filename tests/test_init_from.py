@@ -157,10 +157,10 @@ def test_init_from_a_run_of_the_same_head_keeps_its_head(sst2_run, tmp_path, cap
 
 
 @pytest.mark.parametrize("task, extra, reason", [
-    ("rte", [], "its labels is ['0', '1'], this run's ['entailment', 'not_entailment']"),
-    ("sst2", ["head.pooling=mean"], "its head.pooling is 'pooler', this run's 'mean'"),
-    ("sst2", ["head.hidden_layers=1"], "its head.hidden_layers is 0, this run's 1"),
-    ("conll2003", [], "its task family is 'sequence', this run's 'token'"),
+    ("rte", [], "labels ['0', '1'] there, ['entailment', 'not_entailment'] here"),
+    ("sst2", ["head.pooling=mean"], "head.pooling 'pooler' there, 'mean' here"),
+    ("sst2", ["head.hidden_layers=1"], "head.hidden_layers 0 there, 1 here"),
+    ("conll2003", [], "task family 'sequence' there, 'token' here"),
 ])
 def test_init_from_a_run_of_another_head_starts_a_new_one(sst2_run, tmp_path, caplog, task, extra, reason):
     """Other labels, another pooling or depth, another kind of task: the encoder is loaded, the head is new,

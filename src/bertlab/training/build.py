@@ -385,7 +385,7 @@ def _same_head(hparams: dict[str, Any], family: Family, head_cfg: HeadConfig,
     names = ("task family", "regression", "labels", "head.pooling", "head.layers", "head.hidden_layers")
     for name, a, b in zip(names, theirs, ours):
         if a != b:
-            return f"its {name} is {a!r}, this run's {b!r}"
+            return f"{name} {a!r} there, {b!r} here"
     if set(ckpt_head) != set(own_head) or any(ckpt_head[k].shape != own_head[k].shape for k in own_head):
         return "its head tensors differ from this run's"
     return None
