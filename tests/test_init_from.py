@@ -16,6 +16,7 @@ from conftest import compose, run_train
 from omegaconf import OmegaConf
 
 from bertlab.data.tokenizer import load_tokenizer
+from bertlab.runtime.checks import check_settings
 from bertlab.runtime.config import HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
 from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer
@@ -174,5 +175,8 @@ def test_init_from_a_run_of_another_head_starts_a_new_one(sst2_run, tmp_path, ca
 
 
 def test_model_init_head_takes_auto_or_new(sst2_run, tmp_path):
+    """Checked with every setting before a run builds anything (runtime/schema.py)."""
+    cfg = compose(["model=bert_tiny", "task=sst2", f"model.init_from={sst2_run}", "model.init_head=keep"],
+                  tmp_path / "compose")
     with pytest.raises(Exception, match="model.init_head"):
-        _build_sst2(sst2_run, tmp_path, extra=["model.init_head=keep"])
+        check_settings(cfg)

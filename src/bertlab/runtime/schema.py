@@ -90,6 +90,7 @@ WRITABLE_DIR = Kind("writable_dir", "a folder this user can write to, or a path 
 # model trained with them exports to a stock head); attention scores each window with a learned vector
 # (bertlab.models.heads.WindowPooling).
 WINDOW_POOLINGS = ("max", "mean", "max_logits", "attention")
+INIT_HEADS = ("auto", "new")  # model.init_head: keep the start's head when it is this run's, or always a new one
 
 
 def choice(*values: Any) -> Kind:
@@ -242,7 +243,7 @@ SETTINGS: dict[str, Setting] = {
     "model.cell": S(choice("lstm", "gru"), "the recurrent cell"),
     "model.pooling": S(choice("final", "mean", "max"), "the recurrent encoder's sequence vector"),
     "model.tie_word_embeddings": S(BOOL, "tied input and output embeddings"),
-    "model.init_head": S(choice("auto", "new"), "whether the start's head is kept",
+    "model.init_head": S(choice(*INIT_HEADS), "whether the start's head is kept",
                          hint="auto keeps it when it is the same head for the same labels"),
     "model.window_pooling": S(choice(*WINDOW_POOLINGS), "how a long document's windows become one answer"),
     # trainer (Lightning's Trainer arguments)

@@ -48,7 +48,6 @@ from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_d
 log = logging.getLogger(__name__)
 
 PACKAGE_PREFIX = "pkg:"
-INIT_HEADS = ("auto", "new")  # model.init_head: keep the start's head when it is this run's, or always a new one
 
 
 def resolve_pretrained(spec: str | None) -> Path | None:
@@ -360,11 +359,9 @@ def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> 
 
 
 def _init_head(model_cfg: dict[str, Any]) -> str:
-    value = model_cfg.get("init_head") or "auto"
-    if value not in INIT_HEADS:
-        raise ConfigError(f"model.init_head={value}: must be one of {', '.join(INIT_HEADS)} (auto: the start's "
-                          "head is kept when it is the same head for the same labels; new: always a new head)")
-    return value
+    """``model.init_head`` (checked with every setting when a run starts, runtime/schema.py): ``auto`` keeps the
+    start's head when it is this run's, ``new`` always starts a new one."""
+    return model_cfg.get("init_head") or "auto"
 
 
 def _head_signature(task: dict[str, Any], labels: Any, head: dict[str, Any]) -> tuple[Any, ...]:
@@ -401,14 +398,16 @@ def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head
     report = LoadReport(source=str(path))
     own = model.state_dict()
     ckpt_head = {k: v for k, v in state.items() if k.startswith("head.")}
-    why_not = _same_head(ckpt.get("hyper_parameters") or {}, family, head_cfg, ckpt_head,
-                         {k: v for k, v in own.items() if k.startswith("head.")}) if ckpt_head else None
-    take_head = bool(ckpt_head) and keep_head and why_not is None
-    if take_head:
-        log.info("model.init_from: the checkpoint's head is this run's (same task family, labels and head "
-                 "settings): it is loaded too (model.init_head=new starts a new one)")
-    elif ckpt_head and keep_head:
-        log.info("model.init_from: the checkpoint's head is not this run's (%s): a new head", why_not)
+    take_head = False
+    if ckpt_head and keep_head:
+        why_not = _same_head(ckpt.get("hyper_parameters") or {}, family, head_cfg, ckpt_head,
+                             {k: v for k, v in own.items() if k.startswith("head.")})
+        take_head = why_not is None
+        if take_head:
+            log.info("model.init_from: the checkpoint's head is this run's (same task family, labels and head "
+                     "settings): it is loaded too (model.init_head=new starts a new one)")
+        else:
+            log.info("model.init_from: the checkpoint's head is not this run's (%s): a new head", why_not)
     keep = {}
     for k, v in state.items():
         if (k.startswith("bert.") or (take_head and k.startswith("head."))) and k in own:
