@@ -1,12 +1,13 @@
 """Accuracy of the long-document study's runs by where the deciding sentence lies: inside the first window (what a
 truncating model reads) or past it, with the time per document of training and of prediction.
 
-    python experiments/long_documents/analyze.py DATA_DIR RUN_DIR [RUN_DIR ...] [--out results.md]
+    python experiments/long_documents/analyze.py DATA_DIR RUN_DIR [RUN_DIR ...] [--out results.md] [--window-stride N]
 
 DATA_DIR is make_data.py's output (its dev.tsv carries each decider's characters); each RUN_DIR a finished run on
 it. Every dev document is predicted again with the run's checkpoint (``bertlab.Predictor``: the run's own windows
 or truncation) and timed; the decider is "in the first window" when its last token is among the first
-max_seq_length minus the special tokens of the document's tokens.
+max_seq_length minus the special tokens of the document's tokens. ``--window-stride N`` predicts with windows sharing
+N tokens instead of the run's own (a prediction-time change only: the model is the same).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ def read_dev(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def analyze(run_dir: Path, rows: list[dict[str, str]]) -> dict[str, object]:
+def analyze(run_dir: Path, rows: list[dict[str, str]], window_stride: int | None = None) -> dict[str, object]:
     from bertlab import Predictor
 
     predictor = Predictor.from_run(run_dir)
+    if window_stride is not None:
+        predictor.settings.window_stride = window_stride
     settings, tokenizer = predictor.settings, predictor.tokenizer
     window = settings.max_seq_length - tokenizer.num_special_tokens()
     ends = tokenizer.encode_batch([r["text"][:int(r["decider_end"])] for r in rows], add_special_tokens=False)
@@ -66,12 +69,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here (markdown)")
+    parser.add_argument("--window-stride", type=int, default=None,
+                        help="predict with windows sharing this many tokens instead of each run's own")
     args = parser.parse_args(argv)
     rows = read_dev(args.data_dir / "dev.tsv")
-    results = [analyze(run, rows) for run in args.runs]
+    results = [analyze(run, rows, args.window_stride) for run in args.runs]
     text = table(results)
     for r in results:  # the run's own evaluation and this re-prediction must agree (metrics.json holds float32)
-        if r["val_accuracy"] is not None and abs(r["val_accuracy"] - r["accuracy"][0]) > 0.5 / len(rows):
+        if args.window_stride is None and r["val_accuracy"] is not None and abs(r["val_accuracy"] - r["accuracy"][0]) > 0.5 / len(rows):
             text += (f"\nNOTE: {r['run']}: metrics.json val accuracy {r['val_accuracy']:.4f} differs from the "
                      f"re-prediction's {r['accuracy'][0]:.4f}\n")
     print(text, end="")
