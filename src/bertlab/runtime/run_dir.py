@@ -68,7 +68,9 @@ RETIRED_KEYS = {"data.hub_dataset"}
 #   long texts, so only "truncate" continues one exactly (a resume with today's "windows" is refused and says so);
 # - model.init_head: added; it decides only the head a run starts with (a resume restores every weight from its
 #   checkpoint), and before it a bertlab start's head was always new ("new") and a Hugging Face folder's fitting
-#   head always kept ("auto"), so either value continues a run recorded without it.
+#   head always kept ("auto"), so either value continues a run recorded without it;
+# - model.model_type: added to the scratch BERT presets (the family a scratch encoder is built as), every earlier
+#   scratch encoder was BERT.
 SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "model.tokenizer_kind": {("<unset>", "wordpiece")},
                  "data.stream_threshold_mb": {(64, 0)},
@@ -76,7 +78,8 @@ SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "data.max_windows_per_batch": {("<unset>", None)},
                  "data.window_stride": {("<unset>", None)},
                  "data.long_text": {("<unset>", "truncate")},
-                 "model.init_head": {("<unset>", "auto"), ("<unset>", "new")}}
+                 "model.init_head": {("<unset>", "auto"), ("<unset>", "new")},
+                 "model.model_type": {("<unset>", "bert")}}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",

@@ -90,6 +90,8 @@ WRITABLE_DIR = Kind("writable_dir", "a folder this user can write to, or a path 
 # model trained with them exports to a stock head); attention scores each window with a learned vector
 # (bertlab.models.heads.WindowPooling).
 WINDOW_POOLINGS = ("max", "mean", "max_logits", "attention")
+# model.model_type of a scratch encoder: bertlab's own families (bertlab.models.families; a test keeps the two equal).
+SCRATCH_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2")
 INIT_HEADS = ("auto", "new")  # model.init_head: keep the start's head when it is this run's, or always a new one
 
 
@@ -230,6 +232,9 @@ SETTINGS: dict[str, Setting] = {
     "model.layer_norm_eps": S(POSITIVE_FLOAT, "LayerNorm's epsilon"),
     "model.initializer_range": S(POSITIVE_FLOAT, "the standard deviation of the initial weights"),
     "model.pad_token_id": S(NONNEG_INT, "the padding token id"),
+    "model.model_type": S(choice(*SCRATCH_FAMILIES), "the family a scratch encoder is built as"),
+    "model.global_attn_every_n_layers": S(POSITIVE_INT, "ModernBERT: every how many layers one attends globally"),
+    "model.local_attention": S(POSITIVE_INT, "ModernBERT: the width of a local layer's attention window"),
     "model.hidden_dropout_prob": S(PROB, "the encoder's hidden dropout probability", null="the checkpoint's"),
     "model.attention_probs_dropout_prob": S(PROB, "the encoder's attention dropout probability",
                                             null="the checkpoint's"),

@@ -70,12 +70,34 @@ def resolve_pretrained(spec: str | None) -> Path | None:
     return resolve_checkpoint_dir(spec)
 
 
-def architecture(model_cfg: dict[str, Any], vocab_size: int | None = None) -> EncoderConfig:
-    fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+# A scratch encoder's special-token ids, by config field, from its vocabulary's roles (ModernBERT records its
+# [CLS] / [SEP] as bos / eos too). A field the family's config lacks is skipped; one model.* sets is kept.
+SCRATCH_TOKEN_IDS = {"pad_token_id": "pad_id", "cls_token_id": "cls_id", "sep_token_id": "sep_id",
+                     "bos_token_id": "cls_id", "eos_token_id": "sep_id"}
+
+
+def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = None) -> EncoderConfig:
+    """A scratch encoder's architecture: the config class of the family ``model.model_type`` names (BERT when
+    unset), with the fields ``model.*`` sets; with ``tokenizer``, its vocabulary's size and special-token ids.
+    The result goes through the family's config.json once (written, read back), so a scratch model is what
+    transformers would build from that config.json: the family's fixed traits (RoBERTa's positions after the
+    padding row, DistilBERT's missing segment embeddings) hold whatever ``model.*`` says."""
+    model_type = str(model_cfg.get("model_type") or "bert")
+    if not is_native(model_type):
+        raise ConfigError(f"model.model_type={model_type!r}: bertlab builds scratch encoders of its own families "
+                          f"only; use one of the model_type values in docs/models.md, or start from a checkpoint "
+                          f"with model.pretrained")
+    config_class = family_spec(model_type).config_class
+    fields = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
-    if vocab_size is not None:
-        values["vocab_size"] = vocab_size
-    return EncoderConfig(**values)
+    values["model_type"] = model_type
+    if tokenizer is not None:
+        values["vocab_size"] = tokenizer.vocab_size
+        for key, role in SCRATCH_TOKEN_IDS.items():
+            if key in fields and key not in values:
+                values[key] = getattr(tokenizer, role)
+    spec = family_spec(model_type)
+    return spec.read_config(spec.write_config(config_class(**values)), f"model.* (a scratch {spec.display})")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -217,7 +239,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
                      if model_cfg.get(k) is not None and hasattr(config, k)}
         config = dataclasses.replace(config, **overrides)
     else:
-        config = architecture(model_cfg, vocab_size=tokenizer.vocab_size)
+        config = architecture(model_cfg, tokenizer)
     if tokenizer.vocab_size > config.vocab_size:
         raise ConfigError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the encoder's vocabulary holds "

@@ -1,0 +1,97 @@
+"""Scratch encoders of every family (``model.model_type`` with ``pretrained: null``): the config class of the
+family, the vocabulary's special ids, the family's fixed traits, and a scratch ModernBERT that trains, exports
+and computes what transformers computes from the export."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertlab.data.tokenizer import tokenizer_for
+from bertlab.models.families import families, family_spec
+from bertlab.runtime.config import ConfigError
+from bertlab.training.build import architecture
+
+TEXTS = [f"the film {w} and the plot {v} ." for w in ("works", "fails", "sings", "drags") for v in ("holds", "sags")]
+SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+             max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def vocabularies(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("vocab")
+    return {kind: tokenizer_for(None, lambda: TEXTS * 20, vocab_size=200, cache_dir=cache, kind=kind)
+            for kind in ("wordpiece", "bpe")}
+
+
+@pytest.mark.parametrize("model_type", families())
+def test_each_family_builds_its_own_config_with_the_vocabulary_ids(vocabularies, model_type):
+    tokenizer = vocabularies["bpe"]  # <s> 0, <pad> 1, </s> 2: ids that differ from BERT's defaults
+    extra = {"type_vocab_size": 0} if model_type == "modernbert" else {}
+    config = architecture({"model_type": model_type, **SHAPE, **extra}, tokenizer)
+    spec = family_spec(model_type)
+    assert type(config) is spec.config_class and config.model_type == model_type
+    assert config.vocab_size == tokenizer.vocab_size and config.pad_token_id == tokenizer.pad_id == 1
+    assert (config.hidden_size, config.num_hidden_layers) == (64, 2)
+    for key, role in (("cls_token_id", "cls_id"), ("sep_token_id", "sep_id")):
+        if hasattr(config, key):
+            assert getattr(config, key) == getattr(tokenizer, role)
+    # What transformers reads back from the family's config.json is what was built.
+    assert spec.read_config(spec.write_config(config), "test") == config
+
+
+def test_family_traits_hold_whatever_model_says(vocabularies):
+    tokenizer = vocabularies["wordpiece"]
+    assert architecture({"model_type": "roberta", **SHAPE}, tokenizer).position_style == "after_padding"
+    distil = architecture({"model_type": "distilbert", **SHAPE}, tokenizer)
+    assert distil.type_vocab_size == 0 and not distil.attention_output_dropout
+    bert = architecture({**SHAPE}, tokenizer)  # no model_type: BERT, as every scratch preset before
+    assert bert.model_type == "bert" and bert.position_style == "absolute" and bert.pad_token_id == 0
+
+
+def test_a_set_special_id_is_kept(vocabularies):
+    assert architecture({**SHAPE, "pad_token_id": 3}, vocabularies["wordpiece"]).pad_token_id == 3
+
+
+def test_the_settings_schema_names_every_family():
+    from bertlab.runtime.schema import SCRATCH_FAMILIES
+
+    assert set(SCRATCH_FAMILIES) == set(families())
+
+
+def test_unknown_family_is_a_config_error(vocabularies):
+    with pytest.raises(ConfigError, match="model.model_type='gpt2'.*own families"):
+        architecture({"model_type": "gpt2", **SHAPE}, vocabularies["wordpiece"])
+
+
+def test_scratch_modernbert_trains_exports_and_matches_transformers(train_run, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from bertlab.inference.loading import load
+
+    train_run("model=modernbert_tiny", "task=mlm", "trainer.max_epochs=1", "model.num_hidden_layers=2",
+              "export=true", name="mlm")
+    run_dir = tmp_path / "mlm"
+    loaded = load(run_dir, backend="torch")
+    assert type(loaded.model.bert.config).__name__ == "ModernBertConfig"
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(run_dir / "export").eval()
+    assert type(hf).__name__ == "ModernBertForMaskedLM"
+    enc = loaded.tokenizer.encode_batch(["the film works and the plot holds .", "a plot ."])
+    width = max(len(e.ids) for e in enc)
+    ids = torch.tensor([e.ids + [loaded.tokenizer.pad_id] * (width - len(e.ids)) for e in enc])
+    mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in enc])
+    model = loaded.model.eval()
+    with torch.no_grad():
+        ours, _ = model({"input_ids": ids, "attention_mask": mask})  # (masked-LM logits, NSP logits: None)
+        theirs = hf(input_ids=ids, attention_mask=mask).logits
+    real = mask.bool()
+    assert torch.allclose(ours[real], theirs[real], atol=1e-5), (ours[real] - theirs[real]).abs().max()
+
+
+def test_scratch_preset_fine_tunes_from_its_pretraining(train_run, tmp_path, caplog):
+    train_run("model=modernbert_tiny", "task=mlm", "trainer.max_epochs=1", "model.num_hidden_layers=2", name="pre")
+    with caplog.at_level("INFO"):
+        metrics = train_run("model=modernbert_tiny", "task=sst2", "trainer.max_epochs=1", "model.num_hidden_layers=2",
+                            f"model.init_from={tmp_path / 'pre'}", "head.pooling=mean", name="ft")
+    assert 0.0 <= metrics["val"]["accuracy"] <= 1.0
+    loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("weights: loaded")]
+    assert loaded and "from " in loaded[0] and "pre" in loaded[0], loaded  # the encoder came from the pre-training
