@@ -49,8 +49,27 @@ def test_family_traits_hold_whatever_model_says(vocabularies):
     assert bert.model_type == "bert" and bert.position_style == "absolute" and bert.pad_token_id == 0
 
 
-def test_a_set_special_id_is_kept(vocabularies):
-    assert architecture({**SHAPE, "pad_token_id": 3}, vocabularies["wordpiece"]).pad_token_id == 3
+def test_a_pad_id_other_than_the_vocabulary_s_is_refused(vocabularies):
+    with pytest.raises(ConfigError, match=r"model.pad_token_id=3 but the vocabulary pads with id 1"):
+        architecture({"model_type": "roberta", **SHAPE, "pad_token_id": 3}, vocabularies["bpe"])
+    assert architecture({**SHAPE, "pad_token_id": 0}, vocabularies["wordpiece"]).pad_token_id == 0
+
+
+def test_a_value_the_family_changes_is_named_in_the_log(vocabularies, caplog):
+    with caplog.at_level("WARNING"):
+        bert = architecture({**SHAPE, "embedding_size": 32}, vocabularies["wordpiece"])
+        distil = architecture({"model_type": "distilbert", **SHAPE, "type_vocab_size": 2}, vocabularies["wordpiece"])
+    assert bert.embedding_size is None and distil.type_vocab_size == 0
+    text = caplog.text
+    assert "model.embedding_size=32: a scratch BERT has None" in text
+    assert "model.type_vocab_size=2: a scratch DistilBERT has 0" in text
+
+
+def test_a_preset_of_another_family_says_which_setting_to_change(vocabularies):
+    with pytest.raises(ConfigError, match=r"type_vocab_size must be 0 .*model=bert_tiny with "
+                                          r"model.model_type=modernbert.*override it"):
+        architecture({"name": "bert_tiny", "model_type": "modernbert", **SHAPE, "type_vocab_size": 2},
+                     vocabularies["wordpiece"])
 
 
 def test_the_settings_schema_names_every_family():
@@ -87,11 +106,17 @@ def test_scratch_modernbert_trains_exports_and_matches_transformers(train_run, t
     assert torch.allclose(ours[real], theirs[real], atol=1e-5), (ours[real] - theirs[real]).abs().max()
 
 
-def test_scratch_preset_fine_tunes_from_its_pretraining(train_run, tmp_path, caplog):
-    train_run("model=modernbert_tiny", "task=mlm", "trainer.max_epochs=1", "model.num_hidden_layers=2", name="pre")
+@pytest.mark.parametrize("family", [
+    ["model=modernbert_tiny", "model.num_hidden_layers=2"],
+    # a byte-level BPE vocabulary: its reloaded tokenizer must lower-case as the trained one did, or the
+    # fine-tuning run refuses the pre-training's checkpoint as "trained with another tokenizer"
+    ["model=bert_tiny", "model.model_type=roberta", "model.tokenizer_kind=bpe", "model.max_position_embeddings=514"],
+], ids=["modernbert_wordpiece", "roberta_bpe"])
+def test_scratch_preset_fine_tunes_from_its_pretraining(train_run, tmp_path, caplog, family):
+    train_run(*family, "task=mlm", "trainer.max_epochs=1", name="pre")
     with caplog.at_level("INFO"):
-        metrics = train_run("model=modernbert_tiny", "task=sst2", "trainer.max_epochs=1", "model.num_hidden_layers=2",
-                            f"model.init_from={tmp_path / 'pre'}", "head.pooling=mean", name="ft")
-    assert 0.0 <= metrics["val"]["accuracy"] <= 1.0
+        train_run(*family, "task=sst2", "trainer.max_epochs=1", f"model.init_from={tmp_path / 'pre'}",
+                  "head.pooling=mean", name="ft")
     loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("weights: loaded")]
-    assert loaded and "from " in loaded[0] and "pre" in loaded[0], loaded  # the encoder came from the pre-training
+    assert len(loaded) == 1 and f"from {tmp_path / 'pre' / 'checkpoints'}" in loaded[0], loaded
+    assert "newly initialised" in loaded[0] and "embeddings" not in loaded[0].split("newly initialised")[1]

@@ -72,6 +72,12 @@ def _find(node: Any, kind: str) -> list[dict[str, Any]]:
     return []
 
 
+def _lowercases(spec: dict[str, Any]) -> bool:
+    """Whether a tokenizer.json's normalizer lower-cases: a ``Lowercase`` step, or ``BertNormalizer``'s option."""
+    normalizer = spec.get("normalizer")
+    return bool(_find(normalizer, "Lowercase")) or any(n.get("lowercase") for n in _find(normalizer, "BertNormalizer"))
+
+
 def _with_prefix_space(tokenizer: Tokenizer, value: bool) -> Tokenizer | None:
     """A copy of a byte-level tokenizer whose ``ByteLevel`` / ``RobertaProcessing`` steps add (or not) a space
     before the first word, as ``add_prefix_space`` says; None when nothing would change (not byte-level, or
@@ -251,9 +257,8 @@ class EncoderTokenizer:
         roles = {f"{role}_token": self.tokenizer.id_to_token(getattr(self, f"{role}_id"))
                  for role in ("unk", "sep", "pad", "cls", "mask") if getattr(self, f"{role}_id") is not None}
         config: dict[str, Any] = {"tokenizer_class": self.config.get("tokenizer_class") or self._tokenizer_class()}
-        if self.kind == "WordPiece":
-            config["do_lower_case"] = self.do_lower_case
-        else:
+        config["do_lower_case"] = self.do_lower_case  # every kind: a reloaded vocabulary lower-cases as it did
+        if self.kind != "WordPiece":
             config.update(bos_token=roles["cls_token"], eos_token=roles["sep_token"])
             byte_level = _find(json.loads(self.tokenizer.to_str()).get("pre_tokenizer"), "ByteLevel")
             if byte_level:
@@ -340,9 +345,10 @@ def load_tokenizer(directory: str | Path) -> EncoderTokenizer:
                 "`tokenizers` library. Restore it from a copy (a run's tokenizer/ or export/ folder holds one), "
                 "or pass model.tokenizer=<a folder with a good tokenizer.json or vocab.txt>"
             ) from None
-        wordpiece = json.loads(tokenizer.to_str()).get("model", {}).get("type") == "WordPiece"
-        return EncoderTokenizer(tokenizer, do_lower_case=bool(lowercase if lowercase is not None else wordpiece),
-                                config=config)
+        spec = json.loads(tokenizer.to_str())
+        if lowercase is None:  # WordPiece folders are uncased unless they say so; others as their normalizer does
+            lowercase = spec.get("model", {}).get("type") == "WordPiece" or _lowercases(spec)
+        return EncoderTokenizer(tokenizer, do_lower_case=bool(lowercase), config=config)
     if (directory / SPM_NAME).is_file():  # DeBERTa-v3's hub folders: a SentencePiece model only
         tokenizer, spm_lowercase = tokenizer_from_spm_folder(directory)
         return EncoderTokenizer(tokenizer, do_lower_case=spm_lowercase, config=config)

@@ -16,7 +16,7 @@ import torch
 from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
-from bertlab.models.families import family_spec, is_native
+from bertlab.models.families import family_spec, is_native, supported_list
 from bertlab.models.families.generic import AutoEncoder, GenericEncoderConfig
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
@@ -80,24 +80,39 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
     """A scratch encoder's architecture: the config class of the family ``model.model_type`` names (BERT when
     unset), with the fields ``model.*`` sets; with ``tokenizer``, its vocabulary's size and special-token ids.
     The result goes through the family's config.json once (written, read back), so a scratch model is what
-    transformers would build from that config.json: the family's fixed traits (RoBERTa's positions after the
-    padding row, DistilBERT's missing segment embeddings) hold whatever ``model.*`` says."""
+    transformers would build from that config.json: a field the family fixes (RoBERTa's positions after the
+    padding row, DistilBERT's missing segment embeddings) or has no place for (BERT's embedding_size) takes the
+    family's value, and the log names every ``model.*`` value that was changed so."""
     model_type = str(model_cfg.get("model_type") or "bert")
     if not is_native(model_type):
         raise ConfigError(f"model.model_type={model_type!r}: bertlab builds scratch encoders of its own families "
-                          f"only; use one of the model_type values in docs/models.md, or start from a checkpoint "
-                          f"with model.pretrained")
-    config_class = family_spec(model_type).config_class
-    fields = {f.name for f in dataclasses.fields(config_class)}
+                          f"only ({supported_list()}); start from a checkpoint with model.pretrained for another")
+    spec = family_spec(model_type)
+    fields = {f.name for f in dataclasses.fields(spec.config_class)}
     values = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    asked = dict(values)
     values["model_type"] = model_type
     if tokenizer is not None:
         values["vocab_size"] = tokenizer.vocab_size
+        if values.get("pad_token_id", tokenizer.pad_id) != tokenizer.pad_id:
+            raise ConfigError(f"model.pad_token_id={values['pad_token_id']} but the vocabulary pads with id "
+                              f"{tokenizer.pad_id}: drop model.pad_token_id (a scratch encoder takes its "
+                              "vocabulary's special ids)")
         for key, role in SCRATCH_TOKEN_IDS.items():
             if key in fields and key not in values:
                 values[key] = getattr(tokenizer, role)
-    spec = family_spec(model_type)
-    return spec.read_config(spec.write_config(config_class(**values)), f"model.* (a scratch {spec.display})")
+    try:
+        built = spec.config_class(**values)
+    except ConfigError as err:
+        raise ConfigError(f"{err} (model={model_cfg.get('name')} with model.model_type={model_type}: a preset "
+                          f"written for another family may set it; override it, or use a preset of this family)"
+                          ) from None
+    config = spec.read_config(spec.write_config(built), f"model.* (a scratch {spec.display})")
+    for key, value in asked.items():
+        if key != "model_type" and getattr(config, key, value) != value:
+            log.warning("model.%s=%r: a scratch %s has %r here (the family fixes it, or its config.json has no "
+                        "such field)", key, value, spec.display, getattr(config, key))
+    return config
 
 
 # ----------------------------------------------------------------------------------------------------------
