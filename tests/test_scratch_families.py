@@ -63,6 +63,10 @@ def test_a_value_the_family_changes_is_named_in_the_log(vocabularies, caplog):
     text = caplog.text
     assert "model.embedding_size=32: a scratch BERT has None" in text
     assert "model.type_vocab_size=2: a scratch DistilBERT has 0" in text
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # a preset's vocab_size is the size to train: the trained size is no change
+        architecture({**SHAPE, "vocab_size": 8000, "type_vocab_size": 2}, vocabularies["wordpiece"])
+    assert not caplog.records, caplog.text
 
 
 def test_a_preset_of_another_family_says_which_setting_to_change(vocabularies):

@@ -108,7 +108,8 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
                           f"written for another family may set it; override it, or use a preset of this family)"
                           ) from None
     config = spec.read_config(spec.write_config(built), f"model.* (a scratch {spec.display})")
-    for key, value in asked.items():
+    for key in asked:  # each model.* value as passed in (vocab_size: the trained vocabulary's)
+        value = values[key]
         if key != "model_type" and getattr(config, key, value) != value:
             log.warning("model.%s=%r: a scratch %s has %r here (the family fixes it, or its config.json has no "
                         "such field)", key, value, spec.display, getattr(config, key))
