@@ -124,3 +124,25 @@ def test_scratch_preset_fine_tunes_from_its_pretraining(train_run, tmp_path, cap
     loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("weights: loaded")]
     assert len(loaded) == 1 and f"from {tmp_path / 'pre' / 'checkpoints'}" in loaded[0], loaded
     assert "newly initialised" in loaded[0] and "embeddings" not in loaded[0].split("newly initialised")[1]
+
+
+def test_the_recipe_preset_is_the_recorded_best_run(tmp_path):
+    """docs/pretraining.md promises that experiment=pretrain_quick alone holds the settings of the recorded attempt
+    mbert_m30: composed with the preset only, every setting that run gave on its command line resolves the same."""
+    import json
+    from pathlib import Path
+
+    from conftest import compose
+    from omegaconf import OmegaConf
+
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.training.build import resolve_task_defaults
+
+    record = Path(__file__).parents[1] / "experiments/pretrain_quick/attempts/mbert_m30/pretrain/sst2.json"
+    given = dict(o.split("=", 1) for o in json.loads(record.read_text())["overrides"])
+    cfg = OmegaConf.to_container(compose(["experiment=pretrain_quick", "data.train_file=[a.txt]",
+                                          "data.val_file=b.txt"], tmp_path / "run"), resolve=True)
+    assert cfg["model"]["name"] == given["model"] == "modernbert_tiny"
+    assert str(cfg["trainer"]["max_steps"]) == given["trainer.max_steps"]
+    task = TaskSpec(name="mlm", family="mlm", mlm_probability=cfg["task"]["mlm_probability"])
+    assert resolve_task_defaults(task, cfg["model"]).mlm_probability == float(given["task.mlm_probability"])

@@ -21,10 +21,11 @@ def main() -> None:
     import torch
 
     from bertlab.inference.export import resolve_checkpoint
+    from bertlab.training.checkpoint_files import read_checkpoint
 
     shutil.rmtree(args.out, ignore_errors=True)
     shutil.copytree(args.runs[0], args.out, ignore=shutil.ignore_patterns("checkpoints"))
-    ckpts = [torch.load(resolve_checkpoint(run), map_location="cpu", weights_only=False) for run in args.runs]
+    ckpts = [read_checkpoint(resolve_checkpoint(run)) for run in args.runs]  # tensors and plain values only
     averaged = ckpts[0]
     for key, value in averaged["state_dict"].items():
         if value.is_floating_point():

@@ -90,7 +90,7 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
     spec = family_spec(model_type)
     fields = {f.name for f in dataclasses.fields(spec.config_class)}
     values = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
-    asked = dict(values)
+    asked = set(values)  # the keys model.* sets
     values["model_type"] = model_type
     if tokenizer is not None:
         values["vocab_size"] = tokenizer.vocab_size
@@ -108,11 +108,10 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
                           f"written for another family may set it; override it, or use a preset of this family)"
                           ) from None
     config = spec.read_config(spec.write_config(built), f"model.* (a scratch {spec.display})")
-    for key in asked:  # each model.* value as passed in (vocab_size: the trained vocabulary's)
-        value = values[key]
-        if key != "model_type" and getattr(config, key, value) != value:
+    for key in sorted(asked - {"model_type"}):  # each value as passed in (vocab_size: the trained vocabulary's)
+        if getattr(config, key, values[key]) != values[key]:
             log.warning("model.%s=%r: a scratch %s has %r here (the family fixes it, or its config.json has no "
-                        "such field)", key, value, spec.display, getattr(config, key))
+                        "such field)", key, values[key], spec.display, getattr(config, key))
     return config
 
 
