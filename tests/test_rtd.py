@@ -17,6 +17,7 @@ from test_resume import assert_same_training, csv_rows
 from bertlab.data.batching import Collator
 from bertlab.data.mlm import IGNORE_INDEX
 from bertlab.models.assemble import assemble
+from bertlab.models.deberta import DebertaConfig
 from bertlab.models.modernbert import ModernBertConfig
 from bertlab.models.recurrent import RecurrentConfig
 from bertlab.models.rtd import RTDOutput, check_discriminator, generator_config
@@ -32,14 +33,18 @@ VOCAB = 40
 SPECIALS = torch.tensor([0, 1, 2, 3, 4])
 
 
-def tiny(dropout: float = 0.0, **task) -> tuple[RTDFamily, torch.nn.Module]:
+def tiny(dropout: float = 0.0, family: str = "bert", **task) -> tuple[RTDFamily, torch.nn.Module]:
     spec = TaskSpec(name="rtd", family="rtd", mlm_probability=0.15, **task)
-    family = build_family(spec, 0, None, None)
-    config = EncoderConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                           intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=dropout,
-                           attention_probs_dropout_prob=dropout)
+    rtd = build_family(spec, 0, None, None)
+    sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=64, pad_token_id=PAD)
+    if family == "modernbert":  # every layer global
+        config = ModernBertConfig(**sizes, global_attn_every_n_layers=1, embedding_dropout=dropout,
+                                  hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    else:
+        config = EncoderConfig(**sizes, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     head = HeadConfig()
-    return family, assemble(config, head, family.build_head, family.stock_head_kind(head), add_pooling_layer=False)
+    return rtd, assemble(config, head, rtd.build_head, rtd.stock_head_kind(head), add_pooling_layer=False)
 
 
 def collator(train: bool, probability: float = 0.15) -> Collator:
@@ -98,9 +103,13 @@ def test_labels_on_a_hand_built_batch():
     assert float(rtd_losses(RTDOutput(gen_logits, right, corrupted), batch)["disc"]) < 1e-6
 
 
-def test_loss_is_finite_and_falls_over_30_steps():
+FAMILIES = pytest.mark.parametrize("encoder", ["bert", "modernbert"])
+
+
+@FAMILIES
+def test_loss_is_finite_and_falls_over_30_steps(encoder):
     torch.manual_seed(0)
-    family, model = tiny()
+    family, model = tiny(family=encoder)
     collate, data = collator(train=True, probability=0.3), corpus(64)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
@@ -220,9 +229,10 @@ def test_evaluation_draws_depend_on_the_example_not_on_its_batch():
     assert a["gen"] == pytest.approx(b["gen"], rel=1e-5)
 
 
-def test_padded_and_unpadded_paths_compute_the_same_rtd_outputs():
+@FAMILIES
+def test_padded_and_unpadded_paths_compute_the_same_rtd_outputs(encoder):
     torch.manual_seed(2)
-    family, model = tiny()
+    family, model = tiny(family=encoder)
     model.eval()
     batch = collator(train=False, probability=0.3)(corpus(9))  # lengths 10 to 25: padded rows
     assert (batch["attention_mask"] == 0).any()
@@ -238,10 +248,24 @@ def test_padded_and_unpadded_paths_compute_the_same_rtd_outputs():
     torch.testing.assert_close(packed.logits[real], padded.logits[real], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("config", [RecurrentConfig(), ModernBertConfig(hidden_size=64, num_attention_heads=2)],
-                         ids=["recurrent", "modernbert"])
-def test_a_discriminator_that_is_not_bert_shaped_is_refused(config):
-    with pytest.raises(ConfigError, match="task=rtd pre-trains a BERT-shaped encoder"):
+def test_a_modernbert_generator_projects_the_shared_embeddings_to_its_width():
+    _, model = tiny(family="modernbert", generator_size=0.5)
+    generator, shared = model.head.generator, model.bert.embeddings
+    assert generator.embeddings.shared is shared  # one module: token embeddings and norm trained by both losses
+    assert generator.embeddings.word_embeddings is shared.word_embeddings
+    assert generator.embeddings.project.weight.shape == (16, 32)
+    assert model.head.generator_head.predictions.decoder.weight is shared.word_embeddings.weight
+    gen = generator.config
+    assert (type(gen).__name__, gen.hidden_size, gen.num_attention_heads, gen.intermediate_size) == \
+        ("ModernBertConfig", 16, 1, 32)
+    names = [n for n, _ in model.named_parameters()]
+    assert not any(n.startswith("head.generator.embeddings.shared.") for n in names)
+
+
+@pytest.mark.parametrize("config", [RecurrentConfig(), DebertaConfig(hidden_size=64, num_attention_heads=2)],
+                         ids=["recurrent", "deberta-v2"])
+def test_a_discriminator_whose_embeddings_cannot_be_shared_is_refused(config):
+    with pytest.raises(ConfigError, match="task=rtd pre-trains a BERT-shaped or ModernBERT encoder"):
         check_discriminator(config)
 
 
@@ -298,6 +322,27 @@ def test_init_from_an_rtd_run_fine_tunes_its_discriminator(rtd_run, tmp_path):
     # Only what an mlm start (without NSP) leaves new: the pooler and the classifier.
     assert set(report.newly_initialised) == {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
                                              "head.classifier.weight", "head.classifier.bias"}
+
+
+def test_a_modernbert_rtd_run_fine_tunes_its_discriminator(tmp_path):
+    run_dir = tmp_path / "pretrain"
+    m = run_train(["model=modernbert_tiny", "task=rtd", "task.generator_size=0.5", "trainer.max_epochs=1",
+                   "trainer.limit_train_batches=2"], run_dir)
+    assert math.isfinite(m["val"]["loss"]) and 0 < m["val"]["replaced_fraction"] < 0.3
+    scope = json.loads((run_dir / "update_scope.json").read_text())
+    assert scope["frozen_changed"] == [] and scope["trainable_without_grad"] == []
+    _, model, report = _build_sst2(run_dir, tmp_path, model="bert_tiny")
+    assert type(model.bert).__name__ == "ModernBertModel"  # the run's family and shape, not model=bert_tiny's
+    state = torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)["state_dict"]
+    discriminator = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
+    assert discriminator and set(report.loaded) == set(discriminator)
+    own = model.state_dict()
+    for key, value in discriminator.items():
+        torch.testing.assert_close(own[key], value, atol=0, rtol=0)
+    assert any(k.startswith("head.generator.") for k in report.dropped)
+    # Only the classification head is new (ModernBERT's: dense → norm → classifier); the encoder is all loaded.
+    assert {"head.classifier.weight", "head.classifier.bias"} <= set(report.newly_initialised)
+    assert all(k.startswith("head.") for k in report.newly_initialised)
 
 
 def test_export_and_predict_refuse_an_rtd_run(rtd_run, tmp_path):

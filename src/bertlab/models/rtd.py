@@ -6,10 +6,11 @@ The discriminator is the ``TaskModel``'s own encoder (``bert.*``, the same tenso
 run's encoder, so ``model.init_from`` takes it as it takes a masked-LM run's). Everything else lives in the head
 (``head.*``, which ``init_from`` drops):
 
-* ``head.generator``: a BERT encoder of the same family, ``generator_size`` times as wide (hidden size,
+* ``head.generator``: an encoder of the same family, ``generator_size`` times as wide (hidden size,
   attention heads and feed-forward scaled alike) and as deep as the discriminator unless ``generator_layers``
-  says otherwise. Its embeddings ARE the discriminator's (word, position, segment, LayerNorm: one module,
-  ELECTRA's tied embeddings), projected to the generator's width by its ``embeddings_project``.
+  says otherwise. Its embeddings ARE the discriminator's (one module, ELECTRA's tied embeddings), projected to
+  the generator's width: by a BERT-shaped generator's own ``embeddings_project``, or, for a family whose
+  encoder has no such layer (ModernBERT), by :class:`SharedEmbeddings`'s ``project`` around the shared module.
 * ``head.generator_head``: its masked-LM head, whose decoder is tied to the shared word embeddings.
 * ``head.discriminator_predictions``: ``dense`` → GELU → ``dense_prediction`` (one logit per token), HF's
   ``ElectraDiscriminatorPredictions``.
@@ -61,18 +62,47 @@ def generator_config(config: EncoderConfig, size: float, layers: int | None = No
         embedding_size=config.embedding_width)
 
 
+def _shares_embeddings(model_type: str) -> bool:
+    """Whether a family's encoder can be a discriminator: BERT-shaped encoders (bertlab's ``BertModel``, whose
+    generator projects the shared embeddings itself) and encoders whose embeddings module maps ids to vectors of
+    the encoder's width with nothing else in it (ModernBERT: token embeddings → norm), which
+    :class:`SharedEmbeddings` projects for a narrower generator."""
+    from bertlab.models.modernbert import ModernBertModel
+
+    return family_spec(model_type).encoder_class in (None, ModernBertModel)
+
+
 def check_discriminator(config: object) -> None:
-    """task=rtd needs a BERT-shaped encoder: the generator is a smaller one of the same family sharing its
-    embeddings module."""
+    """task=rtd needs an encoder whose embeddings a smaller generator of the same family can share."""
     model_type = getattr(config, "model_type", None)
     shaped = isinstance(config, EncoderConfig) and model_type and is_native(model_type) \
-        and family_spec(model_type).encoder_class is None
+        and _shares_embeddings(model_type)
     if not shaped:
         what = f"a {model_type} encoder" if model_type else f"a {type(config).__name__} encoder"
         raise ConfigError(
-            f"task=rtd pre-trains a BERT-shaped encoder (bert, roberta, xlm-roberta, distilbert, electra): its "
-            f"generator is a smaller copy of the discriminator sharing its embeddings, and this run builds {what}. "
-            "Use a BERT-shaped model (e.g. model=bert_mini), or task=mlm for this one")
+            f"task=rtd pre-trains a BERT-shaped or ModernBERT encoder (bert, roberta, xlm-roberta, distilbert, "
+            f"electra, modernbert): its generator is a smaller copy of the discriminator sharing its embeddings, "
+            f"and this run builds {what}. Use one of those (e.g. model=bert_mini or model=modernbert_tiny), or "
+            "task=mlm for this one")
+
+
+class SharedEmbeddings(nn.Module):
+    """The discriminator's embeddings module (shared, not copied) followed by a linear projection to the
+    generator's width, for an encoder family without its own ``embeddings_project``. Called as the family's
+    embeddings are (``forward(input_ids, packing)``), and exposes the shared ``word_embeddings`` table."""
+
+    def __init__(self, shared: nn.Module, width: int, initializer_range: float):
+        super().__init__()
+        self.shared = shared
+        self.project = nn.Linear(shared.word_embeddings.embedding_dim, width)
+        _init_linear(self.project, initializer_range)
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.shared.word_embeddings
+
+    def forward(self, input_ids: torch.Tensor, packing=None) -> torch.Tensor:
+        return self.project(self.shared(input_ids, packing))
 
 
 class DiscriminatorPredictions(nn.Module):
@@ -123,12 +153,20 @@ class ReplacedTokenDetectionHead(nn.Module):
         discriminator's embeddings module with it (one set of tensors, trained by both losses)."""
         from bertlab.models.bert import BertModel
 
-        if not isinstance(encoder, BertModel):
-            check_discriminator(getattr(encoder, "config", None) or encoder)
-            raise ConfigError(f"task=rtd: the discriminator is a {type(encoder).__name__}, not a BERT encoder")
-        generator = family_spec(encoder.config.model_type).build_encoder(
+        config = getattr(encoder, "config", None)
+        check_discriminator(config or encoder)
+        spec = family_spec(config.model_type)
+        if not isinstance(encoder, BertModel if spec.encoder_class is None else spec.encoder_class):
+            raise ConfigError(f"task=rtd: the discriminator is a {type(encoder).__name__}, not the "
+                              f"{config.model_type} family's encoder")
+        generator = spec.build_encoder(
             self.generator_config, add_pooling_layer=False, unpad=encoder.unpad, kernels=encoder.kernels)
-        generator.embeddings = encoder.embeddings  # tied: the generator's own (fresh) embeddings are dropped
+        # tied: the generator's own (fresh) embeddings are dropped
+        if isinstance(generator, BertModel):  # projects to its width itself (embeddings_project)
+            generator.embeddings = encoder.embeddings
+        else:
+            generator.embeddings = SharedEmbeddings(encoder.embeddings, self.generator_config.hidden_size,
+                                                    self.generator_config.initializer_range)
         self.generator = generator
         self.generator_head = PreTrainingHead(self.generator_config, encoder.embeddings.word_embeddings, nsp=False)
 
