@@ -36,7 +36,7 @@ py=.venv/bin/python
 data=${BERTLAB_DATA_DIR:?set BERTLAB_DATA_DIR to the data folder}
 quiet=(logger=csv trainer.enable_progress_bar=false)
 objective=${OBJECTIVE:-mlm}
-model=${MODEL:-modernbert_tiny}
+model=${MODEL:-modernbert_mini}
 if [[ -n "${ATTEMPT:-}" ]]; then logs=$logs/attempt_$ATTEMPT; fi
 corpus_name=${CORPUS:-sst2}
 case $corpus_name in  # texts: the corpora pre-trained on (the first one's held-out part validates)
