@@ -79,3 +79,34 @@ def test_auto_pooling_follows_the_checkpoint_and_falls_back_to_the_pooler(tmp_pa
     assert resolve_head_config(auto, {"encoder": "recurrent", "pretrained": None}).pooling == "pooler"
     # An explicit choice is kept whatever the checkpoint declares.
     assert resolve_head_config(HeadConfig(pooling="cls"), {"pretrained": str(mean_dir)}).pooling == "cls"
+
+
+def test_auto_pooling_from_a_bertlab_run_follows_that_run(tmp_path):
+    """A run started from a bertlab checkpoint (model.init_from) resolves head.pooling=auto to the pooling that run's
+    sentence-level head read, or, for a run without one (pre-training), to what its base checkpoint declares —
+    not to BERT's pooler because the start is a .ckpt rather than a folder."""
+    import torch
+
+    from bertlab.training.build import resolve_head_config
+
+    auto = HeadConfig(pooling="auto")
+    mean_dir = _st_folder(tmp_path / "mean", {"pooling_mode_mean_tokens": True})
+
+    def run(name: str, family: str, pooling: str, base: str | None) -> str:
+        path = tmp_path / f"{name}.ckpt"
+        torch.save({"state_dict": {}, "hyper_parameters": {"task": {"family": family}, "head": {"pooling": pooling},
+                                                            "base_weights": base}}, path)
+        return str(path)
+
+    assert resolve_head_config(auto, {"init_from": run("cls_run", "sequence", "cls", str(mean_dir))}).pooling == "cls"
+    assert resolve_head_config(auto, {"init_from": run("choice", "multiple_choice", "mean", None)}).pooling == "mean"
+    # A pre-training run's head pools nothing: its base checkpoint decides.
+    assert resolve_head_config(auto, {"init_from": run("mlm", "mlm", "pooler", str(mean_dir))}).pooling == "mean"
+    assert resolve_head_config(auto, {"init_from": run("tags", "token", "pooler", None)}).pooling == "pooler"
+    # A base that cannot be found here (a hub id offline, a folder since removed) declares nothing.
+    gone = str(tmp_path / "removed")
+    assert resolve_head_config(auto, {"init_from": run("gone", "mlm", "pooler", gone)}).pooling == "pooler"
+    # The start replaces the preset's checkpoint for this choice too.
+    plain = str(_st_folder(tmp_path / "bert", None))
+    assert resolve_head_config(auto, {"pretrained": str(mean_dir),
+                                      "init_from": run("pooler_run", "sequence", "pooler", plain)}).pooling == "pooler"

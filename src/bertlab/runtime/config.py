@@ -151,7 +151,8 @@ class HeadConfig:
 
     # "pooler" (dense+tanh over [CLS], as BERT) | "cls" (raw [CLS] vector) | "mean" (mean over real tokens,
     # as sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained to be read) | "auto" (the
-    # checkpoint's declared sentence-transformers pooling, else "pooler"; builders.resolve_head_config)
+    # start's declared pooling: a checkpoint's sentence-transformers Pooling module, or the pooling the head of a
+    # model.init_from run read; else "pooler"; training/build.resolve_head_config)
     pooling: str = "pooler"
     layers: str | int = "last"  # "last" | "concat_last4" | "sum_last4" | an encoder layer index
     hidden_layers: int = 0  # 0 = linear head; >0 = MLP probe

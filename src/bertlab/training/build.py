@@ -178,20 +178,47 @@ def init_dir_for_tokenizer(init_from: str | None) -> Path | None:
 
 
 def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> HeadConfig:
-    """``head.pooling=auto``: the checkpoint's own sentence vector where it declares one (a sentence-transformers
-    Pooling module, e.g. all-MiniLM-L6-v2's mean over tokens), BERT's pooler otherwise."""
+    """``head.pooling=auto``: the sentence vector the run's start was trained to give. A checkpoint folder: its
+    sentence-transformers Pooling module where it declares one (e.g. all-MiniLM-L6-v2's mean over tokens). A
+    bertlab run (``model.init_from``): the pooling its own sentence-level head read, else (a pre-training run)
+    what its base checkpoint declares. BERT's pooler when nothing is declared."""
     if head_cfg.pooling != "auto":
         return head_cfg
-    pretrained = None
+    declared, where = None, None
     if model_cfg.get("encoder", "bert") == "bert":
         init_kind, init_path = _init_source(model_cfg.get("init_from"))
-        pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
-    declared = sentence_transformers_pooling(pretrained) if pretrained is not None else None
+        if init_kind == "ckpt":
+            declared, where = _run_start_pooling(init_path)
+        else:
+            pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
+            if pretrained is not None:
+                declared = sentence_transformers_pooling(pretrained)
+                where = f"the checkpoint's sentence-transformers Pooling module in {pretrained}"
     pooling = declared or "pooler"
     log.info("head.pooling=auto → %s (%s)", pooling,
-             f"the checkpoint's sentence-transformers Pooling module in {pretrained}" if declared
-             else "no sentence-transformers Pooling module: BERT's pooler")
+             where if declared else "nothing declared by the start: BERT's pooler")
     return dataclasses.replace(head_cfg, pooling=pooling)
+
+
+_POOLING_HEADS = ("sequence", "multiple_choice")  # the task families whose head reads a sentence vector
+
+
+def _run_start_pooling(ckpt_path: Path) -> tuple[str | None, str | None]:
+    """What ``head.pooling=auto`` resolves to when a run starts from a bertlab checkpoint, and where it was read:
+    the pooling that run's head read (recorded resolved), or its base checkpoint's declared pooling."""
+    hparams = read_checkpoint(ckpt_path, "model.init_from").get("hyper_parameters") or {}
+    pooling = (hparams.get("head") or {}).get("pooling")
+    if (hparams.get("task") or {}).get("family") in _POOLING_HEADS and pooling in ("pooler", "cls", "mean"):
+        return pooling, f"the head of the run it starts from, {ckpt_path}"
+    base = hparams.get("base_weights")
+    try:  # the base checkpoint, where it can still be found here (offline: a hub id may not be)
+        folder = resolve_pretrained(base) if base else None
+    except (ConfigError, CheckpointError, OSError):
+        folder = None
+    if folder is None or not (folder / "config.json").is_file():
+        return None, None
+    declared = sentence_transformers_pooling(folder)
+    return declared, f"the sentence-transformers Pooling module of {folder}, the base of {ckpt_path}"
 
 
 def encoder_model_type(model_cfg: dict[str, Any]) -> str | None:
