@@ -157,6 +157,20 @@ def test_init_from_a_run_of_the_same_head_keeps_its_head(sst2_run, tmp_path, cap
     assert not torch.equal(model.state_dict()["head.classifier.weight"], head["head.classifier.weight"])
 
 
+def test_a_kept_head_takes_a_window_pooling_of_its_own(sst2_run, tmp_path, caplog):
+    """A start trained without window-pooling weights (texts of one window, max pooling) keeps its classifier for a
+    run that pools windows with attention: only the attention scorer starts new, and the log names it."""
+    head = _best_head_tensors(sst2_run)
+    with caplog.at_level(logging.INFO, logger="bertlab.training.build"):
+        _, model, report = _build_sst2(sst2_run, tmp_path, extra=["+head.window_pooling=attention"])
+    own = model.state_dict()
+    assert "head.windows.score.weight" in own
+    for key, value in head.items():
+        torch.testing.assert_close(own[key], value, atol=0, rtol=0)
+    assert set(head) <= set(report.loaded) and "head.windows.score.weight" in report.newly_initialised
+    assert "its window pooling (head.windows.score.weight) starts new" in caplog.text
+
+
 @pytest.mark.parametrize("task, extra, reason", [
     ("rte", [], "labels ['0', '1'] there, ['entailment', 'not_entailment'] here"),
     ("sst2", ["head.pooling=mean"], "head.pooling 'pooler' there, 'mean' here"),

@@ -447,9 +447,19 @@ def _same_head(hparams: dict[str, Any], family: Family, head_cfg: HeadConfig,
     for name, a, b in zip(names, theirs, ours):
         if a != b:
             return f"{name} {a!r} there, {b!r} here"
-    if set(ckpt_head) != set(own_head) or any(ckpt_head[k].shape != own_head[k].shape for k in own_head):
+    # The window pooling's own weights (model.window_pooling=attention) are not the classifier: a start trained on
+    # texts of one window, or with another pooling, still has this run's classifier.
+    ckpt_core, own_core = _without_window_pooling(ckpt_head), _without_window_pooling(own_head)
+    if set(ckpt_core) != set(own_core) or any(ckpt_core[k].shape != own_core[k].shape for k in own_core):
         return "its head tensors differ from this run's"
     return None
+
+
+_WINDOW_POOLING = "head.windows."  # the tensors of a head's WindowPooling (models/heads.py)
+
+
+def _without_window_pooling(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in tensors.items() if not k.startswith(_WINDOW_POOLING)}
 
 
 def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head_cfg: HeadConfig,
@@ -468,13 +478,18 @@ def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head
                              {k: v for k, v in own.items() if k.startswith("head.")})
         take_head = why_not is None
         if take_head:
+            # Window-pooling weights come along only where both heads have them alike; else this run's start new.
+            ckpt_head = {k: v for k, v in ckpt_head.items() if not k.startswith(_WINDOW_POOLING)
+                         or (k in own and own[k].shape == v.shape)}
+            new_pooling = sorted(k for k in own if k.startswith(_WINDOW_POOLING) and k not in ckpt_head)
             log.info("model.init_from: the checkpoint's head is this run's (same task family, labels and head "
-                     "settings): it is loaded too (model.init_head=new starts a new one)")
+                     "settings): it is loaded too (model.init_head=new starts a new one)%s",
+                     f"; its window pooling ({', '.join(new_pooling)}) starts new" if new_pooling else "")
         else:
             log.info("model.init_from: the checkpoint's head is not this run's (%s): a new head", why_not)
     keep = {}
     for k, v in state.items():
-        if (k.startswith("bert.") or (take_head and k.startswith("head."))) and k in own:
+        if (k.startswith("bert.") or (take_head and k in ckpt_head)) and k in own:
             keep[k] = v
         else:
             report.dropped.append(k)
