@@ -145,6 +145,9 @@ def largest_divisor(n: int, at_most: int) -> int:
     return 1
 
 
+# The sentence vectors a head can read (head.pooling); "auto" resolves to one of them when a run starts.
+HEAD_POOLINGS = ("pooler", "cls", "mean")
+
 @dataclass
 class HeadConfig:
     """Which encoder vectors a head reads and how deep it is."""
@@ -163,7 +166,7 @@ class HeadConfig:
     window_pooling: str = "max"  # max | mean | max_logits | attention
 
     def __post_init__(self) -> None:
-        if self.pooling not in ("pooler", "cls", "mean", "auto"):
+        if self.pooling not in (*HEAD_POOLINGS, "auto"):
             raise ConfigError(f"head.pooling must be 'auto', 'pooler', 'cls' or 'mean', got {self.pooling!r}")
         if self.window_pooling not in WINDOW_POOLINGS:
             raise ConfigError(f"model.window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got "

@@ -35,6 +35,7 @@ from bertlab.models.hf_weights import (
 )
 from bertlab.runtime.config import (
     DEFAULT_MLM_PROBABILITY,
+    HEAD_POOLINGS,
     MASKED_FAMILIES,
     ConfigError,
     EncoderConfig,
@@ -208,7 +209,7 @@ def _run_start_pooling(ckpt_path: Path) -> tuple[str | None, str | None]:
     the pooling that run's head read (recorded resolved), or its base checkpoint's declared pooling."""
     hparams = read_checkpoint(ckpt_path, "model.init_from").get("hyper_parameters") or {}
     pooling = (hparams.get("head") or {}).get("pooling")
-    if (hparams.get("task") or {}).get("family") in _POOLING_HEADS and pooling in ("pooler", "cls", "mean"):
+    if (hparams.get("task") or {}).get("family") in _POOLING_HEADS and pooling in HEAD_POOLINGS:
         return pooling, f"the head of the run it starts from, {ckpt_path}"
     base = hparams.get("base_weights")
     try:  # the base checkpoint, where it can still be found here (offline: a hub id may not be)
@@ -339,8 +340,7 @@ def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, t
     if not is_encoder_type(model_type):
         raise ConfigError(not_native_message(model_type, str(directory / "config.json")))
     encoder = AutoEncoder.from_pretrained(directory)
-    if head_cfg.pooling == "pooler" and encoder.pooler is None and family.task.family in ("sequence",
-                                                                                         "multiple_choice"):
+    if head_cfg.pooling == "pooler" and encoder.pooler is None and family.task.family in _POOLING_HEADS:
         log.info("head.pooling=pooler → cls: %s has no pooler of its own (generic path)", model_type)
         head_cfg = dataclasses.replace(head_cfg, pooling="cls")
     if tokenizer.vocab_size > encoder.config.vocab_size:
