@@ -20,8 +20,15 @@
 #   CONTEXT_EPOCHS=K (environment, default 1) runs that stage K times, each epoch on a draw of its own (make_data.py
 #   seeds 0..K-1; logs/.../context, context_1, ...), each starting from the last's encoder with a new head
 #   (model.init_head=new, as the recorded attempts ran); the document runs keep the last stage's classifier
-#   (model.init_from's default: the same labels and head settings). The best recorded recipe
-#   (attempt 16 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=3 EPOCHS=1 with data.window_stride=63.
+#   (model.init_from's default: the same labels and head settings).
+#   MULTIWINDOW=N (environment) adds one more stage after those: one epoch on N texts of 150-400 tokens (make_data.py,
+#   seed CONTEXT_EPOCHS; logs/.../multiwindow), 2-6 windows each with one labelled phrase, read with the document
+#   runs' own overrides (the ones given to this script: window pooling, stride, batch, rates), so the window pooling
+#   (an attention scorer with model.window_pooling=attention) learns on many short documents before the long ones;
+#   it keeps the classifier before it, and the document runs keep its classifier and pooling.
+#   The best recorded recipe (attempt 23 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=4
+#   MULTIWINDOW=8000 EPOCHS=1 with optim.lr=5e-5 optim.head_lr=1e-3 data.batch_size=8 data.max_windows_per_batch=96
+#   data.window_stride=63 model.window_pooling=attention.
 #   TRAIN_DOCS, DEV_DOCS, EPOCHS (environment) size the runs. Cost: a document is ~11 windows of 128 tokens, and one
 #   training step of 32 windows (MiniLM-L6, forward and backward) took 9.1 s on one CPU thread of a busy machine,
 #   about 3 s per training document read in windows, against ~0.3 s truncated (one window). The defaults (300
@@ -66,6 +73,13 @@ if [[ -n "${CONTEXT:-}" ]]; then
       optim.head_lr=1e-3 trainer.max_epochs=1 model.init_head=new "${init[@]}"
     init=(model.init_from="$PWD/$logs/context$suffix")
   done
+fi
+if [[ -n "${MULTIWINDOW:-}" ]]; then
+  $py $here/make_data.py "$BERTLAB_DATA_DIR" "$logs/multiwindow_data" --train "$MULTIWINDOW" --dev 300 \
+    --seed "${CONTEXT_EPOCHS:-1}" --min-tokens 150 --max-tokens 400
+  on_texts "$logs/multiwindow_data"
+  run "$logs/multiwindow" "${texts[@]}" data.long_text=windows trainer.max_epochs=1 "${init[@]}" "$@"
+  init=(model.init_from="$PWD/$logs/multiwindow")
 fi
 on_texts "$data"
 for mode in truncate windows; do
