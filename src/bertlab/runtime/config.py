@@ -167,7 +167,8 @@ class HeadConfig:
 
     def __post_init__(self) -> None:
         if self.pooling not in (*HEAD_POOLINGS, "auto"):
-            raise ConfigError(f"head.pooling must be 'auto', 'pooler', 'cls' or 'mean', got {self.pooling!r}")
+            raise ConfigError(f"head.pooling must be 'auto' or one of {', '.join(HEAD_POOLINGS)}, got "
+                              f"{self.pooling!r}")
         if self.window_pooling not in WINDOW_POOLINGS:
             raise ConfigError(f"model.window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got "
                               f"{self.window_pooling!r}")

@@ -455,11 +455,13 @@ def _same_head(hparams: dict[str, Any], family: Family, head_cfg: HeadConfig,
     return None
 
 
-_WINDOW_POOLING = "head.windows."  # the tensors of a head's WindowPooling (models/heads.py)
+def _is_window_pooling(key: str) -> bool:
+    """A tensor of a head's WindowPooling (models/heads.py: ``head.windows``), not of its classifier."""
+    return key.startswith("head.windows.")
 
 
 def _without_window_pooling(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in tensors.items() if not k.startswith(_WINDOW_POOLING)}
+    return {k: v for k, v in tensors.items() if not _is_window_pooling(k)}
 
 
 def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head_cfg: HeadConfig,
@@ -479,9 +481,9 @@ def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head
         take_head = why_not is None
         if take_head:
             # Window-pooling weights come along only where both heads have them alike; else this run's start new.
-            ckpt_head = {k: v for k, v in ckpt_head.items() if not k.startswith(_WINDOW_POOLING)
+            ckpt_head = {k: v for k, v in ckpt_head.items() if not _is_window_pooling(k)
                          or (k in own and own[k].shape == v.shape)}
-            new_pooling = sorted(k for k in own if k.startswith(_WINDOW_POOLING) and k not in ckpt_head)
+            new_pooling = sorted(k for k in own if _is_window_pooling(k) and k not in ckpt_head)
             log.info("model.init_from: the checkpoint's head is this run's (same task family, labels and head "
                      "settings): it is loaded too (model.init_head=new starts a new one)%s",
                      f"; its window pooling ({', '.join(new_pooling)}) starts new" if new_pooling else "")
