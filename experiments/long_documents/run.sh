@@ -25,7 +25,8 @@
 #   seed CONTEXT_EPOCHS; logs/.../multiwindow), 2-6 windows each with one labelled phrase, read with the document
 #   runs' own overrides (the ones given to this script: window pooling, stride, batch, rates), so the window pooling
 #   (an attention scorer with model.window_pooling=attention) learns on many short documents before the long ones;
-#   it keeps the classifier before it, and the document runs keep its classifier and pooling.
+#   it keeps the classifier before it, and the document runs keep its classifier and pooling. The analysis scores
+#   that stage's own run on the dev documents too: read as it is, with no document epoch, it is the recipe's model.
 #   The best recorded recipe (attempt 23 in attempts/): SENTENCES=67349 CONTEXT=24000 CONTEXT_EPOCHS=4
 #   MULTIWINDOW=8000 EPOCHS=1 with optim.lr=5e-5 optim.head_lr=1e-3 data.batch_size=8 data.max_windows_per_batch=96
 #   data.window_stride=63 model.window_pooling=attention.
@@ -85,4 +86,6 @@ on_texts "$data"
 for mode in truncate windows; do
   run "$logs/$mode" "${texts[@]}" data.long_text=$mode trainer.max_epochs="$epochs" "${init[@]}" "$@"
 done
-$py $here/analyze.py "$data" "$logs/truncate" "$logs/windows" --out "$here/results.md"
+scored=("$logs/truncate" "$logs/windows")
+if [[ -n "${MULTIWINDOW:-}" ]]; then scored+=("$logs/multiwindow"); fi  # the stage alone, no document epoch
+$py $here/analyze.py "$data" "${scored[@]}" --out "$here/results.md"
