@@ -58,6 +58,7 @@ on_texts() {  # DATA_DIR: sets texts=(the overrides of a classification run on m
          data.max_seq_length=128)
 }
 init=()
+scored=()  # runs the analysis scores besides the truncate and windows document runs
 if [[ -n "${INIT:-}" ]]; then init=(model.init_from="$(realpath "$INIT")"); fi
 if [[ -n "${SENTENCES:-}" ]]; then
   run "$logs/sst2_sentences" task=sst2 paths.data_dir="$(realpath "$BERTLAB_DATA_DIR")" \
@@ -81,11 +82,10 @@ if [[ -n "${MULTIWINDOW:-}" ]]; then
   on_texts "$logs/multiwindow_data"
   run "$logs/multiwindow" "${texts[@]}" data.long_text=windows trainer.max_epochs=1 "${init[@]}" "$@"
   init=(model.init_from="$PWD/$logs/multiwindow")
+  scored=("$logs/multiwindow")  # the stage alone, no document epoch: the recipe's model
 fi
 on_texts "$data"
 for mode in truncate windows; do
   run "$logs/$mode" "${texts[@]}" data.long_text=$mode trainer.max_epochs="$epochs" "${init[@]}" "$@"
 done
-scored=("$logs/truncate" "$logs/windows")
-if [[ -n "${MULTIWINDOW:-}" ]]; then scored+=("$logs/multiwindow"); fi  # the stage alone, no document epoch
-$py $here/analyze.py "$data" "${scored[@]}" --out "$here/results.md"
+$py $here/analyze.py "$data" "$logs/truncate" "$logs/windows" "${scored[@]}" --out "$here/results.md"
