@@ -34,6 +34,7 @@ from bertlab.models.kernels import (  # noqa: F401  (attention, Kernels, ... are
     dropout,
     is_plain_linear,
     repad_attention,
+    tracing,
     varlen_attention,
     varlen_kernel,
 )
@@ -232,14 +233,14 @@ class BertPooler(nn.Module):
 def padding_mask(attention_mask: torch.Tensor | None, static: bool = False) -> torch.Tensor | None:
     """(B, T) 1/0 mask → (B, 1, 1, T) boolean "may attend" mask, or None when nothing is padded.
 
-    ``static`` (an encoder traced to a graph, ``static_graph``): the mask whatever the batch holds, since a graph
-    cannot branch on whether this batch has padding.
+    ``static`` (an encoder traced to a graph, ``static_graph``), or any trace (:func:`~bertlab.models.kernels.tracing`):
+    the mask whatever the batch holds, since a graph cannot branch on whether this batch has padding.
 
     A boolean mask works under any autocast dtype, and None for unpadded batches lets SDPA take its
     unmasked kernel. It hides padded keys from every query; it is not [MASK] (input content) and not the
     loss's position selection. Every query keeps [CLS] visible, so no row is fully masked.
     """
-    if attention_mask is None or (not static and bool(attention_mask.all())):
+    if attention_mask is None or (not static and not tracing() and bool(attention_mask.all())):
         return None
     return attention_mask.bool()[:, None, None, :]
 
@@ -349,7 +350,8 @@ class BertModel(ConfigSizes, nn.Module):
         then runs on B tokens). Either way a batch whose position 0 is padding in some row (left padding) stays
         padded: the pooler reads position 0.
         """
-        if self.unpad == "false" or getattr(self, "static_graph", False):  # a traced graph cannot branch on padding
+        # A traced graph cannot branch on padding: the padded path, whatever the example batch holds.
+        if self.unpad == "false" or getattr(self, "static_graph", False) or tracing():
             return False
         if attention_mask is not None and not bool(attention_mask[:, 0].all()):
             return False

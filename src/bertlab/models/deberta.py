@@ -32,7 +32,7 @@ from torch import nn
 
 from bertlab.models.bert import BertIntermediate, BertModel, BertOutput, BertSelfOutput, padding_mask
 from bertlab.models.encoder import ConfigSizes, EncoderOutput
-from bertlab.models.kernels import DEFAULT_KERNELS, Dropout, Kernels, attention, repad_attention
+from bertlab.models.kernels import DEFAULT_KERNELS, Dropout, Kernels, attention, repad_attention, tracing
 from bertlab.models.packing import Packing, pack
 from bertlab.runtime.config import EncoderConfig, unpad_mode
 from bertlab.runtime.errors import ConfigError
@@ -234,7 +234,7 @@ class DisentangledSelfAttention(nn.Module):
         """The c2p + p2c scores, scaled, of q, k (n, h, L, hd), the heads ``heads`` of n batch rows: (n, h, L, L);
         ``rel`` (2S, H) the relative embeddings after their LayerNorm (:data:`kernels.ScoreBias`)."""
         n, h, length, _ = q.shape
-        if torch.onnx.is_in_onnx_export():
+        if tracing():
             # A graph serves every length: the index is computed from the traced length over all 2S rows (the
             # cached index and its row range are constants of one length).
             index = traced_relative_index(q, self.span, self.buckets, self.max_relative)
