@@ -34,9 +34,8 @@ from bertlab.tasks.families import build_family  # noqa: E402
 FAMILIES = sorted(families())  # the registry: a family added there is checked here too
 HEADS = {"sequence": "sequence", "token": "token", "span": "qa", "multiple_choice": "multiple_choice"}
 # Boundaries as hard as the issue's: ModernBERT's local window of 16 (8 each side: the traced length itself), DeBERTa
-# exact up to 4 positions and log-bucketed beyond; position tables of 64.
+# exact up to 4 positions and log-bucketed beyond; position tables of 64, every position of them used (max_len).
 HARD = {"modernbert": dict(local_attention=16), "deberta-v2": dict(position_buckets=8, max_relative_positions=32)}
-MAX_LEN = 40
 
 
 def tiny_model(model_type: str, head_kind: str, pooling: str = "max"):
@@ -70,13 +69,14 @@ def test_graph_equals_pytorch_at_every_hard_length(tmp_path, model_type, head_ki
     windows = task.family == "sequence"
     graph = exported(model, task, tmp_path / "m.onnx", windows)
     segments = "token_type_ids" in graph.graph.inputs
-    report = check_graph(model, graph, task.family, MAX_LEN, segments, windows)
+    max_len = model.bert.config.max_sequence_length
+    report = check_graph(model, graph, task.family, max_len, segments, windows)
     assert report["max_abs_diff"] <= 1e-5, report
     assert report["passed"] and report["tolerance"] == FP32_TOLERANCE
     # The lengths it ran: one token, around the traced length, around every window and bucket, the longest.
-    assert {1, TRACE_LENGTH - 1, TRACE_LENGTH + 1, MAX_LEN} <= set(report["lengths"])
+    assert {1, TRACE_LENGTH - 1, TRACE_LENGTH + 1, max_len} <= set(report["lengths"])
     for b in length_boundaries(model.bert.config):
-        assert {n for n in (b - 1, b, b + 1, 2 * b + 3) if n <= MAX_LEN} <= set(report["lengths"])
+        assert {n for n in (b - 1, b, b + 1, 2 * b + 3) if n <= max_len} <= set(report["lengths"])
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
@@ -85,7 +85,7 @@ def test_the_unpadded_path_is_the_reference(tmp_path, model_type):
     model, task = tiny_model(model_type, "token")
     model.bert.unpad = "true"
     graph = exported(model, task, tmp_path / "m.onnx", False)
-    report = check_graph(model, graph, "token", MAX_LEN, "token_type_ids" in graph.graph.inputs, False)
+    report = check_graph(model, graph, "token", 40, "token_type_ids" in graph.graph.inputs, False)
     assert report["max_abs_diff"] <= 1e-5, report
 
 
@@ -114,7 +114,7 @@ def test_the_check_finds_a_branch_frozen_at_the_traced_length(tmp_path, monkeypa
     model, task = tiny_model(model_type, "sequence")
     monkeypatch.setattr(module, "tracing", lambda: False)
     graph = exported(model, task, tmp_path / "m.onnx", True)
-    report = check_graph(model, graph, "sequence", MAX_LEN, "token_type_ids" in graph.graph.inputs, True)
+    report = check_graph(model, graph, "sequence", 40, "token_type_ids" in graph.graph.inputs, True)
     if model_type == "bert":
         assert report["passed"], report
         return
@@ -124,3 +124,29 @@ def test_the_check_finds_a_branch_frozen_at_the_traced_length(tmp_path, monkeypa
         short = {"input_ids": torch.randint(5, 99, (1, 9)), "attention_mask": torch.ones(1, 9, dtype=torch.long)}
         with torch.no_grad():
             torch.testing.assert_close(graph(short), model(short), atol=1e-5, rtol=0)  # within the window: equal
+
+
+def test_the_generic_path_is_checked_too(tmp_path):
+    """A model_type that is no native family (mpnet, through transformers' AutoModel): its relative-position buckets
+    (relative_attention_num_buckets) are among the hard lengths, and its graph equals PyTorch at them."""
+    import transformers
+
+    from bertlab.models.families.generic import GenericEncoderConfig
+
+    hf = transformers.AutoConfig.for_model("mpnet", vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                                           num_attention_heads=4, intermediate_size=37, max_position_embeddings=66,
+                                           relative_attention_num_buckets=32, hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0, pad_token_id=1)
+    config = GenericEncoderConfig.from_hf(hf.to_dict())
+    task = TaskSpec(name="sequence", family="sequence", labels=["a", "b", "c"])
+    family = build_family(task, 3, task.labels, None)
+    head = HeadConfig(pooling="cls")
+    torch.manual_seed(0)
+    model = assemble(config, head, family.build_head, "sequence", add_pooling_layer=False).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    graph = exported(model, task, tmp_path / "m.onnx", True)
+    report = check_graph(model, graph, "sequence", 48, "token_type_ids" in graph.graph.inputs, True)
+    assert {15, 16, 17, 31, 32, 33, 35, 48} <= set(report["lengths"])
+    assert report["max_abs_diff"] <= 1e-5, report

@@ -60,7 +60,7 @@ def test_the_example_imports_nothing_of_bertlab():
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_a_classifier_graph_requires_the_standard_inputs_only(exports, name):
+def test_a_classifier_graph_requires_the_standard_inputs_only(exports, tmp_path, name):
     run_dir, out = exports(name)
     session = ort.InferenceSession(str(out / bonnx.ONNX_NAME), providers=["CPUExecutionProvider"])
     required = [i.name for i in session.get_inputs()]
@@ -80,6 +80,10 @@ def test_a_classifier_graph_requires_the_standard_inputs_only(exports, name):
     np.testing.assert_allclose(plain, each, atol=1e-6)
     np.testing.assert_allclose(docs[1], plain[2], atol=1e-6)  # a document of one window is its row
     assert Predictor.from_run(out).model.reads_windows  # bertlab still reads long texts in windows
+    bonnx.quantize_int8(out / bonnx.ONNX_NAME, tmp_path / "int8.onnx")  # int8 keeps the optional input
+    int8 = ort.InferenceSession(str(tmp_path / "int8.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in int8.get_inputs()] == required
+    assert [i.name for i in int8.get_overridable_initializers()] == ["window_doc"]
 
 
 @pytest.mark.parametrize("name", list(RUNS))
