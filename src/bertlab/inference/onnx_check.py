@@ -134,9 +134,10 @@ def mismatch_message(where: str, diff: float, case: str | None, model_type: str 
             f"PyTorch's by up to {diff:.2e} (the limit is {FP32_TOLERANCE:g}) {where}"
             f"{f' ({case})' if case else ''}, for a {model_type or 'bert'} {family} model. The export was "
             "discarded (no model.onnx and no bertlab_onnx.json are left; export_report.json says what was "
-            "measured). This is a bug in bertlab's ONNX export, not in your run: report it with "
-            "export_report.json, and serve the run itself (python -m bertlab.predict RUN) or its Hugging Face "
-            "export (python -m bertlab.export RUN OUT) meanwhile")
+            "measured). Nothing in your run is wrong: this is a bug of bertlab's ONNX export (or, on the generic "
+            "transformers path, a model whose code does not trace to a graph); report it with export_report.json, "
+            "and serve the run itself (python -m bertlab.predict RUN) or its Hugging Face export "
+            "(python -m bertlab.export RUN OUT) meanwhile")
 
 
 __all__ = ["FP32_TOLERANCE", "GraphMismatchError", "check_batches", "check_graph", "hard_lengths",
