@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -354,12 +353,6 @@ class DebertaModel(ConfigSizes, nn.Module):
             hidden = packing.scatter(hidden)
             all_hidden = [packing.scatter(h) for h in all_hidden] if all_hidden is not None else None
         return EncoderOutput(hidden, None, tuple(all_hidden) if all_hidden is not None else None)
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """``config.json`` + ``model.safetensors`` that ``transformers.DebertaV2Model`` loads."""
-        from bertlab.models.hf_weights import save_encoder
-
-        save_encoder(self, directory)
 
 
 __all__ = ["DebertaConfig", "DebertaModel", "log_bucket", "relative_index"]

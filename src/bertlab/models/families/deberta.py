@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertlab.models.deberta import DebertaConfig, DebertaModel
-from bertlab.models.families import FamilySpec, HeadLayout
+from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.runtime.errors import ConfigError
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")

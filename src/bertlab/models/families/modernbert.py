@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families import FamilySpec, HeadLayout
+from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.models.modernbert import LAYER_TYPES, ModernBertConfig, ModernBertModel, modernbert_config
 from bertlab.runtime.errors import ConfigError
 
