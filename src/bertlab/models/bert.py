@@ -261,6 +261,7 @@ class BertModel(ConfigSizes, nn.Module):
     """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
 
     computes_first_token_only = True  # forward takes first_token_only (TaskModel passes it for [CLS] heads)
+    layer_class = BertLayer  # one transformer layer: FSDP's shard unit and activation-checkpointing unit
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto",
                  kernels: Kernels = DEFAULT_KERNELS):

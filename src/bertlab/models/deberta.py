@@ -317,6 +317,7 @@ class DebertaModel(ConfigSizes, nn.Module):
     ``EncoderOutput`` (no pooler: the classification heads own DeBERTa's ContextPooler)."""
 
     config_class = DebertaConfig  # what a run's record of this encoder's config is rebuilt as
+    layer_class = DebertaLayer  # one transformer layer: FSDP's shard unit and activation-checkpointing unit
     pooler = None
 
     def __init__(self, config: DebertaConfig, add_pooling_layer: bool = False, unpad: str = "auto",

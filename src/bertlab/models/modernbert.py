@@ -248,6 +248,8 @@ class ModernBertModel(ConfigSizes, nn.Module):
     ``add_pooling_layer`` is accepted for the encoder protocol and ignored: ModernBERT has no pooler.
     """
 
+    layer_class = ModernBertEncoderLayer  # one transformer layer: FSDP's shard unit and activation checkpointing's
+
     # Where the freeze policies, layer-wise lr decay and the update-scope audit find the layers and embeddings.
     layer_stack = "layers"
     embeddings_path = "embeddings"

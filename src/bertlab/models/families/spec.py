@@ -115,11 +115,19 @@ class FamilySpec:
     # The bertlab module that computes the family: (config, add_pooling_layer, unpad, kernels) → encoder.
     # None = bertlab.models.bert.BertModel (every BERT-shaped family).
     encoder_class: Callable[..., Any] | None = None
+    # How task=rtd's smaller generator shares this family's embeddings: "own_projection" (the encoder projects
+    # shared embeddings to its own width itself: BertModel's embeddings_project), "shared_projection" (an
+    # embeddings module that maps ids to vectors of the encoder's width with nothing else in it, projected for
+    # the generator by rtd.SharedEmbeddings), or None (the family cannot be an RTD discriminator).
+    rtd_generator: str | None = "own_projection"
 
     def __post_init__(self) -> None:
         for style in (self.sequence_pooler, self.choice_pooler, self.token_transform or "encoder"):
             if style not in POOLER_STYLES:
                 raise ValueError(f"{self.model_type}: pooler style {style!r} not in {POOLER_STYLES}")
+        if self.rtd_generator not in (None, "own_projection", "shared_projection"):
+            raise ValueError(f"{self.model_type}: rtd_generator {self.rtd_generator!r} is not one of None, "
+                             "'own_projection', 'shared_projection'")
         unknown = set(self.heads) - set(HEAD_KINDS)
         if unknown:
             raise ValueError(f"{self.model_type}: unknown head kinds {sorted(unknown)}")
@@ -129,6 +137,20 @@ class FamilySpec:
 
     def architecture(self, head_kind: str | None) -> str:
         return self.heads[head_kind].architecture if head_kind in self.heads else self.base_architecture
+
+    @property
+    def encoder_type(self) -> type:
+        """The class of the family's bertlab encoder."""
+        if self.encoder_class is None:
+            from bertlab.models.bert import BertModel
+
+            return BertModel
+        return self.encoder_class
+
+    @property
+    def layer_class(self) -> type:
+        """One transformer layer of the family's encoder (FSDP's shard unit, activation checkpointing's)."""
+        return self.encoder_type.layer_class
 
     def build_encoder(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto",
                       kernels: Any = None) -> Any:
