@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     from bertlab.inference.onnx import export_onnx, gate_line
     from bertlab.models.hf_weights import CONFIG_NAME
     from bertlab.runtime.console import configure_console
-    from bertlab.runtime.errors import user_errors
+    from bertlab.runtime.exits import user_errors
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     configure_console("normal")  # a user error is printed once, as its paragraph, not logged again

@@ -15,8 +15,6 @@ padded positions) for the heads.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -264,6 +262,7 @@ class BertModel(ConfigSizes, nn.Module):
     """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
 
     computes_first_token_only = True  # forward takes first_token_only (TaskModel passes it for [CLS] heads)
+    layer_class = BertLayer  # one transformer layer: FSDP's shard unit and activation-checkpointing unit
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto",
                  kernels: Kernels = DEFAULT_KERNELS):
@@ -363,19 +362,6 @@ class BertModel(ConfigSizes, nn.Module):
             return False
         padded = int((attention_mask == 0).sum())
         return padded > 0 and padded >= UNPAD_AUTO_MIN_PADDING * attention_mask.numel()
-
-    @classmethod
-    def from_pretrained(cls, path_or_hub_id: str | Path, add_pooling_layer: bool = True) -> BertModel:
-        """Load a Hugging Face BERT checkpoint (folder or hub id); the load report is logged."""
-        from bertlab.models.hf_weights import load_encoder
-
-        return load_encoder(path_or_hub_id, add_pooling_layer=add_pooling_layer)
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """Write ``config.json`` + ``model.safetensors`` that ``transformers.BertModel`` loads."""
-        from bertlab.models.hf_weights import save_encoder
-
-        save_encoder(self, directory)
 
 
 def num_parameters(module: nn.Module, trainable_only: bool = False) -> int:

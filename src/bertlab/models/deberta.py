@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -318,6 +317,7 @@ class DebertaModel(ConfigSizes, nn.Module):
     ``EncoderOutput`` (no pooler: the classification heads own DeBERTa's ContextPooler)."""
 
     config_class = DebertaConfig  # what a run's record of this encoder's config is rebuilt as
+    layer_class = DebertaLayer  # one transformer layer: FSDP's shard unit and activation-checkpointing unit
     pooler = None
 
     def __init__(self, config: DebertaConfig, add_pooling_layer: bool = False, unpad: str = "auto",
@@ -354,12 +354,6 @@ class DebertaModel(ConfigSizes, nn.Module):
             hidden = packing.scatter(hidden)
             all_hidden = [packing.scatter(h) for h in all_hidden] if all_hidden is not None else None
         return EncoderOutput(hidden, None, tuple(all_hidden) if all_hidden is not None else None)
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """``config.json`` + ``model.safetensors`` that ``transformers.DebertaV2Model`` loads."""
-        from bertlab.models.hf_weights import save_encoder
-
-        save_encoder(self, directory)
 
 
 __all__ = ["DebertaConfig", "DebertaModel", "log_bucket", "relative_index"]
