@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertlab.inference.loading import reads_windows
+from bertlab.inference.layout import reads_windows
 from bertlab.inference.onnx_check import FP32_TOLERANCE, GraphMismatchError, check_graph, mismatch_message
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
