@@ -161,7 +161,9 @@ def read_config_json(directory: Path) -> dict:
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: a Hugging Face checkpoint folder needs config.json")
-    check_folder(directory)  # a folder whose model is its own code is not the model bertlab would build
+    # A folder whose model is its own code is not the model bertlab would build (the keys only: transformers is
+    # not imported here; the generic path checks the classes too, before calling it).
+    check_folder(directory, classes=False)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -203,7 +205,7 @@ def sentence_transformers_pooling(directory: Path) -> str | None:
 def read_hf_config(directory: Path) -> dict:
     """An export folder's config.json ({} without one), refused as :func:`read_config_json` refuses a folder."""
     path = directory / CONFIG_NAME
-    check_folder(directory)
+    check_folder(directory, classes=False)
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 

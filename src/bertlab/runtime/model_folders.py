@@ -47,16 +47,18 @@ def _remove_code_advice(key: str) -> str:
             "class has")
 
 
-def check_config(data: Mapping[str, Any], source: str, error: type[Exception] = CheckpointError) -> None:
+def check_config(data: Mapping[str, Any], source: str, error: type[Exception] = CheckpointError,
+                 classes: bool = True) -> None:
     """Refuse a configuration (a json file's content, or a config recorded in a checkpoint) that names code to
-    run: a :data:`CODE_KEYS` key, a ``model_type`` transformers does not ship, or a tokenizer class it does not
-    ship. ``source`` names the file in the message; ``error`` is the class raised."""
+    run: a :data:`CODE_KEYS` key, and with ``classes`` a ``model_type`` or tokenizer class transformers does not
+    ship (that check imports transformers: the readers of native folders, which never call it, leave it to
+    :func:`auto_from_pretrained`). ``source`` names the file in the message; ``error`` is the class raised."""
     for key in CODE_KEYS:
         if key in data:
             value = json.dumps(data[key])[:120]
             raise error(f"{source}: key '{key}' ({value}) names Python code of the folder for transformers to "
                         f"import; {_NO_CODE}. {_remove_code_advice(key)}.")
-    if importlib.util.find_spec("transformers") is None:
+    if not classes or importlib.util.find_spec("transformers") is None:
         return  # without transformers no auto class can run a folder's code: the keys above are the check
     model_type = data.get("model_type")
     if model_type is not None and not shipped_model_type(model_type):
@@ -71,7 +73,7 @@ def check_config(data: Mapping[str, Any], source: str, error: type[Exception] = 
                     "or name a shipped class.")
 
 
-def check_folder(directory: str | Path, error: type[Exception] = CheckpointError) -> None:
+def check_folder(directory: str | Path, error: type[Exception] = CheckpointError, classes: bool = True) -> None:
     """Refuse a folder whose configuration files name code to run (:func:`check_config`, for every file of the
     folder whose name ends in ``config.json``)."""
     directory = Path(directory)
@@ -87,7 +89,7 @@ def check_folder(directory: str | Path, error: type[Exception] = CheckpointError
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             continue  # what transformers cannot parse names no code; the reader of the file words the error
         if isinstance(data, dict):
-            check_config(data, str(path), error)
+            check_config(data, str(path), error, classes)
 
 
 def shipped_model_type(model_type: Any) -> bool:

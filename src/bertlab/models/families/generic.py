@@ -80,6 +80,18 @@ class GenericEncoderConfig:
         )
 
 
+def _hf_logging():
+    """transformers' logging module; a ConfigError saying to install transformers when it is missing (checked
+    before anything else, so that its absence is not taken for an unknown model)."""
+    try:
+        import transformers.utils.logging as hf_logging
+    except ImportError as err:
+        raise ConfigError("the generic encoder path (a model_type that is not a native bertlab family) runs the "
+                          "model through transformers.AutoModel: `pip install transformers`, or use a native "
+                          "family") from err
+    return hf_logging
+
+
 def _refuse_non_encoder(data: Mapping[str, Any], source: str) -> None:
     """The generic path runs encoders only (models/families: known_encoder_types and the decoder flags)."""
     from bertlab.models.families import encoder_refusal
@@ -139,6 +151,7 @@ class AutoEncoder(ConfigSizes, nn.Module):
     def from_config(cls, config: GenericEncoderConfig) -> AutoEncoder:
         """Random weights of the architecture ``config.hf_config`` describes (checkpoints then load into it);
         refused, before transformers sees it, if that config names code of its own (runtime/model_folders)."""
+        _hf_logging()
         _refuse_non_encoder(config.hf_config, f"{config.model_type} (a recorded generic-path config)")
         model = model_from_config(config.hf_config, f"the recorded config.json of a {config.model_type} encoder")
         return cls(model, config)
@@ -147,14 +160,9 @@ class AutoEncoder(ConfigSizes, nn.Module):
     def from_pretrained(cls, directory: Path) -> AutoEncoder:
         """transformers' AutoModel of a local folder: an encoder (refused otherwise, before any weights are read)
         whose files name no code of their own (runtime/model_folders.auto_from_pretrained)."""
+        hf_logging = _hf_logging()
         check_folder(directory)
         _refuse_non_encoder(_read_json(directory / "config.json"), str(directory / "config.json"))
-        try:
-            import transformers.utils.logging as hf_logging
-        except ImportError as err:
-            raise ConfigError("the generic encoder path (a model_type that is not a native bertlab family) runs the "
-                              "model through transformers.AutoModel: `pip install transformers`, or use a native "
-                              "family") from err
         progress = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # bertlab logs what it loaded, once
         try:
