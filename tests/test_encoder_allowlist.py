@@ -78,3 +78,12 @@ def test_encoders_are_accepted_and_run(model_type, tmp_path):
     with torch.no_grad():
         out = encoder(torch.tensor([[2, 7, 8, 9, 3]]))
     assert out.last_hidden_state.shape[:2] == (1, 5)
+
+
+def test_xlm_trained_as_a_causal_lm_is_refused(tmp_path):
+    """XLM's config names its causal variant with its own key (``causal``), not is_decoder."""
+    from bertlab.models.families.generic import AutoEncoder
+
+    folder = tiny_hf_folder(tmp_path / "xlm", "xlm", causal=True)
+    with pytest.raises(ConfigError, match="key 'causal' is true"):
+        AutoEncoder.from_pretrained(folder)

@@ -181,7 +181,7 @@ def _registry() -> dict[str, FamilySpec]:
 FAMILIES: dict[str, FamilySpec] = {}
 
 # config.json keys with which a model says it reads only the tokens before each position, or generates.
-DECODER_FLAGS = ("is_decoder", "is_encoder_decoder", "add_cross_attention", "is_causal")
+DECODER_FLAGS = ("is_decoder", "is_encoder_decoder", "add_cross_attention", "is_causal", "causal")  # causal: XLM's CLM
 
 
 def known_encoder_types() -> frozenset[str]:
