@@ -25,6 +25,8 @@ def test_eval_reaches_the_wrapped_model_and_turns_dropout_off(model_type, tmp_pa
     folder = tiny_hf_folder(tmp_path / model_type, model_type, dropout=0.5, hidden_dropout_prob=0.5)
     encoder = AutoEncoder.from_pretrained(folder)
     ids = torch.randint(5, 300, (2, 12))
+    assert _modes(encoder) == {True}  # one mode from the start, as any new module (transformers loads in eval)
+    encoder.eval()
     encoder.train()
     assert _modes(encoder) == {True}
     if model_type in ("xlm", "flaubert", "mpnet", "albert"):  # dropout acts in training: the check can see it

@@ -122,6 +122,7 @@ class AutoEncoder(ConfigSizes, nn.Module):
         if self._root_params:
             raise ConfigError(f"{config.model_type}: the model holds parameters outside its submodules "
                               f"({self._root_params[:3]}); the generic path cannot wrap it")
+        self.train(self.training)  # one mode for the wrapper and the whole model (from_pretrained returns it in eval)
 
     @property
     def word_embeddings(self) -> nn.Embedding:
