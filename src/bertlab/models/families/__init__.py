@@ -42,11 +42,58 @@ def _registry() -> dict[str, FamilySpec]:
 
 FAMILIES: dict[str, FamilySpec] = {}
 
-# model_types of the hub that are not encoders (decoder-only, encoder-decoder): refused with the families list.
-NOT_ENCODERS = re.compile(r"^(gpt|llama|mistral|mixtral|qwen|gemma|phi|opt|bloom|falcon|t5|mt5|bart|mbart|"
-                          r"pegasus|marian|whisper|olmo|mamba|rwkv|codegen|starcoder|gptj|gpt_neox|"
-                          r"encoder-decoder|blenderbot|led|longt5|prophetnet|xglm|ctrl|transfo-xl|jamba|"
-                          r"granite|cohere|stablelm|persimmon|deepseek|internlm|baichuan|chatglm)")
+# config.json keys with which a model says it reads only the tokens before each position, or generates.
+DECODER_FLAGS = ("is_decoder", "is_encoder_decoder", "add_cross_attention", "is_causal", "causal")  # causal: XLM's CLM
+
+
+def known_encoder_types() -> frozenset[str]:
+    """The model_types known to be bidirectional encoders: the native families, and those transformers has a
+    masked-LM class for (a masked-LM objective needs every position to see the whole text) and no
+    sequence-to-sequence class (BART, mBART: encoder-decoders). A causal-LM class beside the masked-LM one
+    (BERT's BertLMHeadModel) is the same encoder run with is_decoder=true, which :func:`encoder_refusal` refuses
+    by that flag. Without transformers: the native families only."""
+    if not _ENCODER_TYPES:
+        names = set(families())
+        try:
+            from transformers.models.auto import modeling_auto as auto
+        except ImportError:
+            auto = None
+        if auto is not None:
+            seq2seq = set(auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES) | set(
+                auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES)
+            names |= set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES) - seq2seq
+        _ENCODER_TYPES.append(frozenset(names))
+    return _ENCODER_TYPES[0]
+
+
+_ENCODER_TYPES: list[frozenset[str]] = []
+
+
+def encoder_refusal(model_type: str, config: Mapping[str, Any] | None = None, source: str = "config.json",
+                    ) -> str | None:
+    """Why a model_type (and its config.json, when given) is not accepted as an encoder, as the paragraph a user
+    reads (``source`` names the file); None when it is one (:func:`known_encoder_types`, no :data:`DECODER_FLAGS`
+    set). Every check of an encoder (the generic path, a native config's message) reads this one."""
+    why = None
+    if model_type not in known_encoder_types():
+        why = (f"model_type {model_type!r} is not an encoder bertlab knows: only a bidirectional encoder is "
+               "accepted, and transformers has no masked-LM class for this one (a decoder-only, encoder-decoder "
+               "or other model)")
+    else:
+        flag = next((key for key in DECODER_FLAGS if (config or {}).get(key)), None)
+        if flag is not None:
+            why = (f"its key '{flag}' is true: this {model_type} model reads only the tokens before each position "
+                   "or generates text, so it is not used as a bidirectional encoder")
+    if why is None:
+        return None
+    return (f"{source}: {why}; bertlab fine-tunes bidirectional encoders. Native families: {supported_list()}; "
+            "any other encoder transformers ships with a masked-LM class (albert, convbert, mpnet, ...) runs "
+            "through its AutoModel (model=auto, with transformers installed)")
+
+
+def is_encoder_type(model_type: str, config: Mapping[str, Any] | None = None) -> bool:
+    """Whether bertlab accepts the model_type (and config) as an encoder: see :func:`encoder_refusal`."""
+    return encoder_refusal(model_type, config) is None
 
 
 def families() -> dict[str, FamilySpec]:
@@ -71,11 +118,6 @@ def is_native(model_type: str | None) -> bool:
     return (model_type or "bert") in families()
 
 
-def is_encoder_type(model_type: str) -> bool:
-    """False for model_types known to be decoder-only or encoder-decoder models."""
-    return NOT_ENCODERS.match(model_type.lower()) is None
-
-
 def spec_of(config: EncoderConfig) -> FamilySpec:
     return family_spec(config.model_type)
 
@@ -86,4 +128,5 @@ def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> Enco
 
 
 __all__ = ["FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
-           "families", "family_spec", "is_encoder_type", "is_native", "spec_of", "supported_list"]
+           "encoder_refusal", "families", "family_spec", "is_encoder_type", "is_native", "known_encoder_types",
+           "spec_of", "supported_list"]
