@@ -42,6 +42,7 @@ from bertlab.runtime.console import (
 )
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
+from bertlab.runtime.fingerprints import write_record
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
@@ -277,6 +278,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         run_dir.mkdir(parents=True, exist_ok=True)
         with writing(run_dir / "tokenizer", "the run's tokenizer", RUN_DIR_FIX):
             tokenizer.save(run_dir / "tokenizer")
+            write_record(run_dir / "tokenizer", tokenizer)  # what predict and export check its files against
     resumed_from = ckpt_step if cfg.train else None
     best_path = ckpt_path
     train_block: dict[str, Any] | None = None

@@ -17,7 +17,8 @@
   folder at once (which the configuration check lets through, as a resume) cannot mix their files.
 - :class:`TokenizerFingerprint` stores a fingerprint of the run's vocabulary in every checkpoint and, when a
   checkpoint is resumed or evaluated, checks that this run's tokenizer is the one it was trained with;
-  :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``.
+  :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``. Both are
+  :func:`bertlab.runtime.fingerprints.check_trusted`, the check every reader of a run or an export calls.
 """
 
 from __future__ import annotations
@@ -36,15 +37,14 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 from bertlab.runtime.config import ConfigError
-from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import RUN_DIR_FIX, try_lock, write_text_atomic, writing
+from bertlab.runtime.fingerprints import FINGERPRINT_KEY, check_trusted, vocabulary_fingerprint
 
 log = logging.getLogger(__name__)
 
 MARKER = ".bertlab-run.json"
 LOCK = ".bertlab-run.lock"
 OVERWRITE_KEY = "overwrite_run_dir"
-FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
 IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "export_quantize", "export_max_drop", "logger",
                "callbacks", "paths", "tags", "save_every_n_steps", "checkpoint", "allow_targets", OVERWRITE_KEY,
@@ -364,29 +364,11 @@ def finish_run_dir(run_dir: Path) -> None:
 # Tokenizer fingerprints in checkpoints
 
 
-def vocabulary_fingerprint(tokenizer: Any) -> str:
-    """A hash of what maps text to embedding rows: the vocabulary (token → id) and lower-casing."""
-    tok = getattr(tokenizer, "tokenizer", tokenizer)
-    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
-    h = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode())
-    h.update(str(getattr(tokenizer, "do_lower_case", "")).encode())
-    return h.hexdigest()[:16]
-
-
 def check_checkpoint_tokenizer(checkpoint: dict[str, Any], tokenizer: Any, ckpt_path: Any,
                                tokenizer_dir: Any = None) -> None:
-    recorded = checkpoint.get(FINGERPRINT_KEY)
-    if recorded is None:  # a checkpoint written before fingerprints were recorded
-        return
-    ours = vocabulary_fingerprint(tokenizer)
-    if recorded != ours:
-        raise CheckpointError(
-            f"{ckpt_path} was trained with another tokenizer than the one this run loaded"
-            + (f" from {tokenizer_dir}" if tokenizer_dir else "")
-            + f" (vocabulary fingerprint {recorded} in the checkpoint, {ours} here): every token would map to "
-            "the wrong embedding row. The run folder mixes two runs; use the tokenizer the checkpoint was trained "
-            "with (model.tokenizer=<its run's tokenizer folder>) or a checkpoint and tokenizer from one run"
-        )
+    """The checkpoint's recorded vocabulary against ``tokenizer`` (and, when given, the files of
+    ``tokenizer_dir`` against their record): :func:`bertlab.runtime.fingerprints.check_trusted`."""
+    check_trusted(ckpt_path, tokenizer, recorded=checkpoint.get(FINGERPRINT_KEY), folder=tokenizer_dir)
 
 
 class TokenizerFingerprint(Callback):
