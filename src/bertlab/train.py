@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.documents import long_text_report
 from bertlab.data.files import DataFiles
+from bertlab.data.windows import window_bound_text
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
@@ -236,7 +237,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
                           **keep)
     if trains:
         callbacks += [checkpoint, last, final_validation]
-    estimate = RunEstimate()  # the planned steps and the time left (train.log; the progress bar)
+    # The planned steps and the time left (train.log; the progress bar), with the bound on one example's work.
+    estimate = RunEstimate(bounds=window_bound_text(data_cfg, task.family))
     callbacks.append(estimate)
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]

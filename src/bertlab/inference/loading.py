@@ -43,6 +43,10 @@ class PredictSettings:
     long_text: str = "windows"
     window_stride: int | None = None
     max_windows_per_batch: int | None = None
+    # The most windows one input is read in (data.max_windows_per_example, bertlab.data.windows.WindowCap): over
+    # it, an error (on_bad_example=error) or its first windows, with a warning (skip). None: no cap.
+    max_windows_per_example: int | None = 128
+    on_bad_example: str = "error"
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30

@@ -70,7 +70,9 @@ RETIRED_KEYS = {"data.hub_dataset"}
 #   checkpoint), and before it a bertlab start's head was always new ("new") and a Hugging Face folder's fitting
 #   head always kept ("auto"), so either value continues a run recorded without it;
 # - model.model_type: added to the scratch BERT presets (the family a scratch encoder is built as), every earlier
-#   scratch encoder was BERT.
+#   scratch encoder was BERT;
+# - data.max_windows_per_example: added (128); it changes only examples over 128 windows, which before it made
+#   a step of minutes to hours: a run recorded without it continues under the cap (and says so if one is over).
 SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "model.tokenizer_kind": {("<unset>", "wordpiece")},
                  "data.stream_threshold_mb": {(64, 0)},
@@ -79,7 +81,8 @@ SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "data.window_stride": {("<unset>", None)},
                  "data.long_text": {("<unset>", "truncate")},
                  "model.init_head": {("<unset>", "auto"), ("<unset>", "new")},
-                 "model.model_type": {("<unset>", "bert")}}
+                 "model.model_type": {("<unset>", "bert")},
+                 "data.max_windows_per_example": {("<unset>", 128)}}
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
