@@ -18,7 +18,7 @@ from conftest import compose, run_train
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.predictor import Predictor
 from bertlab.runtime.errors import CheckpointError
-from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RECORD_NAME
+from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RECORD_NAME, RUN_ID_KEY, recorded_run_id
 
 pytest.importorskip("onnxruntime")
 
@@ -27,7 +27,8 @@ QUICK = ("model=bert_tiny", "trainer.max_epochs=1", "trainer.limit_train_batches
 # Three tiny runs with three tokenizers: "small" and "same" have WordPiece vocabularies of one size (trained on
 # SST-2's and CoLA's sentences), "large" a larger one (its ids run past the small model's embedding table).
 RUNS = {"small": ("task=sst2", "model.vocab_size=150"), "same": ("task=cola", "model.vocab_size=150"),
-        "large": ("task=sst2", "model.vocab_size=400")}
+        "large": ("task=sst2", "model.vocab_size=400"),
+        "twin": ("task=sst2", "model.vocab_size=150", "seed=7")}  # small's tokenizer, other weights
 TEXTS = ["a gorgeous , witty film .", "the plot is a mess"]
 
 
@@ -88,6 +89,9 @@ def test_a_runs_whole_tokenizer_folder_or_checkpoint_swapped_is_refused(runs, tm
             read(run)
     run2 = _copy_run(runs("small"), tmp_path / "run2")
     shutil.copyfile(_best(runs(other)), _best(run2))
+    with pytest.raises(CheckpointError, match="was written by another run than the one"):
+        Predictor.from_run(run2)
+    (run2 / ".bertlab-run.json").unlink()  # a run from before run records: the vocabulary still tells
     with pytest.raises(CheckpointError, match="trained with another tokenizer"):
         Predictor.from_run(run2)
     # A tokenizer given in Python is checked the same way, for a run and for an export.
@@ -97,6 +101,22 @@ def test_a_runs_whole_tokenizer_folder_or_checkpoint_swapped_is_refused(runs, tm
     export_checkpoint(runs("small"), tmp_path / "export")
     with pytest.raises(CheckpointError, match="trained with another tokenizer"):
         Predictor.from_run(tmp_path / "export", tokenizer=other_tok)
+
+
+def test_another_runs_checkpoint_with_the_same_tokenizer_is_refused(runs, tmp_path):
+    """Two runs with one tokenizer (two fine-tunes of one start): the checkpoint records the run that wrote
+    it, and a run's checkpoints/ holding another run's checkpoint is refused by prediction and export."""
+    small, twin = runs("small"), runs("twin")
+    assert (small / "tokenizer" / "vocab.txt").read_bytes() == (twin / "tokenizer" / "vocab.txt").read_bytes()
+    ckpt = torch.load(_best(small), weights_only=True, map_location="cpu")
+    assert ckpt[RUN_ID_KEY] == recorded_run_id(small) != recorded_run_id(twin)
+    run = _copy_run(small, tmp_path / "run")
+    assert len(Predictor.from_run(run)(TEXTS)) == 2  # a copied run is the same run
+    shutil.copyfile(_best(twin), _best(run))
+    for read in (Predictor.from_run, lambda r: export_checkpoint(r, tmp_path / "export")):
+        with pytest.raises(CheckpointError, match=r"checkpoints/.*ckpt was written by another run than the one "
+                                                  r".*/run holds \(run id"):
+            read(run)
 
 
 @pytest.fixture(scope="module")

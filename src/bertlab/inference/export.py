@@ -49,7 +49,7 @@ from bertlab.models.lora import (
 from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import refuse_writing_over, writing
-from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RECORD_NAME, check_trusted, write_record
+from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RECORD_NAME, RUN_ID_KEY, check_trusted, write_record
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
 
@@ -68,6 +68,7 @@ class CheckpointModel:
     labels: list[str] | None
     path: Path
     tokenizer_fingerprint: str | None = None  # the vocabulary it was trained with (None: an older checkpoint)
+    run_id: str | None = None  # the run that wrote it (None: an older checkpoint)
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -127,7 +128,7 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
         raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
             from err
     model.eval()
-    return CheckpointModel(model, hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY))
+    return CheckpointModel(model, hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY), ckpt.get(RUN_ID_KEY))
 
 
 def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
@@ -182,7 +183,7 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: Checkpoin
             "(train.py saves <run_dir>/tokenizer/); pass --tokenizer DIR"
         )
     check_trusted(ckpt_path, load_tokenizer(tokenizer_dir), recorded=loaded.tokenizer_fingerprint,
-                  folder=tokenizer_dir)
+                  folder=tokenizer_dir, run_id=loaded.run_id)
     copied = []
     for name in TOKENIZER_FILES:
         if (tokenizer_dir / name).is_file():
@@ -460,4 +461,5 @@ def load_recurrent_checkpoint(path: Path) -> CheckpointModel:
     except RuntimeError as err:
         raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
             from err
-    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY))
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY),
+                           ckpt.get(RUN_ID_KEY))

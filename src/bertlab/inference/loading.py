@@ -145,7 +145,7 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     else:
         tok_dir = None
     # The tokenizer (and the run's tokenizer/ files) must be the ones the checkpoint was trained with.
-    check_trusted(ckpt, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tok_dir)
+    check_trusted(ckpt, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tok_dir, run_id=loaded.run_id)
     data = (loaded.hparams.get("config") or {}).get("data") or {}
     settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, reads_windows(loaded.task, data))
     return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))

@@ -6,7 +6,9 @@ INVALID_ARGUMENT). So everything bertlab writes carries the fingerprints of its 
 when it is written:
 
 - every checkpoint records its vocabulary's fingerprint (``bertlab_tokenizer_fingerprint``,
-  :func:`vocabulary_fingerprint`: the token → id map and lower-casing);
+  :func:`vocabulary_fingerprint`: the token → id map and lower-casing) and the id of the run that wrote it
+  (``bertlab_run_id``, the ``run_id`` of the run's ``.bertlab-run.json``, kept across resumes), so another run's
+  checkpoint put into a run's ``checkpoints/`` is refused even when both share a tokenizer;
 - a run's ``tokenizer/`` folder and every export folder (Hugging Face or ONNX) hold
   ``bertlab_fingerprint.json``: the vocabulary's fingerprint and the SHA-256 of each file of the tokenizer, the
   weights (safetensors, ONNX graphs) and the records that describe them (config.json, bertlab's head and ONNX
@@ -33,6 +35,8 @@ from bertlab.runtime.errors import CheckpointError
 log = logging.getLogger(__name__)
 
 FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"  # in every checkpoint
+RUN_ID_KEY = "bertlab_run_id"  # in every checkpoint: the run that wrote it
+RUN_RECORD = ".bertlab-run.json"  # a run dir's record (bertlab.runtime.run_dir), holding its run_id
 RECORD_NAME = "bertlab_fingerprint.json"  # in a run's tokenizer/ and in every export folder
 RECORD_FORMAT = "bertlab-fingerprint"
 # The files of a saved tokenizer (what EncoderTokenizer.save writes and an export copies).
@@ -88,6 +92,31 @@ def read_record(folder: str | Path) -> dict[str, Any] | None:
     return record
 
 
+def recorded_run_id(run_dir: str | Path | None) -> str | None:
+    """The ``run_id`` a run dir's record holds (None: no record, or one written before run ids)."""
+    if run_dir is None:
+        return None
+    try:
+        record = json.loads((Path(run_dir) / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record.get("run_id") if isinstance(record, dict) else None
+
+
+def _check_run(checkpoint: Path, run_id: str | None) -> None:
+    """A checkpoint inside a run's ``checkpoints/`` must have been written by that run."""
+    if run_id is None or checkpoint.parent.name != "checkpoints":
+        return
+    run = checkpoint.parent.parent
+    ours = recorded_run_id(run)
+    if ours is not None and ours != run_id:
+        raise CheckpointError(
+            f"{checkpoint} was written by another run than the one {run} holds (run id {run_id} in the checkpoint, "
+            f"{ours} in {run / RUN_RECORD}): a checkpoint copied in from another run would answer for that run's "
+            "model with this run's tokenizer and records. Put the run's own checkpoint back, or use the other run's "
+            "own folder (or the .ckpt file where that run wrote it)")
+
+
 def _file_kind(name: str) -> str:
     if name in TOKENIZER_FILES:
         return "a file of its tokenizer"
@@ -97,13 +126,15 @@ def _file_kind(name: str) -> str:
 
 
 def check_trusted(source: str | Path, tokenizer: Any = None, *, recorded: str | None = None,
-                  folder: str | Path | None = None, has_record: bool = True) -> None:
+                  folder: str | Path | None = None, has_record: bool = True, run_id: str | None = None) -> None:
     """Refuse to use ``source`` (a checkpoint or an export folder) when a file of ``folder`` (the export, or the
     run's tokenizer folder) is not the one written there, or when ``tokenizer`` is not the one the weights were
     trained with (``recorded``: the checkpoint's vocabulary fingerprint; else the folder record's).
 
     Nothing recorded (written before fingerprints): a logged note, and the folder loads as before.
-    ``has_record=False``: a source that never carries one (a Hugging Face folder from elsewhere), no note."""
+    ``has_record=False``: a source that never carries one (a Hugging Face folder from elsewhere), no note.
+    ``run_id``: the checkpoint's (``source``) run id, checked against the run dir it lies in."""
+    _check_run(Path(source), run_id)
     record = read_record(folder) if folder is not None else None
     if record is not None:
         for name, digest in record["files"].items():

@@ -30,6 +30,7 @@ import os
 import shutil
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,18 @@ from lightning.pytorch.callbacks import Callback
 
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.files import RUN_DIR_FIX, try_lock, write_text_atomic, writing
-from bertlab.runtime.fingerprints import FINGERPRINT_KEY, check_trusted, vocabulary_fingerprint
+from bertlab.runtime.fingerprints import (
+    FINGERPRINT_KEY,
+    RUN_ID_KEY,
+    RUN_RECORD,
+    check_trusted,
+    recorded_run_id,
+    vocabulary_fingerprint,
+)
 
 log = logging.getLogger(__name__)
 
-MARKER = ".bertlab-run.json"
+MARKER = RUN_RECORD  # ".bertlab-run.json"
 LOCK = ".bertlab-run.lock"
 OVERWRITE_KEY = "overwrite_run_dir"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
@@ -186,9 +194,12 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
         raise
     _STATE["lock"] = lock
     _STATE["claimed"] = run_dir
+    # The run's id, kept while the folder holds the same run (a resume), new when its outputs go: every
+    # checkpoint records it (TokenizerFingerprint), so another run's checkpoint in checkpoints/ is refused.
+    run_id = None if remove_why else recorded_run_id(run_dir)
     if remove_why:
         _remove_outputs(run_dir, remove_why)
-    record = {"fingerprint": config_fingerprint(cfg), "status": "running",
+    record = {"fingerprint": config_fingerprint(cfg), "run_id": run_id or uuid.uuid4().hex[:16], "status": "running",
               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": socket.gethostname(), "pid": os.getpid(),
               "config": training_config(cfg)}
     with writing(run_dir / MARKER, "the run's record", RUN_DIR_FIX):
@@ -371,20 +382,24 @@ def check_checkpoint_tokenizer(checkpoint: dict[str, Any], tokenizer: Any, ckpt_
                                tokenizer_dir: Any = None) -> None:
     """The checkpoint's recorded vocabulary against ``tokenizer`` (and, when given, the files of
     ``tokenizer_dir`` against their record): :func:`bertlab.runtime.fingerprints.check_trusted`."""
-    check_trusted(ckpt_path, tokenizer, recorded=checkpoint.get(FINGERPRINT_KEY), folder=tokenizer_dir)
+    check_trusted(ckpt_path, tokenizer, recorded=checkpoint.get(FINGERPRINT_KEY), folder=tokenizer_dir,
+                  run_id=checkpoint.get(RUN_ID_KEY))
 
 
 class TokenizerFingerprint(Callback):
-    """Records the run's vocabulary fingerprint in every checkpoint; checks it when one is loaded."""
+    """Records the run's vocabulary fingerprint and run id in every checkpoint; checks them when one is loaded."""
 
     def __init__(self, tokenizer: Any, tokenizer_dir: Any = None):
         self.tokenizer = tokenizer
         self.tokenizer_dir = tokenizer_dir
         self.fingerprint = vocabulary_fingerprint(tokenizer)
+        self.run_id = recorded_run_id(claimed_run_dir())
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
                            checkpoint: dict[str, Any]) -> None:
         checkpoint[FINGERPRINT_KEY] = self.fingerprint
+        if self.run_id is not None:
+            checkpoint[RUN_ID_KEY] = self.run_id
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
                            checkpoint: dict[str, Any]) -> None:

@@ -43,7 +43,7 @@ from bertlab.runtime.config import (
     HeadConfig,
     TaskSpec,
 )
-from bertlab.runtime.fingerprints import FINGERPRINT_KEY, check_trusted
+from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RUN_ID_KEY, check_trusted
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
@@ -413,7 +413,8 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
 def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
     ckpt = read_checkpoint(path, "model.init_from")
     if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
-        check_trusted(path, tokenizer, recorded=ckpt.get(FINGERPRINT_KEY), folder=init_dir_for_tokenizer(str(path)))
+        check_trusted(path, tokenizer, recorded=ckpt.get(FINGERPRINT_KEY), folder=init_dir_for_tokenizer(str(path)),
+                      run_id=ckpt.get(RUN_ID_KEY))
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
