@@ -215,6 +215,7 @@ def dev_evaluator(loaded) -> Any:
     from bertlab.data.datamodule import TaskDataModule
     from bertlab.data.tokenizer import load_tokenizer
     from bertlab.runtime.config import DataConfig
+    from bertlab.runtime.fingerprints import check_trusted
     from bertlab.runtime.overrides import build_typed
     from bertlab.tasks.base import EvalState
     from bertlab.tasks.families import build_family
@@ -225,7 +226,9 @@ def dev_evaluator(loaded) -> Any:
     data_cfg = build_typed(DataConfig, dict(config["data"]), "data")
     if not data_cfg.val_file:
         raise ConfigError(f"{loaded.path}: the run has no validation file to check the export on (data.val_file)")
-    tokenizer = load_tokenizer(loaded.path.parent.parent / "tokenizer")
+    tok_dir = loaded.path.parent.parent / "tokenizer"
+    tokenizer = load_tokenizer(tok_dir)
+    check_trusted(loaded.path, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tok_dir, run_id=loaded.run_id)
     datamodule = TaskDataModule(loaded.task, data_cfg, tokenizer, seed=int(config.get("seed", 0)))
     datamodule.setup("validate")
     family = build_family(loaded.task, datamodule.num_labels, datamodule.labels, data_cfg)
