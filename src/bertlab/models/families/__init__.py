@@ -13,7 +13,6 @@ computed by :class:`bertlab.models.bert.BertModel`; their differences are fields
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
