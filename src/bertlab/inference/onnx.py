@@ -15,7 +15,11 @@
 - ``export_report.json``, the quality gate: fp32 ONNX against PyTorch (max |Δlogit| over the dev set), int8
   against fp32 (argmax agreement, the task metric of both, the drop in points, size and speed ratios). The
   export fails when int8 loses more than ``max_drop`` points of the task metric, unless forced; the int8 file is
-  then removed, so that no one serves it by mistake.
+  then left out, so that no one serves it by mistake. ``bertlab_onnx.json`` lists ``model.int8.onnx`` only
+  with the record of its passed (or forced) check and the graph's SHA-256 (``int8_check``); predict serves
+  no int8 graph without it. A check that cannot run ends the export with nothing written;
+- ``bertlab_export.json``, written last: the folder is a complete export (the whole folder is written beside
+  ``OUT`` and replaces it once complete, so no file of an earlier export survives).
 
 ``onnx`` and ``onnxruntime`` are the optional extra ``pip install bertlab[onnx]``.
 """
@@ -38,6 +42,7 @@ from torch import nn
 from bertlab.inference.loading import reads_windows
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
+    INT8_CHECK,
     INT8_NAME,
     ONNX_NAME,
     OnnxSession,
@@ -295,26 +300,48 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
                 force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None,
                 overwrite: bool = False) -> dict[str, Any]:
     """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report.
-    ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``."""
+    ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``. The
+    folder is written beside ``out_dir`` and replaces it whole once complete (nothing stale survives; a failed
+    check or a killed export leaves ``out_dir`` as it was), and ``bertlab_onnx.json`` lists the int8 graph only
+    with the record of its passed (or forced) check (``int8_check``: passed or forced, the SHA-256 of the graph
+    checked), which predict requires (:func:`bertlab.inference.onnx_session.unchecked_int8`)."""
     from bertlab.inference.export import (
         TOKENIZER_FILES,
-        _copy_tokenizer,
         check_export_folder,
         load_checkpoint_model,
         resolve_checkpoint,
     )
+    from bertlab.runtime.files import replaced_folder, writing
 
     require_onnx()
     if quantize not in (None, "int8"):
         raise ConfigError(f"--quantize must be int8 (or left out), got {quantize!r}")
+    if quantize and not check_dev and not force:
+        raise ConfigError("--quantize int8 with --no-dev-check would ship an int8 graph nobody checked, and predict "
+                          "serves int8 first: drop --no-dev-check (the int8 graph is then scored against fp32 on the "
+                          "run's dev set), or add --force to ship it unchecked (recorded as forced)")
     ckpt = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir)
     tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
                         [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx")
     loaded = load_checkpoint_model(ckpt)
+    with writing(out_dir, "the ONNX export", "export to a folder on a disk with room"), \
+            replaced_folder(out_dir) as tmp:
+        report, refused = _write_onnx(loaded, ckpt, tmp, tok_dir, quantize, max_drop, force, check_dev)
+    if refused is not None:  # the fp32 export is in place; the int8 graph is not
+        raise QualityGateError(refused.format(out_dir=out_dir))
+    return report
+
+
+def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str | None, max_drop: float,
+                force: bool, check_dev: bool) -> tuple[dict[str, Any], str | None]:
+    """The ONNX export into ``out_dir`` (a new folder); returns the report and, when the int8 graph failed the
+    gate and was not forced, the error to raise once the folder is in place (``{out_dir}`` to fill in)."""
+    from bertlab.inference.export import _copy_tokenizer, write_export_marker
+    from bertlab.inference.onnx_session import file_sha256
+
     task = loaded.task
-    out_dir.mkdir(parents=True, exist_ok=True)
     _copy_tokenizer(tok_dir, out_dir, ckpt)
     # PyTorch as the run evaluates it: a copy, since the graph's model gets its LoRA adapters merged in place.
     reference = copy.deepcopy(loaded.model).eval()
@@ -325,8 +352,7 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
             "data": data, "inputs": inputs,
             "outputs": output_names(task.family), "opset": OPSET, "source": str(ckpt),
             "model_type": getattr(loaded.model.bert.config, "model_type", None),
-            "files": {"fp32": ONNX_NAME, **({"int8": INT8_NAME} if quantize else {})}}
-    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+            "files": {"fp32": ONNX_NAME}}
     report: dict[str, Any] = {"checkpoint": str(ckpt), "task": task.name, "metric": task.monitor,
                               "sizes_mb": {"pytorch_fp32": round(sum(p.numel() * 4 for p in reference.parameters())
                                                                  / 2**20, 2), "onnx_fp32": _size_mb(fp32_path)}}
@@ -334,7 +360,7 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     if quantize == "int8":
         quantize_int8(fp32_path, int8_path)
         report["sizes_mb"]["onnx_int8"] = _size_mb(int8_path)
-    if check_dev:
+    if check_dev:  # a check that cannot run raises here: nothing of this export is put in place
         evaluate, batches = dev_evaluator(loaded)
         metric = task.monitor.split("/", 1)[-1]
         sides = {"pytorch": reference, "onnx_fp32": OnnxTaskModel(fp32_path, task.family)}
@@ -357,22 +383,29 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
                 "size_ratio": round(report["sizes_mb"]["onnx_fp32"] / report["sizes_mb"]["onnx_int8"], 3),
                 "speed_ratio": round(results["onnx_fp32"][2] / max(results["onnx_int8"][2], 1e-9), 3),
                 "speed_ratio_vs_pytorch": round(results["pytorch"][2] / max(results["onnx_int8"][2], 1e-9), 3)}
-    (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
     gate = report.get("onnx_int8_vs_fp32")
-    if gate is not None and not gate["passed"]:
-        if force:
-            log.warning("int8 loses %.2f points of %s (more than %.2f): kept because forced", gate["drop_points"],
-                        gate["metric"], max_drop)
+    refused = None
+    if quantize == "int8":
+        passed = bool(gate and gate["passed"])
+        if passed or force:
+            if not passed:
+                log.warning("int8 %s: kept because forced", f"loses {gate['drop_points']:.2f} points of "
+                            f"{gate['metric']} (more than {max_drop:.2f})" if gate else "was not checked")
+            info["files"]["int8"] = INT8_NAME
+            info[INT8_CHECK] = {"passed": passed, "forced": not passed, "sha256": file_sha256(int8_path),
+                                "checked_on": "the run's dev set" if gate else None, "report": REPORT_NAME,
+                                **({k: gate[k] for k in ("metric", "drop_points", "max_drop_points")} if gate else {})}
+            report[INT8_CHECK] = {k: v for k, v in info[INT8_CHECK].items() if k != "report"}
         else:
             int8_path.unlink(missing_ok=True)
-            info["files"].pop("int8", None)
-            (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
-            raise QualityGateError(
-                f"int8 quantization loses {gate['drop_points']:.2f} points of {gate['metric']} on the run's dev set "
-                f"({gate['fp32']:.4f} fp32 → {gate['int8']:.4f} int8; the limit is {max_drop:g}): {INT8_NAME} was "
-                f"removed, the fp32 graph and {REPORT_NAME} are in {out_dir}. Serve the fp32 graph, raise the limit "
-                "with --max-drop, or keep the int8 file anyway with --force")
-    return report
+            refused = (f"int8 quantization loses {gate['drop_points']:.2f} points of {gate['metric']} on the run's "
+                       f"dev set ({gate['fp32']:.4f} fp32 → {gate['int8']:.4f} int8; the limit is {max_drop:g}): "
+                       f"{INT8_NAME} was not kept, the fp32 graph and {REPORT_NAME} are in {{out_dir}}. Serve the fp32 "
+                       "graph, raise the limit with --max-drop, or keep the int8 file anyway with --force")
+    (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")  # lists only what passed (or was forced)
+    write_export_marker(out_dir, "onnx", ckpt)
+    return report, refused
 
 
 # train.py's ``export`` setting: what each value writes (``true`` is "hf", as before ONNX existed).
