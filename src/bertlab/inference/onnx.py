@@ -400,7 +400,7 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
             int8_path.unlink(missing_ok=True)
             refused = (f"int8 quantization loses {gate['drop_points']:.2f} points of {gate['metric']} on the run's "
                        f"dev set ({gate['fp32']:.4f} fp32 → {gate['int8']:.4f} int8; the limit is {max_drop:g}): "
-                       f"{INT8_NAME} was not kept, the fp32 graph and {REPORT_NAME} are in {{out_dir}}. Serve the fp32 "
+                       f"{INT8_NAME} was removed, the fp32 graph and {REPORT_NAME} are in {{out_dir}}. Serve the fp32 "
                        "graph, raise the limit with --max-drop, or keep the int8 file anyway with --force")
     (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
     (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")  # lists only what passed (or was forced)
