@@ -121,6 +121,19 @@ def test_no_command_writes_a_file_of_a_run_or_an_export(world, rel, capsys):
         assert _snapshot(world["root"]) == before, f"{name} {target} changed a file"
 
 
+@pytest.mark.parametrize("rel", ["run/metrics.json", "run/checkpoints/study.journal", "run/hparams.yaml",
+                                 "onnx_export/optuna.journal"])
+def test_an_optuna_study_file_is_never_a_file_of_a_run_or_an_export(world, rel):
+    pytest.importorskip("optuna")
+    from bertlab.sweeps.study import open_storage
+
+    before = _snapshot(world["root"])
+    for storage in (str(world["root"] / rel), f"sqlite:///{world['root'] / rel}"):
+        with pytest.raises(ConfigError, match="hydra.sweeper.storage"):
+            open_storage(storage)
+    assert _snapshot(world["root"]) == before
+
+
 @pytest.mark.parametrize("rel", ["run/.bertlab-run.json", "run/train.log", "hf_export/config.json"])
 def test_no_command_writes_there_through_a_symbolic_link(world, rel, capsys, tmp_path):
     link = tmp_path / "out.jsonl"
