@@ -206,3 +206,16 @@ def test_export_true_and_a_resumed_run_replace_the_runs_own_export(runs):
     export_checkpoint(run, run / "export", overwrite=True)
     assert not (run / "export" / "bertlab_stale.json").exists()
     assert time.time() - (run / "export" / "bertlab_export.json").stat().st_mtime < 600
+
+
+def test_a_runs_export_of_another_runs_checkpoint_goes_to_its_own_folder(runs, capsys):
+    """train=false ckpt_path=<run_a's checkpoint> export=true in run_b writes run_b/export (run_dir says whose);
+    the command line cannot write another run's export folder."""
+    from bertlab.inference.export import export_checkpoint, resolve_checkpoint
+
+    ckpt = resolve_checkpoint(runs["a"])
+    code, err = _export([str(ckpt), str(runs["b"] / "export"), "--overwrite"], capsys)
+    assert code == 1 and "run folder" in err, err
+    export_checkpoint(ckpt, runs["b"] / "export", tokenizer_dir=runs["a"] / "tokenizer", overwrite=True,
+                      run_dir=runs["b"])
+    assert _family(runs["b"] / "export") == "sequence"

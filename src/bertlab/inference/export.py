@@ -210,14 +210,17 @@ def foreign_files(folder: Path) -> list[str]:
 
 
 def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
-                        written: list[str] | None = None, run_subdir: str = "export") -> None:
+                        written: list[str] | None = None, run_subdir: str = "export",
+                        run_dir: Path | None = None) -> None:
     """An export writes a folder of its own, whole (:func:`bertlab.runtime.files.replaced_folder`): never inside a
     run or an export folder (except ``<run>/<run_subdir>`` of the run it exports, what ``export=true`` /
     ``export=onnx`` writes), never over the files it reads, and over a folder that is not empty only when asked
     to (``overwrite``: ``--overwrite``) and only when that folder is an export (:func:`foreign_files`: nothing
-    else in it), which it then replaces whole. ``written``: the file names it writes."""
+    else in it), which it then replaces whole. ``written``: the file names it writes; ``run_dir``: the run
+    this export belongs to when that is not the checkpoint's (``train=false ckpt_path=<another run's>
+    export=true``: its own ``<run_dir>/export``)."""
     run = ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else None
-    own = [run / run_subdir] if run is not None else []
+    own = [folder / run_subdir for folder in (run, run_dir) if folder is not None]
     refuse_folder_in_bertlab_folders(
         out_dir, f"the export folder {out_dir}", "Export to a folder outside runs and exports" +
         (f", or to {run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes)"
@@ -256,7 +259,7 @@ def write_export_marker(folder: Path, kind: str, source: Path) -> None:
 
 
 def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
-                      overwrite: bool = False) -> Path:
+                      overwrite: bool = False, run_dir: Path | None = None) -> Path:
     """Write ``ckpt_path`` (a bertlab ``.ckpt`` or run dir) to ``out_dir`` as a Hugging Face folder.
 
     ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
@@ -267,7 +270,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     ckpt_path = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir).expanduser()
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
-    check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
+    check_export_folder(out_dir, ckpt_path, tok_dir, overwrite, run_dir=run_dir)  # before the work: refused at once
     loaded = load_checkpoint_model(ckpt_path)
     if loaded.task.family == "rtd":
         raise ConfigError(

@@ -298,7 +298,7 @@ def _size_mb(path: Path) -> float:
 
 def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None = None, max_drop: float = 1.0,
                 force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None,
-                overwrite: bool = False) -> dict[str, Any]:
+                overwrite: bool = False, run_dir: Path | None = None) -> dict[str, Any]:
     """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report.
     ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``. The
     folder is written beside ``out_dir`` and replaces it whole once complete (nothing stale survives; a failed
@@ -324,7 +324,8 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     out_dir = Path(out_dir)
     tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
-                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx")
+                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx",
+                        run_dir=run_dir)
     loaded = load_checkpoint_model(ckpt)
     with writing(out_dir, "the ONNX export", "export to a folder on a disk with room"), \
             replaced_folder(out_dir) as tmp:
