@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bertlab.inference.text import BACKENDS, FORMATS
-from bertlab.runtime.errors import user_errors
+from bertlab.runtime.exits import user_errors
 from bertlab.runtime.files import atomic_path, refuse_writing_over, writing
 from bertlab.runtime.outputs import refuse_replacing_bertlab_files
 

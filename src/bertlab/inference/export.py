@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.inference.loading import (
+from bertlab.inference.layout import (
     HEAD_CONFIG_NAME,
     HEAD_WEIGHTS_NAME,
     LONG_TEXT_NAME,
@@ -237,7 +237,8 @@ def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite
         return
     shown = ", ".join(present[:4]) + (f", … ({len(present)} in all)" if len(present) > 4 else "")
     foreign = foreign_files(out_dir)
-    if foreign or not is_export_folder(out_dir):
+    # An export, or what a failed ONNX export left (its report and the tokenizer files: onnx._discard).
+    if foreign or not (is_export_folder(out_dir) or (out_dir / "export_report.json").is_file()):
         what = (f"{', '.join(foreign[:4])}{f', … ({len(foreign)} in all)' if len(foreign) > 4 else ''}, which no "
                 "export writes" if foreign else f"{shown}, but no export's record ({EXPORT_MARKER}, {ONNX_INFO}) "
                 "and no weights beside a config.json")

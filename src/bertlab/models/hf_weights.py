@@ -37,15 +37,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is_native, supported_list
+from bertlab.models.families import FamilySpec, encoder_refusal, family_spec, is_native, supported_list
 from bertlab.models.families.bert import BERT
 from bertlab.runtime.config import ConfigError, EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
+from bertlab.runtime.model_folders import check_folder
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ def encoder_config_of(data: dict, path: Path) -> EncoderConfig:
     """A native family's config.json already read (``data``, from ``path``) → ``EncoderConfig``."""
     model_type = data.get("model_type") or "bert"
     if not is_native(model_type):
-        raise CheckpointError(not_native_message(model_type, str(path)))
+        raise CheckpointError(not_native_message(model_type, str(path), data))
     try:
         return family_spec(model_type).read_config(data, str(path))
     except (ConfigError, TypeError) as err:
@@ -154,10 +156,14 @@ def encoder_config_of(data: dict, path: Path) -> EncoderConfig:
 
 
 def read_config_json(directory: Path) -> dict:
-    """A checkpoint folder's config.json as a dict (a CheckpointError when missing or unreadable)."""
+    """A checkpoint folder's config.json as a dict (a CheckpointError when missing or unreadable, or when a file
+    of the folder names code of its own to run: bertlab.runtime.model_folders)."""
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: a Hugging Face checkpoint folder needs config.json")
+    # A folder whose model is its own code is not the model bertlab would build (the keys only: transformers is
+    # not imported here; the generic path checks the classes too, before calling it).
+    check_folder(directory, classes=False)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -167,11 +173,10 @@ def read_config_json(directory: Path) -> dict:
     return data
 
 
-def not_native_message(model_type: str, source: str) -> str:
-    if not is_encoder_type(model_type):
-        return (f"{source}: model_type {model_type!r} is not an encoder (a decoder-only or encoder-decoder model); "
-                f"bertlab fine-tunes encoders. Native families: {supported_list()}; any other encoder of the hub "
-                "runs through transformers' AutoModel (model=auto, with transformers installed)")
+def not_native_message(model_type: str, source: str, config: Mapping[str, Any] | None = None) -> str:
+    refusal = encoder_refusal(model_type, config, source)
+    if refusal is not None:
+        return refusal
     return (f"{source}: model_type {model_type!r} is not a native bertlab family ({supported_list()}); with "
             "transformers installed, model=auto runs it through the generic AutoModel path")
 
@@ -198,7 +203,9 @@ def sentence_transformers_pooling(directory: Path) -> str | None:
 
 
 def read_hf_config(directory: Path) -> dict:
+    """An export folder's config.json ({} without one), refused as :func:`read_config_json` refuses a folder."""
     path = directory / CONFIG_NAME
+    check_folder(directory, classes=False)
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
