@@ -219,3 +219,17 @@ def test_a_runs_export_of_another_runs_checkpoint_goes_to_its_own_folder(runs, c
     export_checkpoint(ckpt, runs["b"] / "export", tokenizer_dir=runs["a"] / "tokenizer", overwrite=True,
                       run_dir=runs["b"])
     assert _family(runs["b"] / "export") == "sequence"
+
+
+def test_an_onnx_graph_that_fails_its_check_leaves_the_earlier_export(runs, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    from bertlab.inference import onnx as bonnx
+
+    out = tmp_path / "out"
+    assert _export([str(runs["a"]), str(out)], capsys)[0] == 0
+    before = _snapshot(out)
+    monkeypatch.setattr(bonnx, "check_graph", lambda *a, **k: {"passed": False, "lengths": [8], "cases": 1,
+                                                                "max_abs_diff": 1.0, "worst_case": None})
+    code, err = _export([str(runs["b"]), str(out), "--format", "onnx", "--no-dev-check", "--overwrite"], capsys)
+    assert code == 1 and "Traceback" not in err, err
+    assert _snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
