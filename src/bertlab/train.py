@@ -45,6 +45,7 @@ from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
+from bertlab.runtime.paths import existing_path
 from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
@@ -120,6 +121,7 @@ def run(cfg: DictConfig) -> float | None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     hold_log_files(cfg)  # train.log gets this run's lines only once the run dir is claimed
     failed = True
+    job: HydraDDPJob | None = None
     try:
         with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here
             _filter_known_warnings()
@@ -127,7 +129,10 @@ def run(cfg: DictConfig) -> float | None:
         failed = False
         return value
     finally:
-        end_of_run(failed)  # stop-signal handlers back to their owners; the run dir records the end
+        trained = job is not None and job.trainer is not None and job.trainer.global_step > 0
+        # Stop-signal handlers back to their owners; the run dir records the end (a folder made for a run that
+        # failed before its first step is removed).
+        end_of_run(failed, trained)
         # Multirun jobs share one process: an unfinished wandb run would swallow the next job's logs.
         finish_wandb(failed=failed)
 
@@ -389,8 +394,10 @@ def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:
                 "checkpoints/last.ckpt is resumed) or ckpt_path=<a .ckpt file>"
             )
         return str(last)
-    if not Path(ckpt_path).is_file():
-        raise CheckpointError(f"ckpt_path={ckpt_path}: no such checkpoint file")
+    path = existing_path(ckpt_path, f"ckpt_path={ckpt_path}", CheckpointError)
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={ckpt_path}: {path} is not a file; pass a .ckpt file (a run dir's "
+                              "checkpoints/last.ckpt, or ckpt_path=last with hydra.run.dir=<the run dir>)")
     return str(ckpt_path)
 
 

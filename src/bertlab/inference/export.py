@@ -49,6 +49,7 @@ from bertlab.models.lora import (
 from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import refuse_writing_over, writing
+from bertlab.runtime.paths import existing_path
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
 
@@ -70,7 +71,7 @@ class CheckpointModel:
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A ``.ckpt`` file, or a run dir (→ the best checkpoint its metrics.json names, else ``last.ckpt``)."""
-    path = Path(path).expanduser()
+    path = existing_path(path, "the checkpoint or run dir", CheckpointError)
     if path.is_file():
         return path
     found = run_dir_checkpoint(path) if path.is_dir() else None
@@ -226,7 +227,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     """
     ckpt_path = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir).expanduser()
-    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
+    tok_dir = existing_path(tokenizer_dir, "--tokenizer", CheckpointError) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
     loaded = load_checkpoint_model(ckpt_path)
     if loaded.task.family == "rtd":

@@ -48,6 +48,7 @@ from bertlab.models.heads import TaskModel
 from bertlab.models.lora import lora_modules, merge_lora
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.paths import existing_path
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +310,7 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
         raise ConfigError(f"--quantize must be int8 (or left out), got {quantize!r}")
     ckpt = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir)
-    tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
+    tok_dir = existing_path(tokenizer_dir, "--tokenizer", CheckpointError) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
                         [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx")
     loaded = load_checkpoint_model(ckpt)
