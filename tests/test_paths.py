@@ -206,3 +206,15 @@ def test_predict_input_and_export_tokenizer_say_does_not_exist(tmp_path):
     with pytest.raises(CheckpointError, match=r"--tokenizer does not exist: .*tokenizr \(similar names in .*: "
                                               r"tokenizer\)"):
         export_checkpoint(run, tmp_path / "out", tokenizer_dir=run / "tokenizr")
+
+
+def test_a_job_that_would_change_directory_is_refused_with_the_fix(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "BERTLAB_DATA_DIR": str(FIXTURE_DATA)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    out = subprocess.run([sys.executable, str(ROOT / "train.py"), *TINY, "task=sst2", "logger=csv",
+                          "hydra.job.chdir=true", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert "hydra.job.chdir=true: bertlab reads relative paths from the directory the command was typed in" in out.stderr
+    assert "Drop hydra.job.chdir=true" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()  # failed before training: the folder made for it is gone

@@ -45,7 +45,7 @@ from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
-from bertlab.runtime.paths import existing_path
+from bertlab.runtime.paths import existing_path, refuse_chdir
 from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
@@ -140,6 +140,7 @@ def run(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
+    refuse_chdir()  # relative paths mean the directory the command was typed in (bertlab.runtime.paths)
     check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
     run_dir = Path(cfg.paths.output_dir)
     graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt

@@ -65,3 +65,20 @@ def existing_path(value: str | os.PathLike, what: str, error: type[Exception]) -
     if not exists(path):
         raise error(missing_message(path, what))
     return path
+
+
+def refuse_chdir() -> None:
+    """Refuse ``hydra.job.chdir=true``: a job that changes into its run folder would read every relative path
+    (data files, checkpoints, the data folder) from there instead of where the command was typed."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        chdir = HydraConfig.initialized() and bool(HydraConfig.get().job.chdir)
+    except Exception:  # no Hydra job (library use): nothing changed directory
+        return
+    if chdir:
+        from bertlab.runtime.errors import ConfigError
+
+        raise ConfigError("hydra.job.chdir=true: bertlab reads relative paths from the directory the command was "
+                          "typed in, and a job that changes into its run folder would read them from there. Drop "
+                          "hydra.job.chdir=true; the run's outputs go to hydra.run.dir either way")
