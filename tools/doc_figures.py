@@ -617,6 +617,15 @@ def listing(reg: Registry, root: Path = ROOT, records: Path = RECORDS) -> str:
         if item.note:
             out.append(f"  note: {item.note}")
         out.append("")
+    if reg.facts:
+        out += ["Facts (numbers stated in running text; --check holds every page to these values):", ""]
+        texts = {doc: doc.read_text() for doc in doc_files(root)}
+        for fact in reg.facts:
+            places = [f"{doc.relative_to(root)}:{line}" for doc, text in texts.items()
+                      for line, _ in fact.statements(text)]
+            out.append(f"{fact.name} = {fact.value}  [{fact.source}]")
+            out.append(f"  stated at: {', '.join(places) or 'nowhere'}")
+        out.append("")
     return "\n".join(out)
 
 
