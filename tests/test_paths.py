@@ -182,13 +182,17 @@ def test_predict_export_and_compare_say_a_misspelled_run_dir_does_not_exist(tmp_
     (tmp_path / "logs" / "sst2_run").mkdir(parents=True)
     for module, args in [("bertlab.predict", ["logs/sst2_rnu", "-"]), ("bertlab.export", ["logs/sst2_rnu", "out"]),
                          ("bertlab.export", ["logs/sst2_rnu", "out", "--format", "onnx"]),
-                         ("bertlab.compare", ["logs/sst2_rnu"])]:
+                         ("bertlab.compare", ["logs/sst2_rnu"]), ("bertlab.glue", ["table", "logs/sst2_rnu"]),
+                         ("bertlab.glue", ["submit", "logs/sst2_rnu", "--out", "out"])]:
         out = _cli(module, *args, cwd=tmp_path)
         assert out.returncode != 0, (module, out.stdout)
         assert f"does not exist: {tmp_path / 'logs' / 'sst2_rnu'} (similar names in {tmp_path / 'logs'}: sst2_run)" \
             in out.stderr, (module, out.stderr)
         assert "not a bertlab run dir" not in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "out").exists()
+    (tmp_path / "train.py").write_text("")
+    out = _cli("bertlab.glue", "run", "--train-script", "trian.py", cwd=tmp_path)
+    assert f"--train-script does not exist: {tmp_path / 'trian.py'} (similar names in {tmp_path}: train.py)" in out.stderr
 
 
 def test_predict_input_and_export_tokenizer_say_does_not_exist(tmp_path):
