@@ -8,7 +8,6 @@ export, quantizing it and its quality gate are :mod:`bertlab.inference.onnx`.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.records import read_record, record_object
 
 ONNX_NAME = "model.onnx"
 INT8_NAME = "model.int8.onnx"
@@ -83,12 +83,17 @@ def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = No
         OnnxSession, TaskSpec, list[str] | None, dict[str, Any]]:
     """An ONNX export folder as (session, task, labels, the run's data settings); ``backend``: onnx (fp32),
     onnx-int8, or auto (int8 when the folder has a gated int8 graph, else fp32)."""
-    info = json.loads((path / INFO_NAME).read_text())
+    fix = "Export the run again (python -m bertlab.export <run> <folder> --format onnx), or restore the folder"
+    info = read_record(path / INFO_NAME, "the ONNX folder's manifest", fix, error=CheckpointError, required=("task",),
+                       shape={"task": dict, "files": dict, "labels": (list, type(None)), "data": (dict, type(None))})
     files = info.get("files") or {}
+    if not all(isinstance(v, str) for v in files.values()):
+        raise CheckpointError(f"{path / INFO_NAME}: key 'files' names a graph by something else than a file name. "
+                              f"{fix}")
     if backend == "onnx-int8" and "int8" not in files:
         raise CheckpointError(f"{path}: no int8 graph in this export (export it with --quantize int8)")
     name = files["int8"] if backend in ("onnx-int8", "auto") and "int8" in files else files.get("fp32", ONNX_NAME)
-    task = TaskSpec(**info["task"])
+    task = record_object(TaskSpec, info, "task", path / INFO_NAME, fix, CheckpointError)
     return OnnxSession(path / name, task.family, threads), task, info.get("labels"), info.get("data") or {}
 
 

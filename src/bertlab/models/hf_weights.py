@@ -37,15 +37,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is_native, supported_list
 from bertlab.models.families.bert import BERT
-from bertlab.runtime.config import ConfigError, EncoderConfig
+from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
+from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +149,7 @@ def encoder_config_of(data: dict, path: Path) -> EncoderConfig:
     model_type = data.get("model_type") or "bert"
     if not is_native(model_type):
         raise CheckpointError(not_native_message(model_type, str(path)))
-    try:
-        return family_spec(model_type).read_config(data, str(path))
-    except (ConfigError, TypeError) as err:
-        raise CheckpointError(str(err)) from err
+    return family_spec(model_type).from_config_json(data, path)
 
 
 def read_config_json(directory: Path) -> dict:
@@ -164,6 +163,10 @@ def read_config_json(directory: Path) -> dict:
         raise CheckpointError(f"{path} is not valid JSON: {err}") from err
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} does not hold a JSON object")
+    if not isinstance(data.get("model_type", ""), str):
+        raise CheckpointError(f"{path}: model_type={data['model_type']!r} is a JSON {type(data['model_type']).__name__}"
+                              " where the name of the model's family is expected (e.g. \"bert\"): restore config.json "
+                              "from an intact copy of the folder")
     return data
 
 
@@ -209,11 +212,7 @@ def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
     if single.is_file():
         return _read_safetensors(single), str(single)
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        state: dict[str, torch.Tensor] = {}
-        for shard in shards:
-            state.update(_read_safetensors(directory / shard))
-        return state, str(index)
+        return _read_sharded(directory, index), str(index)
     legacy = directory / TORCH_NAME
     if legacy.is_file():
         try:
@@ -227,6 +226,39 @@ def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
     raise CheckpointError(
         f"no weights in {directory}: looked for {SAFETENSORS_NAME}, {SAFETENSORS_INDEX} and {TORCH_NAME}"
     )
+
+
+_SHARDS_FIX = ("Download the checkpoint again (an interrupted download leaves a folder with some shards), or restore "
+               "the folder from an intact copy")
+
+
+def _read_sharded(directory: Path, index: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a sharded checkpoint: every shard ``model.safetensors.index.json`` names, each a file of the
+    folder, and every tensor the index lists found in its shard (an incomplete folder is an error naming the index
+    and what it lacks, not a ``KeyError`` or a model loaded with holes)."""
+    record = read_record(index, "the index of the sharded weights", _SHARDS_FIX, required=("weight_map",),
+                         shape={"weight_map": dict}, error=CheckpointError)
+    weight_map: dict[str, Any] = record["weight_map"]
+    odd = [key for key, shard in weight_map.items()
+           if not isinstance(shard, str) or not shard or Path(shard).name != shard]
+    if not weight_map or odd:
+        what = "names no tensor" if not weight_map else \
+            f"gives tensor {odd[0]!r} the shard {weight_map[odd[0]]!r}, which is not a file name of this folder"
+        raise CheckpointError(f"{index}: key 'weight_map' {what}. {_SHARDS_FIX}")
+    shards = sorted(set(weight_map.values()))
+    absent = [shard for shard in shards if not (directory / shard).is_file()]
+    if absent:
+        raise CheckpointError(f"{index} names {len(absent)} of its {len(shards)} shard files that {directory} lacks "
+                              f"({', '.join(absent[:3])}{', …' if len(absent) > 3 else ''}). {_SHARDS_FIX}")
+    state: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        state.update(_read_safetensors(directory / shard))
+    lacking = [key for key in weight_map if key not in state]
+    if lacking:
+        raise CheckpointError(f"{index} lists {len(lacking)} tensors its shards do not hold ({lacking[0]!r} in "
+                              f"{weight_map[lacking[0]]}{', …' if len(lacking) > 1 else ''}): a shard is incomplete "
+                              f"or from another download. {_SHARDS_FIX}")
+    return state
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:

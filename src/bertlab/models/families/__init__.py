@@ -150,6 +150,13 @@ class FamilySpec:
                              kernels=kernels or DEFAULT_KERNELS)
         return self.encoder_class(config, add_pooling_layer=add_pooling_layer, unpad=unpad, kernels=kernels)
 
+    def from_config_json(self, data: Any, source: str | Any) -> EncoderConfig:
+        """The family's ``EncoderConfig`` of a model folder's config.json (``data``, read from ``source``), every
+        value checked first: the one way a config.json from elsewhere is read (``config_file``)."""
+        from bertlab.models.families.config_file import read_family_config
+
+        return read_family_config(self, data, source)
+
     def head_kind_of(self, architecture: str | None) -> str | None:
         """The bertlab head kind of one of this family's transformers classes (None: the bare encoder, or a
         class bertlab has no head for)."""
@@ -220,7 +227,7 @@ def spec_of(config: EncoderConfig) -> FamilySpec:
 
 def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> EncoderConfig:
     """A native family's config.json → ``EncoderConfig`` (the family from its model_type; BERT if it has none)."""
-    return family_spec(data.get("model_type") or "bert").read_config(data, source)
+    return family_spec(data.get("model_type") or "bert").from_config_json(data, source)
 
 
 __all__ = ["FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
