@@ -168,6 +168,18 @@ def test_train_with_an_absurd_model_folder_prints_one_paragraph(tmp_path):
     assert "model.intermediate_size" not in out
 
 
+@pytest.mark.parametrize("raw, expect", [('{"model_type": "bert", "hidden', "is not valid JSON"),
+                                         ("[]", "does not hold a JSON object"),
+                                         ('{"model_type": ["bert"]}', r"model_type=\['bert'\] is a JSON list")])
+def test_an_export_whose_config_json_is_damaged_names_it(tmp_path, raw, expect):
+    from bertlab.inference.export import load_native_export
+
+    (tmp_path / "config.json").write_text(raw)
+    with pytest.raises(CheckpointError, match=expect) as err:
+        load_native_export(tmp_path)
+    no_traceback(err.value, str(tmp_path / "config.json"))
+
+
 def test_predict_with_an_absurd_export_prints_one_paragraph(tmp_path):
     folder = folder_with(tmp_path, "export", {**hub_config("roberta"), "num_attention_heads": 0})
     (tmp_path / "in.txt").write_text("a film\n")

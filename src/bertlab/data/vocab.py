@@ -65,7 +65,7 @@ def wordpiece_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Toke
         vocab.setdefault(line, i)
     missing = [token for token in WORDPIECE_REQUIRED if token not in vocab]
     if missing:
-        raise TokenizerError(f"{vocab_file}: not a BERT WordPiece vocabulary: it has no {', '.join(missing)} token"
+        raise TokenizerError(f"{vocab_file}: not a BERT WordPiece vocabulary: it has no {', '.join(missing)} token{'s' if len(missing) > 1 else ''}"
                              f"{_looks_like(lines)}. A vocab.txt holds one WordPiece token a line with BERT's special "
                              "tokens; give the folder the tokenizer.json of its model (or pass model.tokenizer=<a "
                              "folder with the right tokenizer>)")

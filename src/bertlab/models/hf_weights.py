@@ -201,8 +201,8 @@ def sentence_transformers_pooling(directory: Path) -> str | None:
 
 
 def read_hf_config(directory: Path) -> dict:
-    path = directory / CONFIG_NAME
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """A folder's config.json as :func:`read_config_json` reads it; ``{}`` when the folder has none."""
+    return read_config_json(directory) if (directory / CONFIG_NAME).is_file() else {}
 
 
 def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:

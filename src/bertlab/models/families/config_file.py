@@ -205,4 +205,6 @@ def _count(n: int) -> str:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.3g} GiB" if math.isfinite(n) else "∞"
+    if not math.isfinite(n):
+        return "∞"
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
