@@ -140,6 +140,22 @@ def test_listed_config_values(tmp_path, change, expect):
     no_traceback(err.value, str(folder / "config.json"))
 
 
+def test_a_generic_path_config_is_checked_before_transformers_builds_it(tmp_path):
+    """A model_type that is no native family (MPNet): the same kinds and sizes when its config.json is read
+    (``read_config_json``: training's generic path and predict's export loading), before AutoModel builds it."""
+    from bertlab.models.hf_weights import read_config_json
+
+    base = transformers.AutoConfig.for_model("mpnet", vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                                             num_attention_heads=4, intermediate_size=37).to_dict()
+    assert read_config_json(folder_with(tmp_path, "fine", base))["model_type"] == "mpnet"
+    for change, expect in (({"hidden_size": -1}, "hidden_size=-1"), ({"vocab_size": 10**13}, "memory"),
+                           ({"hidden_dropout_prob": "0.1"}, 'hidden_dropout_prob="0.1"')):
+        folder = folder_with(tmp_path, str(len(str(change))), {**base, **change})
+        with pytest.raises(CheckpointError, match=expect) as err:
+            read_config_json(folder)
+        no_traceback(err.value, str(folder / "config.json"))
+
+
 def test_sizes_beyond_the_weights_are_refused_before_anything_is_built(tmp_path, monkeypatch):
     """A size that fits this machine but not the folder's weights (a million layers of width 32) is refused
     from the weights file's size, before torch allocates a layer."""

@@ -44,6 +44,7 @@ from torch import nn
 
 from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is_native, supported_list
 from bertlab.models.families.bert import BERT
+from bertlab.models.families.config_file import check_generic
 from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
@@ -167,6 +168,9 @@ def read_config_json(directory: Path) -> dict:
         raise CheckpointError(f"{path}: model_type={data['model_type']!r} is a JSON {type(data['model_type']).__name__}"
                               " where the name of the model's family is expected (e.g. \"bert\"): restore config.json "
                               "from an intact copy of the folder")
+    model_type = data.get("model_type") or "bert"
+    if not is_native(model_type) and is_encoder_type(model_type):
+        check_generic(data, path)  # before transformers allocates what it describes
     return data
 
 

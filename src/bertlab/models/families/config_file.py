@@ -101,7 +101,21 @@ def read_family_config(spec: FamilySpec, data: Any, path: str | os.PathLike[str]
     return config
 
 
-def check_values(data: Mapping[str, Any], source: str) -> None:
+def check_generic(data: Mapping[str, Any], path: Path) -> None:
+    """A config.json of the generic path (a model_type that is no native family), checked before transformers
+    builds the model from it: the values by kind (a head count need not divide the width: such models may name
+    their head size) and, where its sizes are named the usual way, the sizes as a native family's."""
+    from bertlab.models.families.generic import GenericEncoderConfig
+
+    check_values(data, str(path), divisible=False)
+    try:
+        config = GenericEncoderConfig.from_hf(data, str(path))
+    except (ConfigError, TypeError, ValueError, OverflowError):
+        return  # sizes named otherwise: transformers reads them (its errors name the folder)
+    check_sizes(config, path)
+
+
+def check_values(data: Mapping[str, Any], source: str, divisible: bool = True) -> None:
     """Every key of :data:`CONFIG_KEYS` the file holds, by its kind; widths that no head count divides; text keys
     that are no text."""
     for key, setting in CONFIG_KEYS.items():
@@ -114,7 +128,7 @@ def check_values(data: Mapping[str, Any], source: str) -> None:
             shown = f'"{value}"' if isinstance(value, str) else value
             raise CheckpointError(f"{message(f'{source}: {key}', shown, setting)}"
                                   f"{' (a JSON string, not a number)' if isinstance(value, str) else ''}. {FIX}")
-    for width, heads in _DIVISIBLE:
+    for width, heads in _DIVISIBLE if divisible else ():
         w, h = data.get(width), data.get(heads)
         if isinstance(w, int) and isinstance(h, int) and h > 0 and w % h:
             raise CheckpointError(f"{source}: {width}={w} is not divisible by {heads}={h}: each attention head "
@@ -146,9 +160,11 @@ def parameter_count(config: EncoderConfig) -> int:
     """A lower bound of the encoder's parameters: the embedding tables and each layer's attention and feed-forward
     matrices (biases, norms and heads left out), in Python integers (no overflow)."""
     width, hidden = int(config.embedding_width), int(config.hidden_size)
-    tables = (int(config.vocab_size) + int(config.max_position_embeddings) + int(config.type_vocab_size)) * width
+    types = int(getattr(config, "type_vocab_size", 0) or 0)
+    tables = (int(config.vocab_size) + int(config.max_position_embeddings) + types) * width
     project = width * hidden if width != hidden else 0
-    layer = 4 * hidden * hidden + 2 * hidden * int(config.intermediate_size)
+    # The generic path's config names no feed-forward size bertlab reads: none counted (a lower bound still).
+    layer = 4 * hidden * hidden + 2 * hidden * int(getattr(config, "intermediate_size", 0) or 0)
     return tables + project + int(config.num_hidden_layers) * layer
 
 
@@ -174,16 +190,16 @@ def check_sizes(config: EncoderConfig, path: Path) -> None:
     parameters than the folder's weights hold, or float32 weights larger than this machine's memory. Checked before
     anything is allocated (a huge size would otherwise fail deep in ``torch``, or swap for minutes)."""
     if config.max_sequence_length < 3:
-        offset = config.position_offset
+        offset = getattr(config, "position_offset", 0)
         raise CheckpointError(
             f"{path}: max_position_embeddings={config.max_position_embeddings} leaves room for "
             f"{max(config.max_sequence_length, 0)} token(s)"
             + (f" (this family's positions start at pad_token_id + 1 = {offset})" if offset else "")
             + f"; an input needs at least 3 (a special token, a word and another special token). {FIX}")
     params = parameter_count(config)
-    sizes = (f"vocab_size={config.vocab_size}, hidden_size={config.hidden_size}, num_hidden_layers="
-             f"{config.num_hidden_layers}, intermediate_size={config.intermediate_size}, max_position_embeddings="
-             f"{config.max_position_embeddings}")
+    sizes = ", ".join(f"{key}={getattr(config, key)}" for key in ("vocab_size", "hidden_size", "num_hidden_layers",
+                                                                   "intermediate_size", "max_position_embeddings")
+                      if hasattr(config, key))
     held = _weights_bytes(path.parent) if path.name == "config.json" else None
     if held is not None and params * _MIN_BYTES_PER_PARAM > held * 1.05 + (1 << 20):
         raise CheckpointError(
