@@ -184,8 +184,9 @@ def test_train_with_an_absurd_model_folder_prints_one_paragraph(tmp_path):
     assert "model.intermediate_size" not in out
 
 
-@pytest.mark.parametrize("raw, expect", [('{"model_type": "bert", "hidden', "is not valid JSON"),
-                                         ("[]", "does not hold a JSON object"),
+@pytest.mark.parametrize("raw, expect", [('{"model_type": "bert", "hidden', "ends in the middle of its JSON"),
+                                         ('{"model_type": "bert",, }', "not valid JSON at line 1"),
+                                         ("[]", "holds a list where an object is expected"),
                                          ('{"model_type": ["bert"]}', r"model_type=\['bert'\] is a JSON list")])
 def test_an_export_whose_config_json_is_damaged_names_it(tmp_path, raw, expect):
     from bertlab.inference.export import load_native_export

@@ -158,12 +158,8 @@ def read_config_json(directory: Path) -> dict:
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: a Hugging Face checkpoint folder needs config.json")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} does not hold a JSON object")
+    data = read_record(path, "the model's config.json", "Restore it from an intact copy of the folder (or download "
+                       "the model again)", error=CheckpointError)
     if not isinstance(data.get("model_type", ""), str):
         raise CheckpointError(f"{path}: model_type={data['model_type']!r} is a JSON {type(data['model_type']).__name__}"
                               " where the name of the model's family is expected (e.g. \"bert\"): restore config.json "
