@@ -6,7 +6,8 @@ in a scratch folder, each probe's exit status and the line bertlab printed, chec
     .venv/bin/python tests/reliability_probes.py --keep /tmp/probes   # keep the scratch folder
 
 Exit status 0 when every probe behaved as expected. Not collected by pytest (the same cases are tested in
-tests/test_safe_cache.py, test_targets.py, test_resume.py, test_run_dir.py and test_bad_input_round2.py).
+tests/test_safe_cache.py, test_targets.py, test_resume.py, test_run_dir.py, test_bad_input_round2.py and
+test_reliability_tracebacks.py).
 """
 
 from __future__ import annotations
@@ -208,17 +209,17 @@ def probes(work: Path) -> list[Probe]:
 
     auto = ["model=auto", "task=sst2", "trainer.max_epochs=1", "logger=csv", "trainer.enable_progress_bar=false"]
     files = [
-        Probe("file-config-json-absurd", [*auto, f"model.pretrained={models / 'absurd'}", run("file-absurd")], 1,
+        Probe("files-config-json-absurd", [*auto, f"model.pretrained={models / 'absurd'}", run("file-absurd")], 1,
               "config.json: hidden_size=32 is not divisible by num_attention_heads=5",
               setup=model_folder("absurd", bert_vocab, num_attention_heads=5)),
-        Probe("file-config-json-huge", [*auto, f"model.pretrained={models / 'huge'}", run("file-huge")], 1,
+        Probe("files-config-json-huge", [*auto, f"model.pretrained={models / 'huge'}", run("file-huge")], 1,
               "more than this machine's memory", setup=model_folder("huge", bert_vocab, vocab_size=10**13)),
-        Probe("file-vocab-foreign", [*auto, f"model.pretrained={models / 'foreign'}", run("file-foreign")], 1,
+        Probe("files-vocab-foreign", [*auto, f"model.pretrained={models / 'foreign'}", run("file-foreign")], 1,
               "vocab.txt: not a BERT WordPiece vocabulary", setup=model_folder("foreign", "<s>\n<pad>\n</s>\n<unk>\n")),
-        Probe("file-run-record-cut", [*TINY, run("file-record")], 1,
+        Probe("files-run-record-cut", [*TINY, run("file-record")], 1,
               ".bertlab-run.json: the record of the run in this folder is damaged: it ends in the middle",
               setup=cut_run_file("file-record", ".bertlab-run.json")),
-        Probe("file-metrics-cut", [str(work / "runs" / "file-metrics"), str(work / "in.txt")], 1,
+        Probe("files-metrics-cut", [str(work / "runs" / "file-metrics"), str(work / "in.txt")], 1,
               "metrics.json: the run's metrics.json (it names the run's best checkpoint) is damaged",
               setup=cut_run_file("file-metrics", "metrics.json"), module="bertlab.predict"),
     ]
