@@ -11,7 +11,7 @@ CONF = Path(__file__).resolve().parent / "conf"
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    from bertlab.runtime.errors import user_errors
+    from bertlab.runtime.exits import user_errors
     from bertlab.runtime.run_dir import hold_log_files
     from bertlab.sweeps.run_state import finished_result
     from bertlab.train import run  # imported here so `--help` and tab completion stay fast

@@ -304,10 +304,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     set_threads(a.threads)
     import tempfile
 
-    from bertlab.models.bert import BertModel
+    from bertlab.models.hf_weights import load_encoder
 
     with tempfile.TemporaryDirectory(prefix="bench_tiny_") as tmp:
-        model = BertModel.from_pretrained(checkpoint_dir(a.tiny, Path(tmp)))
+        model = load_encoder(checkpoint_dir(a.tiny, Path(tmp)))
     shapes = ((2, 16),) if a.tiny else QUICK_SHAPES if a.quick else FULL_SHAPES
     repeats = a.repeats or (2 if a.quick or a.tiny else 5)
     warmup = 1

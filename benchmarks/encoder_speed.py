@@ -70,9 +70,9 @@ def checkpoint_dir(tiny: bool, workdir: Path) -> Path:
 def load_pair(directory: Path) -> tuple[torch.nn.Module, torch.nn.Module, ModelShape]:
     from transformers import BertModel
 
-    from bertlab.models import bert as bertlab_bert
+    from bertlab.models.hf_weights import load_encoder
 
-    ours = bertlab_bert.BertModel.from_pretrained(directory)
+    ours = load_encoder(directory)
     ref = BertModel.from_pretrained(str(directory), attn_implementation="sdpa")
     shape = ModelShape(layers=ours.config.num_hidden_layers, hidden=ours.config.hidden_size,
                        non_embedding_params=sum(p.numel() for p in ours.encoder.parameters()))

@@ -134,10 +134,10 @@ def train_pass(model: torch.nn.Module, opt: torch.optim.Optimizer,
 def load_models(tiny: bool, workdir: Path):
     from transformers import BertModel
 
-    from bertlab.models import bert as bertlab_bert
+    from bertlab.models.hf_weights import load_encoder
 
     directory = checkpoint_dir(tiny, workdir)
-    ours = bertlab_bert.BertModel.from_pretrained(directory).train()
+    ours = load_encoder(directory).train()
     ref = BertModel.from_pretrained(str(directory), attn_implementation="sdpa").train()
     return ours, ref, directory
 

@@ -96,3 +96,35 @@ def assert_onnx_like_torch(run_dir: Path, out: Path, inputs: list) -> None:
     assert report["onnx_fp32_vs_pytorch"]["max_abs_logit_diff"] <= 1e-4, report["onnx_fp32_vs_pytorch"]
     want, got = Predictor.from_run(run_dir)(inputs), Predictor.from_run(out)(inputs)
     assert records_close(want, got), (want, got)
+
+
+# Sizes of a tiny random checkpoint, by the config keys each model_type names them with (the rest: BERT's keys).
+TINY_SIZES = {"xlm": dict(emb_dim=32, n_layers=2, n_heads=4), "flaubert": dict(emb_dim=32, n_layers=2, n_heads=4),
+              "convbert": dict(embedding_size=16), "albert": dict(embedding_size=16),
+              "squeezebert": dict(embedding_size=32, q_groups=1, k_groups=1, v_groups=1, post_attention_groups=1,
+                                  intermediate_groups=1, output_groups=1)}
+
+
+def tiny_hf_folder(folder: Path, model_type: str, weights: bool = True, **overrides) -> Path:
+    """A random tiny transformers checkpoint of ``model_type``, built offline (seed 0), with a WordPiece tokenizer
+    of the SST-2 sample beside it (300 tokens, pad id 0); ``weights=False`` writes config.json alone."""
+    import torch
+    import transformers
+
+    from bertlab.data.tokenizer import train_wordpiece
+
+    if folder.is_dir():
+        return folder
+    if not weights:  # the model_type's defaults: nothing is built from them
+        transformers.AutoConfig.for_model(model_type, **overrides).save_pretrained(folder)
+        return folder
+    sizes = TINY_SIZES.get(model_type, {})
+    if "emb_dim" not in sizes:
+        sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, **sizes)
+    config = transformers.AutoConfig.for_model(model_type, **{**dict(vocab_size=300, max_position_embeddings=130,
+                                                                     pad_token_id=0), **sizes, **overrides})
+    torch.manual_seed(0)
+    transformers.AutoModel.from_config(config).save_pretrained(folder)
+    lines = (FIXTURE_DATA / "sst2" / "train.tsv").read_text().splitlines()[1:]
+    train_wordpiece([line.split("\t")[0] for line in lines], vocab_size=300).save(folder)
+    return folder

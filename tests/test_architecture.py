@@ -20,9 +20,6 @@ MAX_LINES = 600
 
 # Entry points: command lines and the training recipe. Nothing imports them.
 ENTRY_POINTS = {"bertlab.train", "bertlab.predict", "bertlab.export", "bertlab.compare", "bertlab.glue"}
-# Older public paths kept as re-exports (docs/architecture.md, "Kept paths"). Library code imports the real
-# home, not these.
-KEPT_PATHS = {"bertlab.encoder", "bertlab.tokenization", "bertlab.distributed"}
 # Imports allowed against the rules, by (module, imported module): none.
 EXCEPTIONS: set[tuple[str, str]] = set()
 
@@ -35,11 +32,9 @@ def module_name(path: Path, src: Path = SRC) -> str:
 
 
 def part_of(module: str) -> str | None:
-    """The part a bertlab module belongs to: its sub-package, ``entry``, ``kept`` or ``package``."""
+    """The part a bertlab module belongs to: its sub-package, ``entry`` or ``package``."""
     if module in ENTRY_POINTS:
         return "entry"
-    if module in KEPT_PATHS:
-        return "kept"
     if module == "bertlab":
         return "package"
     pieces = module.split(".")
@@ -109,7 +104,7 @@ def real_sources() -> tuple[dict[str, str], set[str], set[str]]:
 
 def test_the_page_states_a_rule_for_every_part():
     assert set(RULES) >= {"runtime", "models", "data", "tasks", "training", "inference", "analysis", "sweeps",
-                          "entry", "kept", "package"}
+                          "entry", "package"}
     assert RULES["runtime"] == set() and RULES["models"] == {"runtime"} and RULES["data"] == {"runtime"}
     assert "entry" not in set().union(*(RULES[p] for p in RULES if p != "entry"))
 
@@ -125,7 +120,7 @@ def test_no_module_imports_against_the_rules():
     ("bertlab.data.features", "from ..models.heads import TaskModel\n"),  # relative, data → models
     ("bertlab.models.heads", "from bertlab.training import freeze\n"),  # models → training, module by name
     ("bertlab.training.module", "from bertlab import train\n"),  # nothing imports an entry point
-    ("bertlab.tasks.qa", "from bertlab.encoder import BertEncoder\n"),  # library code uses the real home
+    ("bertlab.tasks.qa", "from bertlab.train import run\n"),  # tasks never import an entry point
     ("bertlab.runtime.config", "from bertlab.data.readers import DataError\n"),  # runtime imports nothing
     ("bertlab.newpart.x", "x = 1\n"),  # a module outside every part
 ])
@@ -141,6 +136,89 @@ def test_the_checker_catches_a_planted_violation(module, source):
 ])
 def test_the_checker_lets_allowed_imports_pass(module, source):
     assert violations({module: source}, set(real_sources()[1])) == []
+
+
+def import_graph(sources: dict[str, str], known: set[str], packages: set[str] = frozenset()) -> dict[str, set[str]]:
+    """{module: the modules of ``known`` it imports}, every import at any depth (one inside a function too)."""
+    graph: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        targets = set()
+        for _, target in imported_modules(source, module, module in packages):
+            if target in known and target != module:
+                targets.add(target)
+        # ``from bertlab.x import name`` counts bertlab.x only when name is not a module of its own
+        graph[module] = {t for t in targets if not any(o.startswith(t + ".") and o in targets for o in targets)
+                         or t not in packages}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted: the import circles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def tool_sources() -> tuple[dict[str, str], set[str]]:
+    """tools/ and benchmarks/ scripts import their neighbours by bare name (``from doc_figures import x``):
+    read as modules ``bertlab_tools.<name>`` so that the same graph code sees their circles."""
+    sources = {}
+    for folder in ("tools", "benchmarks"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            names = {p.stem for p in (ROOT / folder).glob("*.py")}
+            for name in names:  # a bare import of a neighbour becomes an absolute one
+                text = re.sub(rf"^(\s*)from {name} import", rf"\1from bertlab.{folder}_{name} import", text,
+                              flags=re.M)
+                text = re.sub(rf"^(\s*)import {name}\b", rf"\1import bertlab.{folder}_{name}", text, flags=re.M)
+            sources[f"bertlab.{folder}_{path.stem}"] = text
+    return sources, set(sources)
+
+
+def test_there_is_no_import_circle_in_src_or_tools():
+    sources, known, packages = real_sources()
+    tools, tool_names = tool_sources()
+    graph = import_graph({**sources, **tools}, known | tool_names, packages)
+    assert import_circles(graph) == [], "import circles (cut each so that one side no longer imports the other)"
+
+
+@pytest.mark.parametrize("sources, circle", [
+    ({"bertlab.a.x": "from bertlab.a.y import f\n", "bertlab.a.y": "def g():\n    from bertlab.a.x import h\n"},
+     ["bertlab.a.x", "bertlab.a.y"]),  # a late import closes a circle too
+    ({"bertlab.a.x": "from bertlab.a import y\n", "bertlab.a.y": "from bertlab.a.z import f\n",
+      "bertlab.a.z": "import bertlab.a.x\n"}, ["bertlab.a.x", "bertlab.a.y", "bertlab.a.z"]),
+])
+def test_the_circle_finder_catches_a_planted_circle(sources, circle):
+    known = set(sources)
+    assert import_circles(import_graph(sources, known, {"bertlab.a"})) == [circle]
 
 
 def test_no_module_of_src_is_longer_than_600_lines():

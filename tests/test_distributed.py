@@ -161,6 +161,23 @@ def test_trainer_presets_compose(tmp_path):
     assert build_strategy("ddp") == "ddp"
 
 
+def test_fsdp_wraps_the_layer_of_every_native_family():
+    """The shard unit comes from the registry: each family's encoder layer (DeBERTa's and ModernBERT's too),
+    and the class is the one a built encoder of that family holds."""
+    import torch.nn as nn
+
+    from bertlab.models.families import families
+    from bertlab.training.distributed import fsdp_strategy
+
+    strategy = fsdp_strategy(activation_checkpointing=True)
+    wrapped = strategy.kwargs["auto_wrap_policy"]._module_classes
+    checkpointed = strategy._activation_checkpointing_kwargs["auto_wrap_policy"]._module_classes
+    for name, spec in families().items():
+        assert spec.layer_class in wrapped and spec.layer_class in checkpointed, name
+        assert issubclass(spec.layer_class, nn.Module) and spec.layer_class.__name__.endswith("Layer"), name
+    assert len({spec.layer_class for spec in families().values()}) >= 3  # BERT-shaped, DeBERTa, ModernBERT
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Multirun + DDP: the command line a rank re-runs
 

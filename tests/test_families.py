@@ -26,6 +26,7 @@ from bertlab.models.hf_weights import (  # noqa: E402
     load_encoder,
     load_into,
     read_encoder_config,
+    save_encoder,  # noqa: E402
 )
 from bertlab.runtime.config import HeadConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
@@ -200,7 +201,7 @@ def test_encoder_from_pretrained_folder(model_type, tmp_path):
         want = hf(input_ids=ids, attention_mask=mask, **kw).last_hidden_state
         got = enc(ids, attention_mask=mask, token_type_ids=types if kw else None).last_hidden_state
     assert torch.allclose(got[mask.bool()], want[mask.bool()], atol=1e-5)
-    enc.save_pretrained(tmp_path / "ours")
+    save_encoder(enc, tmp_path / "ours")
     saved = json.loads((tmp_path / "ours" / "config.json").read_text())
     assert saved["model_type"] == model_type
     back = transformers.AutoModel.from_pretrained(tmp_path / "ours").eval()

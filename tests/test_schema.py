@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from bertlab.runtime.checks import check_settings
 from bertlab.runtime.config import ConfigError, DataConfig, FreezeConfig, OptimConfig
-from bertlab.runtime.errors import user_errors
+from bertlab.runtime.exits import user_errors
 from bertlab.runtime.schema import SETTINGS, declaration, leaves
 from bertlab.tasks.families import logged_metrics
 

@@ -137,7 +137,7 @@ def test_the_refusal_names_the_class_the_path_leads_to():
                                     "lightning.fabric.plugins.environments.SLURMEnvironment",
                                     "lightning.pytorch.strategies.DDPStrategy",
                                     "bertlab.training.callbacks.SamplesPerSecond",
-                                    "bertlab.distributed.fsdp_strategy",
+                                    "bertlab.training.distributed.fsdp_strategy",
                                     "optuna.pruners.MedianPruner"])
 def test_reexported_allowed_classes_still_pass(target):
     assert refusal(target) is None
@@ -183,3 +183,18 @@ def test_filehandler_bypass_end_to_end_leaves_the_file_alone(tmp_path):
     assert out.returncode == 1, out.stderr[-2000:]
     assert victim.read_text() == "a user's file\n"
     assert "logging.FileHandler" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_saved_config_naming_a_moved_home_is_rewritten_before_the_check():
+    """A trainer=fsdp config saved by an older bertlab names bertlab.distributed.fsdp_strategy, a module that is
+    gone: the one rewrite table brings it to the new home, nested and in lists alike."""
+    from omegaconf import OmegaConf
+
+    from bertlab.runtime.targets import check_run_config
+
+    cfg = OmegaConf.create({"trainer": {"strategy": {"_target_": "bertlab.distributed.fsdp_strategy"},
+                                        "plugins": [{"_target_": "bertlab.distributed.fsdp_strategy"}]},
+                            "callbacks": {}, "logger": {}})
+    check_run_config(cfg)
+    assert cfg.trainer.strategy._target_ == "bertlab.training.distributed.fsdp_strategy"
+    assert cfg.trainer.plugins[0]._target_ == "bertlab.training.distributed.fsdp_strategy"

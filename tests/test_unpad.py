@@ -22,7 +22,7 @@ from bertlab.models import bert as encoder_module  # noqa: E402
 from bertlab.models import kernels as kernels_module  # noqa: E402
 from bertlab.models import packing as packing_module  # noqa: E402
 from bertlab.models.bert import BertModel, pack, varlen_kernel  # noqa: E402
-from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
+from bertlab.models.hf_weights import convert_hf_state_dict, load_encoder, load_into, save_encoder  # noqa: E402  # noqa: E402
 from bertlab.models.packing import split_groups  # noqa: E402
 from bertlab.runtime.config import ConfigError, EncoderConfig, ExecutionConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
@@ -380,7 +380,7 @@ def test_checkpoints_and_export_do_not_depend_on_the_path(tmp_path):
     other = BertModel(EncoderConfig(**TINY), unpad="false").eval()
     assert list(enc.state_dict()) == list(other.state_dict())
     other.load_state_dict(enc.state_dict())
-    enc.save_pretrained(tmp_path)
+    save_encoder(enc, tmp_path)
     assert "unpad" not in (tmp_path / "config.json").read_text()
     hf = transformers.BertModel.from_pretrained(str(tmp_path)).eval()
     b = padded_batch("sequence", True)
@@ -523,7 +523,7 @@ def test_unpadded_path_on_the_real_minilm_checkpoint():
     from test_minilm import PAIRS, TEXTS
 
     directory = str(pkg.get_model_path())
-    ours = BertModel.from_pretrained(directory).eval()
+    ours = load_encoder(directory).eval()
     hf = transformers.BertModel.from_pretrained(directory).eval()
     enc = transformers.AutoTokenizer.from_pretrained(directory)(TEXTS, PAIRS, padding=True, return_tensors="pt")
     valid = enc["attention_mask"].bool()

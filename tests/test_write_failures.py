@@ -23,7 +23,8 @@ import torch
 from conftest import FIXTURES, run_train
 from safetensors import SafetensorError
 
-from bertlab.runtime.errors import CheckpointError, OutputError, user_errors
+from bertlab.runtime.errors import CheckpointError, OutputError
+from bertlab.runtime.exits import user_errors
 from bertlab.runtime.files import write_failure, writing
 
 SAFETENSORS_FULL = ('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left '

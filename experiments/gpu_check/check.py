@@ -288,8 +288,10 @@ def _pair(ours_module, device):
     """transformers.BertModel (sdpa) with exactly ``ours_module``'s weights, both in float32 on ``device``."""
     from transformers import BertModel
 
+    from bertlab.models.hf_weights import save_encoder
+
     with tempfile.TemporaryDirectory() as tmp:
-        ours_module.save_pretrained(tmp)  # float32 config.json + model.safetensors
+        save_encoder(ours_module, tmp)  # float32 config.json + model.safetensors
         ref = BertModel.from_pretrained(tmp, attn_implementation="sdpa")
     return ours_module.to(device).float().eval(), ref.to(device).float().eval()
 
@@ -513,6 +515,7 @@ def bench(args: argparse.Namespace) -> int:
     import torch
 
     from bertlab.models.bert import BertModel
+    from bertlab.models.hf_weights import load_encoder
     from bertlab.runtime.config import EncoderConfig
 
     start = time.monotonic()
@@ -527,7 +530,7 @@ def bench(args: argparse.Namespace) -> int:
 
     exact: dict[str, Any] = {}
     try:
-        mini = BertModel.from_pretrained(args.pretrained)
+        mini = load_encoder(args.pretrained)
         vocab = mini.config.vocab_size
         ours, ref = _pair(mini, device)
         exact["minilm_fp16_weights"] = exactness("minilm", ours, ref, device, *((4, 32) if args.dry_run else (16, 128)),

@@ -36,6 +36,7 @@ from unpadded import random_order_batches, sst2_sentences, token_lengths  # noqa
 
 from bertlab.models import bert as encoder_module  # noqa: E402
 from bertlab.models.bert import BertModel  # noqa: E402
+from bertlab.models.hf_weights import load_encoder  # noqa: E402
 
 PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
@@ -146,7 +147,7 @@ def run(dry: bool, data_dir: Path | None, steps: int) -> dict[str, Any]:
         raise SystemExit("no CUDA device: run with --dry to check the script on CPU")
     with tempfile.TemporaryDirectory() as tmp:
         directory = checkpoint_dir(dry, Path(tmp))
-        model = BertModel.from_pretrained(directory).to(device).train()
+        model = load_encoder(directory).to(device).train()
     has_data = data_dir is not None and (data_dir / "sst2" / "train.tsv").is_file()
     sentences = sst2_sentences(data_dir if has_data else None, 3200)
     lengths = token_lengths(sentences, tiny=dry, model_dir=directory)

@@ -31,11 +31,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="export into a folder that is not empty, replacing files of the export's names")
     args = parser.parse_args(argv)
     # Imported here, not at the top: they load torch (seconds), and --help or a wrong argument answers at once.
-    from bertlab.inference.export import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, export_checkpoint
+    from bertlab.inference.export import export_checkpoint
+    from bertlab.inference.layout import HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME
     from bertlab.inference.onnx import export_onnx, gate_line
     from bertlab.models.hf_weights import CONFIG_NAME
     from bertlab.runtime.console import configure_console
-    from bertlab.runtime.errors import user_errors
+    from bertlab.runtime.exits import user_errors
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     configure_console("normal")  # a user error is printed once, as its paragraph, not logged again

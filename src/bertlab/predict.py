@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bertlab.inference.text import BACKENDS, FORMATS
-from bertlab.runtime.errors import user_errors
+from bertlab.runtime.exits import user_errors
 from bertlab.runtime.files import atomic_path, refuse_writing_over, writing
 
 log = logging.getLogger(__name__)

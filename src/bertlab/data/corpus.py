@@ -11,8 +11,8 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from bertlab.data.readers import DataError
 from bertlab.data.tokenizer import content_hash
+from bertlab.runtime.errors import DataError
 
 # Bytes read at the head, the tail and at evenly spaced places of a corpus file for its fingerprint.
 _SAMPLE_BYTES = 1 << 20

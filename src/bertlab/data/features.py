@@ -38,7 +38,7 @@ class TokenEvalData:
     sentence (one per word), each feature's word id per token (-1 at special tokens and at tokens another
     window of the sentence owns: :class:`bertlab.data.tags.TagWindow`) and each feature's sentence. A
     sentence that fits is one feature; a longer one several windows, stitched back by
-    :func:`bertlab.tasks.token.stitch_windows`."""
+    :func:`bertlab.tasks.entities.stitch_windows`."""
 
     gold_tags: list[list[str]]
     word_ids: list[list[int]]

@@ -33,6 +33,7 @@ from bertlab.data.templates import Template, template_of
 from bertlab.data.vocab import KINDS, SPECIAL_TOKENS, bert_template, build_vocabulary, wordpiece_from_vocab
 from bertlab.runtime.errors import TokenizerError, user_error_types
 from bertlab.runtime.files import CACHE_FIX, cache_lock, write_failure, write_failure_message
+from bertlab.runtime.model_folders import auto_from_pretrained
 from bertlab.runtime.records import json_kind
 
 log = logging.getLogger(__name__)
@@ -415,11 +416,11 @@ def holds_tokenizer(directory: str | Path) -> bool:
 
 def _converted(directory: Path, files: list[str]) -> Tokenizer:
     """A folder with only slow-tokenizer files: HF's AutoTokenizer converts them (offline) to a fast tokenizer."""
-    try:
-        from transformers import AutoTokenizer
-
-        converted = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    try:  # a folder whose files name code of their own is refused (TokenizerError), never run
+        converted = auto_from_pretrained("AutoTokenizer", directory, TokenizerError)
         backend = converted.backend_tokenizer
+    except TokenizerError:
+        raise
     except Exception as err:  # transformers or sentencepiece missing, or files it cannot read
         raise TokenizerError(
             f"{directory} holds no tokenizer.json, only {sorted(files)}, and converting them with transformers' "

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.inference.loading import (
+from bertlab.inference.layout import (
     HEAD_CONFIG_NAME,
     HEAD_WEIGHTS_NAME,
     LONG_TEXT_NAME,

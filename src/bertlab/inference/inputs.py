@@ -173,7 +173,7 @@ def _from_lines(lines: Iterable[tuple[int, str]], name: str, fmt: str) -> Iterat
 def model_files(model: str | Path) -> list[tuple[Path, str]]:
     """What predicting with ``model`` (a run dir, a ``.ckpt`` or an export folder) reads, as
     :func:`bertlab.runtime.files.refuse_writing_over` takes it: an output must not be any of these."""
-    from bertlab.inference.loading import (
+    from bertlab.inference.layout import (
         HEAD_CONFIG_NAME,
         HEAD_WEIGHTS_NAME,
         HF_EXPORT_FILES,

@@ -10,19 +10,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.inference.layout import reads_windows
 from bertlab.inference.onnx_session import is_onnx_folder, load_onnx_folder
 from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
-
-# An export folder's files (export=true, python -m bertlab.export): transformers' config and weights (the names
-# models.hf_weights reads, repeated here so that this module imports no torch), bertlab's head files for a head
-# without a transformers class, and the tokenizer's files.
-HF_EXPORT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
-HEAD_WEIGHTS_NAME = "bertlab_head.safetensors"
-HEAD_CONFIG_NAME = "bertlab_head.json"
-LONG_TEXT_NAME = "bertlab_long_text.json"  # how the run read text longer than its window (sequence tasks)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @dataclass
@@ -62,12 +54,6 @@ class PredictSettings:
             values["batch_size"] = int(data["eval_batch_size"])
         values["pair"] = data.get("text_pair_column") is not None
         return cls(**values)
-
-
-def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
-    """Whether a run (its recorded ``data.*`` settings) pools a long text's windows: classification and
-    regression trained with ``data.long_text=windows``. A run recorded before the setting existed truncated."""
-    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
 
 
 def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:

@@ -4,17 +4,19 @@
 
 - ``model.onnx``: the trained model (encoder + head, LoRA merged in) as one graph with dynamic batch and sequence
   axes (and choices, for multiple choice), inputs ``input_ids``, ``attention_mask`` (+ ``token_type_ids`` where
-  the family has segments; + ``window_doc``, each row's document, for classification and regression trained
-  with ``data.long_text=windows``: :func:`export_graph`), outputs ``logits`` (``start_logits`` / ``end_logits``
-  for QA), the padded path;
+  the family has segments; + an optional ``window_doc``, each row's document, for classification and regression
+  trained with ``data.long_text=windows``: :func:`export_graph`), outputs ``logits`` (``start_logits`` /
+  ``end_logits`` for QA), the padded path;
 - ``model.int8.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantization (int8 weights of every
   weight MatMul, one scale per output channel; activations quantized per batch at run time; the embedding
   tables and a 2-D classifier's Gemm stay fp32);
 - the run's tokenizer files and ``bertlab_onnx.json`` (task, labels, the run's reading settings), so that
   ``bertlab.predict`` / ``Predictor`` predict from the folder as from the run;
-- ``export_report.json``, the quality gate: fp32 ONNX against PyTorch (max |Δlogit| over the dev set), int8
-  against fp32 (argmax agreement, the task metric of both, the drop in points, size and speed ratios). The
-  export fails when int8 loses more than ``max_drop`` points of the task metric, unless forced; the int8 file is
+- ``export_report.json``, the quality gate: fp32 ONNX against PyTorch at the family's hard shapes
+  (:mod:`bertlab.inference.onnx_check`) and over the dev set (max |Δlogit|), int8 against fp32 (argmax
+  agreement, the task metric of both, the drop in points, size and speed ratios). The export fails when the fp32
+  graph differs from PyTorch beyond ``FP32_TOLERANCE`` in either (always: its graph files and record are then
+  removed), and when int8 loses more than ``max_drop`` points of the task metric, unless forced; the int8 file is
   then removed, so that no one serves it by mistake.
 
 ``onnx`` and ``onnxruntime`` are the optional extra ``pip install bertlab[onnx]``.
@@ -35,11 +37,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertlab.inference.loading import reads_windows
+from bertlab.inference.layout import reads_windows
+from bertlab.inference.onnx_check import FP32_TOLERANCE, GraphMismatchError, check_graph, mismatch_message
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
     INT8_NAME,
     ONNX_NAME,
+    OPTIONAL_INPUTS,
     OnnxSession,
     is_onnx_folder,
     load_onnx_folder,
@@ -99,11 +103,19 @@ class _Graph(nn.Module):
         if self.family == "multiple_choice":
             return self.model(batch, num_choices=input_ids.shape[1])  # (B, C)
         if "window_doc" in batch:  # rows are windows of documents: (N, C), one row per document
-            return self.model(batch, window_doc=batch.pop("window_doc"))
+            return self.model(batch, window_doc=row_documents(batch.pop("window_doc"), input_ids.shape[0]))
         out = self.model(batch)
         if self.family == "qa":
             return out[..., 0], out[..., 1]  # (B, T) each
         return out
+
+
+def row_documents(window_doc: torch.Tensor, rows: int) -> torch.Tensor:
+    """The graph's ``window_doc`` input as each row's document: as given, or, empty (its default, what a graph
+    fed only the standard inputs gets), every row its own document (``0 … rows-1``: the plain path's logits).
+    Traced as a computation on the input's length, so the graph decides per call."""
+    every_row = torch.arange(rows, device=window_doc.device)
+    return torch.cat((window_doc, every_row[window_doc.shape[0]:]))
 
 
 def plain_model(model: TaskModel) -> TaskModel:
@@ -116,10 +128,11 @@ def plain_model(model: TaskModel) -> TaskModel:
 def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSET, windows: bool = False) -> list[str]:
     """Write ``model`` as an ONNX graph at ``path``; returns its input names.
 
-    ``windows`` (classification and regression of long documents): the rows are windows and a fourth input,
-    ``window_doc`` (rows,) int64, gives each row's document (0..N-1); the head pools each document's windows
-    and ``logits`` has one row per document. A text read whole is a document of one row:
-    ``window_doc = [0, 1, ..., rows - 1]`` gives the plain path's logits."""
+    ``windows`` (classification and regression of long documents): the rows may be windows, and an optional
+    fourth input, ``window_doc`` (rows,) int64, gives each row's document (0..N-1); the head pools each
+    document's windows and ``logits`` has one row per document. A graph fed the standard inputs alone (a
+    serving stack that knows nothing of bertlab) gets ``window_doc``'s default, an empty tensor, which reads
+    every row as a document of its own: the plain path's logits (:func:`optional_input`)."""
     require_onnx()
     if task.family not in FAMILIES:
         raise ConfigError(f"ONNX export covers the prediction heads ({', '.join(FAMILIES)}), not {task.family}")
@@ -143,8 +156,8 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
     out_axes = {0: "batch", 1: "choices"} if task.family == "multiple_choice" else \
         ({0: "documents" if windows else "batch"} if task.family == "sequence" else {0: "batch", 1: "sequence"})
     dynamic = {name: axes for name in inputs} | {name: out_axes for name in outputs}
-    if windows:
-        dynamic["window_doc"] = {0: "batch"}
+    if windows:  # an axis of its own: empty when left out, one per row when given
+        dynamic["window_doc"] = {0: "window_rows"}
     static_before = getattr(model.bert, "static_graph", None)
     if static_before is not None:
         model.bert.static_graph = True
@@ -159,7 +172,21 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
     finally:
         if static_before is not None:
             model.bert.static_graph = static_before
+    if windows:
+        optional_input(path, "window_doc")
     return inputs
+
+
+def optional_input(path: Path, name: str) -> None:
+    """Make the graph input ``name`` optional: an initializer of the same name, an empty int64 tensor, is its
+    default (ONNX's rule for an input that is also an initializer; onnxruntime then lists it among the
+    overridable initializers, not the required inputs, and uses a value fed under that name)."""
+    onnx, _ = require_onnx()
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros(0, dtype=np.int64), name))
+    onnx.save(model, str(path))
 
 
 # What int8 quantizes: the MatMuls with a weight (MatMulConstBOnly, onnxruntime's default for dynamic
@@ -320,16 +347,25 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     reference = copy.deepcopy(loaded.model).eval()
     fp32_path = out_dir / ONNX_NAME
     data = (loaded.hparams.get("config") or {}).get("data") or {}
-    inputs = export_graph(loaded.model, task, fp32_path, windows=reads_windows(task, data))
-    info = {"format": "bertlab-onnx", "task": asdict(task), "head": asdict(loaded.head), "labels": loaded.labels,
-            "data": data, "inputs": inputs,
-            "outputs": output_names(task.family), "opset": OPSET, "source": str(ckpt),
-            "model_type": getattr(loaded.model.bert.config, "model_type", None),
-            "files": {"fp32": ONNX_NAME, **({"int8": INT8_NAME} if quantize else {})}}
-    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+    windows = reads_windows(task, data)
+    inputs = export_graph(loaded.model, task, fp32_path, windows=windows)
     report: dict[str, Any] = {"checkpoint": str(ckpt), "task": task.name, "metric": task.monitor,
                               "sizes_mb": {"pytorch_fp32": round(sum(p.numel() * 4 for p in reference.parameters())
                                                                  / 2**20, 2), "onnx_fp32": _size_mb(fp32_path)}}
+    # The fp32 check, before anything else is written: the graph at the family's hard lengths (onnx_check).
+    model_type = getattr(reference.bert.config, "model_type", None)
+    max_len = min(int(data.get("max_seq_length") or 512), int(reference.bert.config.max_sequence_length))
+    check = report["onnx_fp32_check"] = check_graph(
+        reference, OnnxTaskModel(fp32_path, task.family), task.family, max_len, "token_type_ids" in inputs, windows)
+    if not check["passed"]:
+        _discard(out_dir, report)
+        raise GraphMismatchError(mismatch_message(f"on inputs of {check['lengths']} tokens", check["max_abs_diff"],
+                                                  check["worst_case"], model_type, task.family))
+    info = {"format": "bertlab-onnx", "task": asdict(task), "head": asdict(loaded.head), "labels": loaded.labels,
+            "data": data, "inputs": inputs, "optional_inputs": [n for n in inputs if n in OPTIONAL_INPUTS],
+            "outputs": output_names(task.family), "opset": OPSET, "source": str(ckpt), "model_type": model_type,
+            "files": {"fp32": ONNX_NAME, **({"int8": INT8_NAME} if quantize else {})}}
+    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
     int8_path = out_dir / INT8_NAME
     if quantize == "int8":
         quantize_int8(fp32_path, int8_path)
@@ -343,10 +379,16 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
         results = {name: evaluate(model) for name, model in sides.items()}
         report["dev"] = {name: {"scores": r[0], "seconds": round(r[2], 3)} for name, r in results.items()}
         torch_out, fp32_out = results["pytorch"][1], results["onnx_fp32"][1]
+        dev_diff = _max_diff(torch_out, fp32_out, batches, task.family)
         report["onnx_fp32_vs_pytorch"] = {
-            "max_abs_logit_diff": _max_diff(torch_out, fp32_out, batches, task.family),
+            "max_abs_logit_diff": dev_diff,
             "agreement": _agreement(torch_out, fp32_out, batches, task.family),
-            "speed_ratio": round(results["pytorch"][2] / max(results["onnx_fp32"][2], 1e-9), 3)}
+            "speed_ratio": round(results["pytorch"][2] / max(results["onnx_fp32"][2], 1e-9), 3),
+            "tolerance": FP32_TOLERANCE, "passed": dev_diff <= FP32_TOLERANCE}
+        if not dev_diff <= FP32_TOLERANCE:
+            _discard(out_dir, report)
+            raise GraphMismatchError(mismatch_message("on the run's dev set", dev_diff, None, model_type,
+                                                      task.family))
         if quantize == "int8":
             fp32_scores, int8_scores = results["onnx_fp32"][0], results["onnx_int8"][0]
             drop = metric_points(task, float(fp32_scores[metric]), float(int8_scores[metric]))
@@ -375,6 +417,14 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     return report
 
 
+def _discard(out_dir: Path, report: dict[str, Any]) -> None:
+    """A graph that failed the fp32 check: its files and the folder's bertlab record go (so that nothing reads
+    the folder as an export), the report stays to say what was measured."""
+    for name in (ONNX_NAME, INT8_NAME, INFO_NAME):
+        (out_dir / name).unlink(missing_ok=True)
+    (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
+
+
 # train.py's ``export`` setting: what each value writes (``true`` is "hf", as before ONNX existed).
 EXPORT_FORMATS = {None: None, False: None, True: "hf", "hf": "hf", "onnx": "onnx"}
 
@@ -393,8 +443,14 @@ def export_format(export: Any, quantize: Any = None) -> str | None:
 
 def gate_line(report: dict[str, Any]) -> str:
     """The gate in one paragraph, as the command line prints it."""
-    parts = [f"ONNX fp32 vs PyTorch: max |Δlogit| {report['onnx_fp32_vs_pytorch']['max_abs_logit_diff']:.2e}"] \
-        if "onnx_fp32_vs_pytorch" in report else []
+    fp32 = []
+    if "onnx_fp32_vs_pytorch" in report:
+        fp32.append(f"max |Δlogit| {report['onnx_fp32_vs_pytorch']['max_abs_logit_diff']:.2e} on the dev set")
+    check = report.get("onnx_fp32_check")
+    if check:
+        fp32.append(f"{'' if fp32 else 'max |Δ| '}{check['max_abs_diff']:.2e} at {check['cases']} hard shapes "
+                    f"(up to {max(check['lengths'])} tokens)")
+    parts = [f"ONNX fp32 vs PyTorch: {', '.join(fp32)}"] if fp32 else []
     gate = report.get("onnx_int8_vs_fp32")
     if gate:
         parts.append(f"int8 vs fp32 on the dev set: {gate['metric']} {gate['fp32']:.4f} → {gate['int8']:.4f} "
@@ -404,5 +460,6 @@ def gate_line(report: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["INFO_NAME", "INT8_NAME", "ONNX_NAME", "REPORT_NAME", "OnnxTaskModel", "QualityGateError",
+__all__ = ["INFO_NAME", "INT8_NAME", "ONNX_NAME", "REPORT_NAME", "GraphMismatchError", "OnnxTaskModel",
+           "QualityGateError",
            "gate_line", "export_graph", "export_onnx", "is_onnx_folder", "load_onnx_folder", "quantize_int8"]

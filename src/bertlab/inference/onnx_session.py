@@ -22,6 +22,9 @@ from bertlab.runtime.records import read_record, record_object
 ONNX_NAME = "model.onnx"
 INT8_NAME = "model.int8.onnx"
 INFO_NAME = "bertlab_onnx.json"
+# Graph inputs with a default (see ``bertlab.inference.onnx.optional_input``): bertlab feeds them, a plain
+# onnxruntime session may leave them out.
+OPTIONAL_INPUTS = ("window_doc",)
 
 
 def require_onnxruntime() -> Any:
@@ -37,7 +40,8 @@ def session_options(threads: int | None = None) -> Any:
     """onnxruntime's session options for prediction: ``threads`` intra-op threads (default: ``OMP_NUM_THREADS``,
     the variable that sets PyTorch's pool, so both backends compute on as many cores; unset: onnxruntime's own
     default, the physical cores), one inter-op thread and sequential execution (a BERT graph is a chain: a
-    second pool would only compete for the same cores), every graph optimization (fusions included)."""
+    second pool would only compete for the same cores), every graph optimization (fusions included), errors
+    logged, not warnings."""
     ort = require_onnxruntime()
     options = ort.SessionOptions()
     threads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
@@ -46,6 +50,9 @@ def session_options(threads: int | None = None) -> Any:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Errors only: onnxruntime warns on every load that an optional input (window_doc, whose default is an
+    # initializer of its name) is not folded as a constant, which is what it is meant to be.
+    options.log_severity_level = 3
     return options
 
 
@@ -61,6 +68,11 @@ class OnnxSession:
         self.family = family
         self.session = ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
+        # Optional inputs (an initializer of the input's name is its default): window_doc of a classifier that
+        # pools long documents, fed by bertlab, left out by a plain serving stack.
+        defaults = {i.name for i in self.session.get_overridable_initializers()}
+        self.optional = [name for name in OPTIONAL_INPUTS if name in defaults]
+        self.inputs += self.optional
 
     @property
     def reads_windows(self) -> bool:
@@ -71,7 +83,11 @@ class OnnxSession:
         feed = {}
         for name in self.inputs:
             value = batch.get(name)
-            if value is None:  # no segments given: zeros; no documents given: every row its own document
+            if value is None and name in self.optional:
+                continue  # the graph's default
+            # No segments given: zeros; no documents for a graph whose window_doc has no default (exported before
+            # it had one): every row its own document.
+            if value is None:
                 value = np.arange(len(batch["input_ids"])) if name == "window_doc" else \
                     np.zeros_like(batch["input_ids"])
             feed[name] = np.asarray(value, dtype=np.int64)

@@ -7,6 +7,8 @@ follows from the head: only a head that reads the encoder's pooler (BERT's ``poo
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable
 
 from torch import nn
@@ -20,6 +22,8 @@ from bertlab.models.families.generic import (
 )
 from bertlab.models.heads import TaskModel, pooler_style
 from bertlab.runtime.config import EncoderConfig, HeadConfig
+
+log = logging.getLogger(__name__)
 
 HeadBuilder = Callable[[EncoderConfig, HeadConfig, nn.Embedding], nn.Module]
 
@@ -44,12 +48,26 @@ def assemble(config: EncoderConfig, head_cfg: HeadConfig, build_head: HeadBuilde
 
 
 def with_head(encoder: nn.Module, head_cfg: HeadConfig, build_head: HeadBuilder, head_kind: str | None) -> TaskModel:
-    """A ``TaskModel`` of this encoder and the head ``build_head`` makes for it (tied to its input embeddings)."""
+    """A ``TaskModel`` of this encoder and the head ``build_head`` makes for it (tied to its input embeddings).
+    Training, prediction and export all build through here, so the head they build is one decision."""
+    head_cfg = head_for_encoder(encoder, head_cfg)
     table = encoder.word_embeddings if getattr(encoder, "generic", False) else encoder.embeddings.word_embeddings
     head = build_head(encoder.config, head_cfg, table)
     if hasattr(head, "attach"):  # a head sharing more than the word embeddings with the encoder (RTD's generator)
         head.attach(encoder)
     return TaskModel(encoder, head, head_kind, output_hidden_states=head_cfg.reads_all_layers)
+
+
+def head_for_encoder(encoder: nn.Module, head_cfg: HeadConfig) -> HeadConfig:
+    """The head settings this encoder can serve: ``head.pooling=pooler`` on a generic-path encoder that
+    transformers builds without a pooler (ConvBERT, ...) reads the [CLS] vector (``cls``) instead. Decided from
+    the encoder alone, on every build of the model (training, a run's checkpoint, an export, ONNX), so what
+    trained is what predicts; the run's record keeps ``pooler``, which every rebuild resolves the same way."""
+    if head_cfg.pooling == "pooler" and getattr(encoder, "generic", False) and encoder.pooler is None:
+        log.info("head.pooling=pooler → cls: the %s encoder has no pooler of its own (generic path)",
+                 encoder.config.model_type)
+        return dataclasses.replace(head_cfg, pooling="cls")
+    return head_cfg
 
 
 def config_from_record(encoder_config: dict) -> EncoderConfig | GenericEncoderConfig:

@@ -15,8 +15,6 @@ padded positions) for the heads.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,6 +32,7 @@ from bertlab.models.kernels import (  # noqa: F401  (attention, Kernels, ... are
     dropout,
     is_plain_linear,
     repad_attention,
+    tracing,
     varlen_attention,
     varlen_kernel,
 )
@@ -232,14 +231,14 @@ class BertPooler(nn.Module):
 def padding_mask(attention_mask: torch.Tensor | None, static: bool = False) -> torch.Tensor | None:
     """(B, T) 1/0 mask → (B, 1, 1, T) boolean "may attend" mask, or None when nothing is padded.
 
-    ``static`` (an encoder traced to a graph, ``static_graph``): the mask whatever the batch holds, since a graph
-    cannot branch on whether this batch has padding.
+    ``static`` (an encoder traced to a graph, ``static_graph``), or any trace (:func:`~bertlab.models.kernels.tracing`):
+    the mask whatever the batch holds, since a graph cannot branch on whether this batch has padding.
 
     A boolean mask works under any autocast dtype, and None for unpadded batches lets SDPA take its
     unmasked kernel. It hides padded keys from every query; it is not [MASK] (input content) and not the
     loss's position selection. Every query keeps [CLS] visible, so no row is fully masked.
     """
-    if attention_mask is None or (not static and bool(attention_mask.all())):
+    if attention_mask is None or (not static and not tracing() and bool(attention_mask.all())):
         return None
     return attention_mask.bool()[:, None, None, :]
 
@@ -263,6 +262,7 @@ class BertModel(ConfigSizes, nn.Module):
     """BERT (HF's ``BertModel``): ``forward(input_ids, attention_mask, token_type_ids)`` → ``EncoderOutput``."""
 
     computes_first_token_only = True  # forward takes first_token_only (TaskModel passes it for [CLS] heads)
+    layer_class = BertLayer  # one transformer layer: FSDP's shard unit and activation-checkpointing unit
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, unpad: str = "auto",
                  kernels: Kernels = DEFAULT_KERNELS):
@@ -349,7 +349,8 @@ class BertModel(ConfigSizes, nn.Module):
         then runs on B tokens). Either way a batch whose position 0 is padding in some row (left padding) stays
         padded: the pooler reads position 0.
         """
-        if self.unpad == "false" or getattr(self, "static_graph", False):  # a traced graph cannot branch on padding
+        # A traced graph cannot branch on padding: the padded path, whatever the example batch holds.
+        if self.unpad == "false" or getattr(self, "static_graph", False) or tracing():
             return False
         if attention_mask is not None and not bool(attention_mask[:, 0].all()):
             return False
@@ -361,19 +362,6 @@ class BertModel(ConfigSizes, nn.Module):
             return False
         padded = int((attention_mask == 0).sum())
         return padded > 0 and padded >= UNPAD_AUTO_MIN_PADDING * attention_mask.numel()
-
-    @classmethod
-    def from_pretrained(cls, path_or_hub_id: str | Path, add_pooling_layer: bool = True) -> BertModel:
-        """Load a Hugging Face BERT checkpoint (folder or hub id); the load report is logged."""
-        from bertlab.models.hf_weights import load_encoder
-
-        return load_encoder(path_or_hub_id, add_pooling_layer=add_pooling_layer)
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """Write ``config.json`` + ``model.safetensors`` that ``transformers.BertModel`` loads."""
-        from bertlab.models.hf_weights import save_encoder
-
-        save_encoder(self, directory)
 
 
 def num_parameters(module: nn.Module, trainable_only: bool = False) -> int:

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from bertlab.models.bert import BertIntermediate, BertModel, BertOutput, BertSelfOutput, padding_mask
 from bertlab.models.encoder import ConfigSizes, EncoderOutput
-from bertlab.models.kernels import DEFAULT_KERNELS, Dropout, Kernels, attention, repad_attention
+from bertlab.models.kernels import DEFAULT_KERNELS, Dropout, Kernels, attention, repad_attention, tracing
 from bertlab.models.packing import Packing, pack
 from bertlab.runtime.config import EncoderConfig, unpad_mode
 from bertlab.runtime.errors import ConfigError
@@ -234,7 +233,7 @@ class DisentangledSelfAttention(nn.Module):
         """The c2p + p2c scores, scaled, of q, k (n, h, L, hd), the heads ``heads`` of n batch rows: (n, h, L, L);
         ``rel`` (2S, H) the relative embeddings after their LayerNorm (:data:`kernels.ScoreBias`)."""
         n, h, length, _ = q.shape
-        if torch.onnx.is_in_onnx_export():
+        if tracing():
             # A graph serves every length: the index is computed from the traced length over all 2S rows (the
             # cached index and its row range are constants of one length).
             index = traced_relative_index(q, self.span, self.buckets, self.max_relative)
@@ -318,6 +317,7 @@ class DebertaModel(ConfigSizes, nn.Module):
     ``EncoderOutput`` (no pooler: the classification heads own DeBERTa's ContextPooler)."""
 
     config_class = DebertaConfig  # what a run's record of this encoder's config is rebuilt as
+    layer_class = DebertaLayer  # one transformer layer: FSDP's shard unit and activation-checkpointing unit
     pooler = None
 
     def __init__(self, config: DebertaConfig, add_pooling_layer: bool = False, unpad: str = "auto",
@@ -354,12 +354,6 @@ class DebertaModel(ConfigSizes, nn.Module):
             hidden = packing.scatter(hidden)
             all_hidden = [packing.scatter(h) for h in all_hidden] if all_hidden is not None else None
         return EncoderOutput(hidden, None, tuple(all_hidden) if all_hidden is not None else None)
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """``config.json`` + ``model.safetensors`` that ``transformers.DebertaV2Model`` loads."""
-        from bertlab.models.hf_weights import save_encoder
-
-        save_encoder(self, directory)
 
 
 __all__ = ["DebertaConfig", "DebertaModel", "log_bucket", "relative_index"]

@@ -42,12 +42,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertlab.models.families import FamilySpec, family_spec, is_encoder_type, is_native, supported_list
+from bertlab.models.families import FamilySpec, encoder_refusal, family_spec, is_native, supported_list
 from bertlab.models.families.bert import BERT
-from bertlab.models.families.config_file import check_generic
+from bertlab.models.families.config_file import check_generic, read_family_config
 from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
+from bertlab.runtime.model_folders import check_folder
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
@@ -149,15 +150,19 @@ def encoder_config_of(data: dict, path: Path) -> EncoderConfig:
     """A native family's config.json already read (``data``, from ``path``) → ``EncoderConfig``."""
     model_type = data.get("model_type") or "bert"
     if not is_native(model_type):
-        raise CheckpointError(not_native_message(model_type, str(path)))
-    return family_spec(model_type).from_config_json(data, path)
+        raise CheckpointError(not_native_message(model_type, str(path), data))
+    return read_family_config(family_spec(model_type), data, path)
 
 
 def read_config_json(directory: Path) -> dict:
-    """A checkpoint folder's config.json as a dict (a CheckpointError when missing or unreadable)."""
+    """A checkpoint folder's config.json as a dict (a CheckpointError when missing or unreadable, or when a file
+    of the folder names code of its own to run: bertlab.runtime.model_folders)."""
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: a Hugging Face checkpoint folder needs config.json")
+    # A folder whose model is its own code is not the model bertlab would build (the keys only: transformers is
+    # not imported here; the generic path checks the classes too, before calling it).
+    check_folder(directory, classes=False)
     data = read_record(path, "the model's config.json", "Restore it from an intact copy of the folder (or download "
                        "the model again)", error=CheckpointError)
     if not isinstance(data.get("model_type", ""), str):
@@ -165,16 +170,17 @@ def read_config_json(directory: Path) -> dict:
                               " where the name of the model's family is expected (e.g. \"bert\"): restore config.json "
                               "from an intact copy of the folder")
     model_type = data.get("model_type") or "bert"
-    if not is_native(model_type) and is_encoder_type(model_type):
-        check_generic(data, path)  # before transformers allocates what it describes
+    if not is_native(model_type) and encoder_refusal(model_type, data) is None:
+        from bertlab.models.families.generic import GenericEncoderConfig
+
+        check_generic(data, path, GenericEncoderConfig)  # before transformers allocates what it describes
     return data
 
 
-def not_native_message(model_type: str, source: str) -> str:
-    if not is_encoder_type(model_type):
-        return (f"{source}: model_type {model_type!r} is not an encoder (a decoder-only or encoder-decoder model); "
-                f"bertlab fine-tunes encoders. Native families: {supported_list()}; any other encoder of the hub "
-                "runs through transformers' AutoModel (model=auto, with transformers installed)")
+def not_native_message(model_type: str, source: str, config: Mapping[str, Any] | None = None) -> str:
+    refusal = encoder_refusal(model_type, config, source)
+    if refusal is not None:
+        return refusal
     return (f"{source}: model_type {model_type!r} is not a native bertlab family ({supported_list()}); with "
             "transformers installed, model=auto runs it through the generic AutoModel path")
 
@@ -201,8 +207,11 @@ def sentence_transformers_pooling(directory: Path) -> str | None:
 
 
 def read_hf_config(directory: Path) -> dict:
-    """A folder's config.json as :func:`read_config_json` reads it; ``{}`` when the folder has none."""
-    return read_config_json(directory) if (directory / CONFIG_NAME).is_file() else {}
+    """An export folder's config.json ({} without one), read and refused as :func:`read_config_json` does."""
+    if not (directory / CONFIG_NAME).is_file():
+        check_folder(directory, classes=False)
+        return {}
+    return read_config_json(directory)
 
 
 def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:

@@ -114,6 +114,16 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training, self.fast)
 
 
+def tracing() -> bool:
+    """Whether this forward is being traced into a graph (the ONNX export, ``torch.jit.trace``).
+
+    A traced graph keeps the Python branches the example batch took as constants: a shortcut chosen from a
+    shape or a value (no padding in this batch, every row shorter than the sliding window, this length's cached
+    relative index) would hold in the graph for every batch and length. Every such shortcut of the encoders asks
+    this first and takes the general computation while tracing, which gives the same numbers for any input."""
+    return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+
+
 def window_mask(mask: torch.Tensor | None, tq: int, t: int, window: int | None,
                 device: torch.device) -> torch.Tensor | None:
     """A key mask (B, 1, 1, T) bool or None, narrowed to a sliding window: query i (0..Tq-1) may attend to key j
@@ -121,8 +131,11 @@ def window_mask(mask: torch.Tensor | None, tq: int, t: int, window: int | None,
 
     A query that is itself padding keeps every real key: with the band alone a padded query far past its row's
     end would see no key at all, and its softmax (NaN) would poison the real rows' gradients through k and v.
+
+    While :func:`tracing`, the band is always built: the length of the example batch says nothing of the lengths
+    the graph will be given (a graph traced at 8 tokens with no band attended globally at every length).
     """
-    if window is None or max(tq, t) - 1 <= window:
+    if window is None or (max(tq, t) - 1 <= window and not tracing()):
         return mask
     rows = torch.arange(tq, device=device)[:, None]
     band = (rows - torch.arange(t, device=device)[None, :]).abs() <= window  # (Tq, T)
@@ -234,7 +247,7 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing:
     None for global attention. Nested SDPA takes no mask: a window that some row is longer than runs through the
     ``repad`` kernel instead (flash-attn has windows of its own)."""
     kernel = varlen_kernel(q.device.type, q.dtype, setting=kernels.varlen_attention)
-    if window is not None and packing.max_len - 1 <= window:
+    if window is not None and packing.max_len - 1 <= window and not tracing():
         window = None  # every row fits in its window: global attention computes the same
     if kernel == "flash_attn":
         cu = packing.cu_seqlens

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -249,6 +248,8 @@ class ModernBertModel(ConfigSizes, nn.Module):
     ``add_pooling_layer`` is accepted for the encoder protocol and ignored: ModernBERT has no pooler.
     """
 
+    layer_class = ModernBertEncoderLayer  # one transformer layer: FSDP's shard unit and activation checkpointing's
+
     # Where the freeze policies, layer-wise lr decay and the update-scope audit find the layers and embeddings.
     layer_stack = "layers"
     embeddings_path = "embeddings"
@@ -324,19 +325,6 @@ class ModernBertModel(ConfigSizes, nn.Module):
             hidden = packing.scatter(hidden)
             all_hidden = [packing.scatter(h) for h in all_hidden] if all_hidden is not None else None
         return EncoderOutput(hidden, None, tuple(all_hidden) if all_hidden is not None else None)
-
-    @classmethod
-    def from_pretrained(cls, path_or_hub_id: str | Path) -> ModernBertModel:
-        """A Hugging Face ModernBERT checkpoint (folder or hub id); the load report is logged."""
-        from bertlab.models.hf_weights import load_encoder
-
-        return load_encoder(path_or_hub_id, add_pooling_layer=False)
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """``config.json`` + ``model.safetensors`` that ``transformers.ModernBertModel`` loads."""
-        from bertlab.models.hf_weights import save_encoder
-
-        save_encoder(self, directory)
 
 
 __all__ = ["ModernBertConfig", "ModernBertModel", "modernbert_config", "rotary_tables"]

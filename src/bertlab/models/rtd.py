@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertlab.models.families import family_spec, is_native
+from bertlab.models.families import families, family_spec, is_native
 from bertlab.models.heads import PreTrainingHead, _init_linear
 from bertlab.runtime.config import EncoderConfig, largest_divisor
 from bertlab.runtime.errors import ConfigError
@@ -63,13 +63,9 @@ def generator_config(config: EncoderConfig, size: float, layers: int | None = No
 
 
 def _shares_embeddings(model_type: str) -> bool:
-    """Whether a family's encoder can be a discriminator: BERT-shaped encoders (bertlab's ``BertModel``, whose
-    generator projects the shared embeddings itself) and encoders whose embeddings module maps ids to vectors of
-    the encoder's width with nothing else in it (ModernBERT: token embeddings → norm), which
-    :class:`SharedEmbeddings` projects for a narrower generator."""
-    from bertlab.models.modernbert import ModernBertModel
-
-    return family_spec(model_type).encoder_class in (None, ModernBertModel)
+    """Whether a family's encoder can be a discriminator: its spec says how a narrower generator shares its
+    embeddings (``FamilySpec.rtd_generator``)."""
+    return family_spec(model_type).rtd_generator is not None
 
 
 def check_discriminator(config: object) -> None:
@@ -79,11 +75,11 @@ def check_discriminator(config: object) -> None:
         and _shares_embeddings(model_type)
     if not shaped:
         what = f"a {model_type} encoder" if model_type else f"a {type(config).__name__} encoder"
+        able = ", ".join(name for name, spec in families().items() if spec.rtd_generator is not None)
         raise ConfigError(
-            f"task=rtd pre-trains a BERT-shaped or ModernBERT encoder (bert, roberta, xlm-roberta, distilbert, "
-            f"electra, modernbert): its generator is a smaller copy of the discriminator sharing its embeddings, "
-            f"and this run builds {what}. Use one of those (e.g. model=bert_mini or model=modernbert_tiny), or "
-            "task=mlm for this one")
+            f"task=rtd pre-trains an encoder of a family whose embeddings a smaller generator can share ({able}): "
+            f"its generator is a smaller copy of the discriminator sharing its embeddings, and this run builds "
+            f"{what}. Use one of those (e.g. model=bert_mini or model=modernbert_tiny), or task=mlm for this one")
 
 
 class SharedEmbeddings(nn.Module):
@@ -151,18 +147,16 @@ class ReplacedTokenDetectionHead(nn.Module):
     def attach(self, encoder: nn.Module) -> None:
         """Build the generator with the discriminator's kernels and unpadded-path setting, and share the
         discriminator's embeddings module with it (one set of tensors, trained by both losses)."""
-        from bertlab.models.bert import BertModel
-
         config = getattr(encoder, "config", None)
         check_discriminator(config or encoder)
         spec = family_spec(config.model_type)
-        if not isinstance(encoder, BertModel if spec.encoder_class is None else spec.encoder_class):
+        if not isinstance(encoder, spec.encoder_type):
             raise ConfigError(f"task=rtd: the discriminator is a {type(encoder).__name__}, not the "
                               f"{config.model_type} family's encoder")
         generator = spec.build_encoder(
             self.generator_config, add_pooling_layer=False, unpad=encoder.unpad, kernels=encoder.kernels)
         # tied: the generator's own (fresh) embeddings are dropped
-        if isinstance(generator, BertModel):  # projects to its width itself (embeddings_project)
+        if spec.rtd_generator == "own_projection":  # projects to its width itself (embeddings_project)
             generator.embeddings = encoder.embeddings
         else:
             generator.embeddings = SharedEmbeddings(encoder.embeddings, self.generator_config.hidden_size,

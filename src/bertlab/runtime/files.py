@@ -265,7 +265,7 @@ def writing(path: str | Path, what: str, fix: str, error: type[Exception] = Outp
 
 
 def unwritable_output(err: BaseException) -> OutputError | None:
-    """The entry points' last resort (:func:`bertlab.runtime.errors.user_errors`): a write that failed for a
+    """The entry points' last resort (:func:`bertlab.runtime.exits.user_errors`): a write that failed for a
     reason that only writing has (full disk, quota, read-only file system) anywhere no :func:`writing` named
     the file (a logger's file, a lock file), as one paragraph with the file the error names."""
     failure = write_failure(err, WRITE_ONLY_KINDS)

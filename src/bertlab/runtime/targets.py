@@ -52,7 +52,9 @@ ALLOWED_CLASS_PREFIXES = (
     "optuna.pruners.",
 )
 # Functions that build one of the above.
-ALLOWED_FACTORIES = frozenset({"bertlab.training.distributed.fsdp_strategy", "bertlab.distributed.fsdp_strategy"})
+ALLOWED_FACTORIES = frozenset({"bertlab.training.distributed.fsdp_strategy"})
+# Targets whose home moved, as saved run configs still name them: rewritten to the new home before checking.
+MOVED_TARGETS = {"bertlab.distributed.fsdp_strategy": "bertlab.training.distributed.fsdp_strategy"}
 
 
 def _resolve(target: str) -> Any:
@@ -198,8 +200,24 @@ def _given_on_command_line() -> bool:
     return any(str(o).lstrip("+~").split("=", 1)[0] == ALLOW_KEY for o in overrides)
 
 
+def migrate_moved(node: Any) -> None:
+    """Rewrite, in place, every ``_target_`` of ``node`` that names a moved home (:data:`MOVED_TARGETS`): a
+    config saved by an older bertlab keeps building the same object."""
+    if isinstance(node, Mapping) or hasattr(node, "items"):
+        for key, value in list(node.items()):
+            if key == "_target_" and isinstance(value, str) and value in MOVED_TARGETS:
+                node[key] = MOVED_TARGETS[value]
+            elif not isinstance(value, str | bytes | int | float | bool | type(None)):
+                migrate_moved(value)
+    elif isinstance(node, Sequence) and not isinstance(node, str | bytes):
+        for value in node:
+            migrate_moved(value)
+
+
 def check_run_config(cfg: Any) -> None:
-    """Check every node of a run's config that bertlab instantiates (one call, before any of them is built)."""
+    """Check every node of a run's config that bertlab instantiates (one call, before any of them is built);
+    older homes of moved targets are rewritten first (:func:`migrate_moved`)."""
+    migrate_moved(cfg)
     extra = user_allowed(cfg)
     for key in ("callbacks", "logger"):
         check_targets(cfg.get(key), key, extra)

@@ -1,14 +1,15 @@
 """Word-level decoding and entity extraction of token classification: each word's tag from its sub-words'
 predictions (a long sentence's windows stitched back first) and the entities a tag sequence spells, as seqeval
-reads them. Plain Python and numpy, no torch: prediction from an ONNX export runs it without loading torch."""
+reads them, and seqeval's entity-level precision, recall and F1 over them. Plain Python and numpy, no torch: prediction from an ONNX export runs it without loading torch."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["decode_word_predictions", "extract_entities", "stitch_windows"]
+__all__ = ["decode_word_predictions", "entity_prf", "extract_entities", "stitch_windows"]
 
 
 def decode_word_predictions(
@@ -84,3 +85,39 @@ def extract_entities(tags: Sequence[str]) -> set[tuple[str, int, int]]:
             begin = i
         prev_tag, prev_type = tag, type_
     return entities
+
+
+def _prf(tp: int, n_pred: int, n_true: int) -> dict[str, float]:
+    # 0.0 where undefined, as seqeval (zero_division="warn" -> 0, without the warning).
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_true if n_true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def _entity_sets(
+    true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]
+) -> tuple[dict[str, set], dict[str, set]]:
+    if len(true_seqs) != len(pred_seqs):
+        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
+    true: dict[str, set] = defaultdict(set)
+    pred: dict[str, set] = defaultdict(set)
+    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
+        if len(t) != len(p):
+            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags (one per word)")
+        for type_, start, end in extract_entities(t):
+            true[type_].add((n, start, end))
+        for type_, start, end in extract_entities(p):
+            pred[type_].add((n, start, end))
+    return true, pred
+
+
+def entity_prf(true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Micro ``{"precision", "recall", "f1"}`` (fractions 0-1) over exact entity matches (type and span).
+
+    Equals ``seqeval.metrics.{precision,recall,f1}_score`` in default mode; 0.0 where undefined (no
+    predicted or no gold entity).
+    """
+    true, pred = _entity_sets(true_seqs, pred_seqs)
+    tp = sum(len(true[k] & pred[k]) for k in true.keys() & pred.keys())
+    return _prf(tp, sum(map(len, pred.values())), sum(map(len, true.values())))

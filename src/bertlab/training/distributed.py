@@ -62,7 +62,9 @@ def resolve_pad_multiple(pad_to_multiple_of: int | None, precision: Any, acceler
 
 def fsdp_strategy(sharding_strategy: str = "FULL_SHARD", cpu_offload: bool = False,
                   activation_checkpointing: bool = False, **kwargs: Any):
-    """Lightning's FSDP, wrapping each encoder layer (``BertLayer``) as one shard unit (``trainer=fsdp``).
+    """Lightning's FSDP, wrapping each encoder layer as one shard unit (``trainer=fsdp``): the layer class of
+    every native family (``FamilySpec.layer_class``), so DeBERTa and ModernBERT layers are sharded and
+    checkpointed like BERT's.
 
     ``use_orig_params=True`` keeps the parameters' names and ``requires_grad`` flags, which the freeze
     policies, LoRA and the optimizer's parameter groups rely on. Checkpoints are saved whole
@@ -70,9 +72,9 @@ def fsdp_strategy(sharding_strategy: str = "FULL_SHARD", cpu_offload: bool = Fal
     """
     from lightning.pytorch.strategies import FSDPStrategy
 
-    from bertlab.models.bert import BertLayer
+    from bertlab.models.families import families
 
-    layers = {BertLayer}
+    layers = {spec.layer_class for spec in families().values()}
     return FSDPStrategy(
         auto_wrap_policy=layers,
         activation_checkpointing_policy=layers if activation_checkpointing else None,

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families import FamilySpec, HeadLayout
+from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import ConfigError
 

@@ -5,8 +5,9 @@ A folder from elsewhere may hold a config.json with absurd values (a negative or
 count divides, NaN, a number written as text, sizes of a model larger than this machine's memory, a position table
 too small for a single input). Every such value ends in one :class:`CheckpointError` naming the file and the key,
 never a traceback from inside a family's reader or from ``torch`` allocating a layer, and never a message that
-blames a ``model.*`` setting the user did not set. :func:`read_family_config` is the one entry
-(``FamilySpec.from_config_json``); the keys and their kinds are :data:`CONFIG_KEYS`, the keys of every family's
+blames a ``model.*`` setting the user did not set. :func:`read_family_config` (a family's spec, the parsed file,
+its path) is the one entry, for every family (``hf_weights.encoder_config_of``, ``families.config_from_hf``); the
+keys and their kinds are :data:`CONFIG_KEYS`, the keys of every family's
 config.json that bertlab reads.
 """
 
@@ -33,7 +34,6 @@ from bertlab.runtime.schema import (
 )
 
 if TYPE_CHECKING:
-    from bertlab.models.families import FamilySpec
     from bertlab.runtime.config import EncoderConfig
 
 FIX = ("This config.json does not describe a model bertlab can build (a damaged or hand-edited file?): restore it "
@@ -81,7 +81,7 @@ _TEXTS = {"hidden_act": str, "hidden_activation": str, "activation": str, "posit
           "pos_att_type": (str, list), "layer_types": list, "architectures": list}
 
 
-def read_family_config(spec: FamilySpec, data: Any, path: str | os.PathLike[str]) -> EncoderConfig:
+def read_family_config(spec: Any, data: Any, path: str | os.PathLike[str]) -> EncoderConfig:
     """``spec``'s ``EncoderConfig`` of a config.json already parsed (``data``, read from ``path``): the values by
     kind, the family's reader, then the sizes; every problem a :class:`CheckpointError` naming ``path`` and the key."""
     source = str(path)
@@ -101,15 +101,14 @@ def read_family_config(spec: FamilySpec, data: Any, path: str | os.PathLike[str]
     return config
 
 
-def check_generic(data: Mapping[str, Any], path: Path) -> None:
+def check_generic(data: Mapping[str, Any], path: Path, config_class: Any) -> None:
     """A config.json of the generic path (a model_type that is no native family), checked before transformers
     builds the model from it: the values by kind (a head count need not divide the width: such models may name
-    their head size) and, where its sizes are named the usual way, the sizes as a native family's."""
-    from bertlab.models.families.generic import GenericEncoderConfig
-
+    their head size) and, where its sizes are named the usual way (``config_class.from_hf``: the generic path's
+    ``GenericEncoderConfig``, passed in so that this module imports no family), the sizes as a native family's."""
     check_values(data, str(path), divisible=False)
     try:
-        config = GenericEncoderConfig.from_hf(data, str(path))
+        config = config_class.from_hf(data, str(path))
     except (ConfigError, TypeError, ValueError, OverflowError):
         return  # sizes named otherwise: transformers reads them (its errors name the folder)
     check_sizes(config, path)

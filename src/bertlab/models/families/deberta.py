@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertlab.models.deberta import DebertaConfig, DebertaModel
-from bertlab.models.families import FamilySpec, HeadLayout
+from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.runtime.errors import ConfigError
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -81,7 +81,7 @@ _MLM_KEYS = (("cls.predictions.bias", "head.predictions.bias"),
 
 DEBERTA_V2 = FamilySpec(
     model_type="deberta-v2", display="DeBERTa-v2/v3", prefix="deberta", base_architecture="DebertaV2Model",
-    read_config=_read, write_config=_write, encoder_class=DebertaModel,
+    read_config=_read, write_config=_write, encoder_class=DebertaModel, rtd_generator=None,
     bare_roots=("embeddings.", "encoder."), other_heads=("mask_predictions.",),
     optional_keys=("embeddings.position_embeddings.",),
     sequence_pooler="context_pooler", choice_pooler="context_pooler",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families import FamilySpec, HeadLayout, KeyMap
+from bertlab.models.families.spec import FamilySpec, HeadLayout, KeyMap
 from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import ConfigError
 

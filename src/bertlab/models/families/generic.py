@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from torch import nn
 
 from bertlab.models.encoder import ConfigSizes, EncoderOutput
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.model_folders import auto_from_pretrained, check_folder, model_from_config
 
 GENERIC = "hf_auto"  # EncoderConfig-like records of this path say encoder="hf_auto"
 
@@ -78,14 +80,25 @@ class GenericEncoderConfig:
         )
 
 
-def _transformers():
+def _hf_logging():
+    """transformers' logging module; a ConfigError saying to install transformers when it is missing (checked
+    before anything else, so that its absence is not taken for an unknown model)."""
     try:
-        import transformers
+        import transformers.utils.logging as hf_logging
     except ImportError as err:
         raise ConfigError("the generic encoder path (a model_type that is not a native bertlab family) runs the "
                           "model through transformers.AutoModel: `pip install transformers`, or use a native "
                           "family") from err
-    return transformers
+    return hf_logging
+
+
+def _refuse_non_encoder(data: Mapping[str, Any], source: str) -> None:
+    """The generic path runs encoders only (models/families: known_encoder_types and the decoder flags)."""
+    from bertlab.models.families import encoder_refusal
+
+    refusal = encoder_refusal(str(data.get("model_type")), data, source)
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 class AutoEncoder(ConfigSizes, nn.Module):
@@ -95,6 +108,7 @@ class AutoEncoder(ConfigSizes, nn.Module):
 
     def __init__(self, model: nn.Module, config: GenericEncoderConfig):
         super().__init__()
+        _refuse_non_encoder(config.hf_config, f"{config.model_type} (generic path)")
         self.config = config
         # The model's own children, registered here under their names: parameter names are the model's
         # (``embeddings.word_embeddings.weight``, ``encoder.layer.0...``), and transformers' forward uses them.
@@ -108,6 +122,7 @@ class AutoEncoder(ConfigSizes, nn.Module):
         if self._root_params:
             raise ConfigError(f"{config.model_type}: the model holds parameters outside its submodules "
                               f"({self._root_params[:3]}); the generic path cannot wrap it")
+        self.train(self.training)  # one mode for the wrapper and the whole model (from_pretrained returns it in eval)
 
     @property
     def word_embeddings(self) -> nn.Embedding:
@@ -125,32 +140,58 @@ class AutoEncoder(ConfigSizes, nn.Module):
         states = tuple(out.hidden_states) if output_hidden_states and out.hidden_states is not None else None
         return EncoderOutput(hidden, pooled, states)
 
+    def train(self, mode: bool = True) -> AutoEncoder:
+        """Train / eval mode for the wrapped model too: its children are registered here, but the model itself is
+        not (``_model``), and transformers reads ``self.training`` at its top level as well. The one place this
+        wrapper's mode is set: ``eval()`` comes here."""
+        super().train(mode)
+        self._model[0].train(mode)
+        return self
+
     @classmethod
     def from_config(cls, config: GenericEncoderConfig) -> AutoEncoder:
-        """Random weights of the architecture ``config.hf_config`` describes (checkpoints then load into it)."""
-        transformers = _transformers()
-        data = {k: v for k, v in config.hf_config.items() if k not in ("model_type", "transformers_version")}
-        hf_config = transformers.AutoConfig.for_model(config.model_type, **data)
-        return cls(transformers.AutoModel.from_config(hf_config), config)
+        """Random weights of the architecture ``config.hf_config`` describes (checkpoints then load into it);
+        refused, before transformers sees it, if that config names code of its own (runtime/model_folders)."""
+        _hf_logging()
+        _refuse_non_encoder(config.hf_config, f"{config.model_type} (a recorded generic-path config)")
+        model = model_from_config(config.hf_config, f"the recorded config.json of a {config.model_type} encoder")
+        return cls(model, config)
 
     @classmethod
     def from_pretrained(cls, directory: Path) -> AutoEncoder:
-        transformers = _transformers()
-        progress = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # bertlab logs what it loaded, once
+        """transformers' AutoModel of a local folder: an encoder (refused otherwise, before any weights are read)
+        whose files name no code of their own (runtime/model_folders.auto_from_pretrained)."""
+        hf_logging = _hf_logging()
+        check_folder(directory)
+        _refuse_non_encoder(_read_json(directory / "config.json"), str(directory / "config.json"))
+        progress = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # bertlab logs what it loaded, once
         try:
-            model = transformers.AutoModel.from_pretrained(str(directory))
+            model = auto_from_pretrained("AutoModel", directory)
+        except (CheckpointError, ConfigError):
+            raise
         except Exception as err:  # an unknown model_type for this transformers version, missing weights, ...
             raise CheckpointError(f"{directory}: transformers.AutoModel could not load it ({type(err).__name__}: "
                                   f"{err})") from err
         finally:
             if progress:
-                transformers.utils.logging.enable_progress_bar()
+                hf_logging.enable_progress_bar()
         config = GenericEncoderConfig.from_hf(model.config.to_dict(), str(directory / "config.json"))
         return cls(model, config)
 
     def save_pretrained(self, directory: str | Path) -> None:
         self._model[0].save_pretrained(str(directory))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path} could not be read as JSON ({type(err).__name__}: {err}): a Hugging Face "
+                              "checkpoint folder needs its config.json") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} does not hold a JSON object")
+    return data
 
 
 def is_generic_record(encoder_config: Mapping[str, Any]) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families import FamilySpec, HeadLayout
+from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.models.modernbert import LAYER_TYPES, ModernBertConfig, ModernBertModel, modernbert_config
 from bertlab.runtime.errors import ConfigError
 
@@ -91,7 +91,7 @@ MODERNBERT = FamilySpec(
     model_type="modernbert", display="ModernBERT", prefix="model", base_architecture="ModernBertModel",
     read_config=_read, write_config=_write, bare_roots=("embeddings.", "layers.", "final_norm."),
     sequence_pooler="dense_gelu_norm", choice_pooler="dense_gelu_norm", token_transform="dense_gelu_norm",
-    tokenizer_kind="bpe", encoder_class=ModernBertModel, config_class=ModernBertConfig, mlm_probability=0.30,
+    tokenizer_kind="bpe", encoder_class=ModernBertModel, rtd_generator="shared_projection", config_class=ModernBertConfig, mlm_probability=0.30,
     # freeze=lora's role names (conf/freeze/lora.yaml: [query, value]) → ModernBERT's fused projections.
     lora_roles={"query": ("Wqkv",), "key": ("Wqkv",), "value": ("Wqkv",), "dense": ("Wo", "Wi")},
     heads={

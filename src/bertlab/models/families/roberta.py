@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families import FamilySpec, HeadLayout
 from bertlab.models.families.bert import bert_like_config, bert_like_hf_dict
+from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.runtime.config import EncoderConfig
 
 _CLASSIFIER = (("classifier.", "head.classifier."),)
