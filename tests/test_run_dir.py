@@ -102,7 +102,13 @@ def test_checkpoint_and_tokenizer_of_different_runs_are_refused(train_run, first
     a, b = sorted(vocab, key=vocab.get)[100:102]
     vocab[a], vocab[b] = vocab[b], vocab[a]
     tok_file.write_text(json.dumps(tok))
-    with pytest.raises(CheckpointError, match=r"was trained with another tokenizer than the one this run loaded "
+    # The file differs from the one the run's tokenizer/ recorded (bertlab_fingerprint.json) ...
+    with pytest.raises(CheckpointError, match=r"run/tokenizer/tokenizer.json is not the file .*checkpoints/.*ckpt "
+                                              r"was written with \(a file of its tokenizer"):
+        train_run(*TINY, f"model.init_from={first_run}", name="mixed")
+    # ... and, with the record gone too, the vocabulary differs from the one the checkpoint recorded.
+    (first_run / "tokenizer" / "bertlab_fingerprint.json").unlink()
+    with pytest.raises(CheckpointError, match=r"was trained with another tokenizer than the one loaded "
                                               r"from .*/run/tokenizer \(vocabulary fingerprint"):
         train_run(*TINY, f"model.init_from={first_run}", name="mixed")
     with pytest.raises(CheckpointError, match=r"was trained with another tokenizer"):

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.documents import long_text_report
 from bertlab.data.files import DataFiles
+from bertlab.data.windows import window_bound_text
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
@@ -42,6 +43,7 @@ from bertlab.runtime.console import (
 )
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
+from bertlab.runtime.fingerprints import write_record
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
@@ -235,7 +237,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
                           **keep)
     if trains:
         callbacks += [checkpoint, last, final_validation]
-    estimate = RunEstimate()  # the planned steps and the time left (train.log; the progress bar)
+    # The planned steps and the time left (train.log; the progress bar), with the bound on one example's work.
+    estimate = RunEstimate(bounds=window_bound_text(data_cfg, task.family))
     callbacks.append(estimate)
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
@@ -277,6 +280,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         run_dir.mkdir(parents=True, exist_ok=True)
         with writing(run_dir / "tokenizer", "the run's tokenizer", RUN_DIR_FIX):
             tokenizer.save(run_dir / "tokenizer")
+            write_record(run_dir / "tokenizer", tokenizer)  # what predict and export check its files against
     resumed_from = ckpt_step if cfg.train else None
     best_path = ckpt_path
     train_block: dict[str, Any] | None = None

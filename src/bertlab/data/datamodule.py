@@ -267,9 +267,11 @@ class TaskDataModule(L.LightningDataModule):
                 windows = (f", {s.windowed} longer than data.max_seq_length={self.cfg.max_seq_length} read in "
                            f"{s.windowed + s.extra_windows} windows" if s.windowed else
                            f", {s.extra_windows} extra windows" if s.extra_windows else "")
-                log.info("%s: %d examples → %d features%s%s%s", split, s.num_examples, len(s.features),
+                capped = (f", {s.capped} over data.max_windows_per_example={self.cfg.max_windows_per_example} read in "
+                          "their first windows" if s.capped else "")
+                log.info("%s: %d examples → %d features%s%s%s%s", split, s.num_examples, len(s.features),
                          f", {s.skipped} skipped" if s.skipped else "",
-                         f", {s.truncated} truncated" if s.truncated else "", windows)
+                         f", {s.truncated} truncated" if s.truncated else "", windows, capped)
                 if s.skipped:
                     log.warning("%s: skipped %d bad examples (data.on_bad_example=skip; the first are named "
                                 "above); metrics.json counts them in data.skipped_examples", split, s.skipped)

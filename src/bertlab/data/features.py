@@ -27,6 +27,7 @@ from bertlab.data.validate import (
     number_value,
     unknown_labels,
 )
+from bertlab.data.windows import WindowCap
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class Split:
     extra_windows: int = 0
     eval_data: TokenEvalData | QAEvalData | None = None
     windowed: int = 0
+    capped: int = 0  # examples over data.max_windows_per_example, read in their first windows (skip)
 
 
 class LabelMap:
@@ -105,6 +107,11 @@ def class_labels(examples: list, path: Path | str, column: str | None) -> dict[s
     return spellings.first_where()
 
 
+def window_cap(data: DataConfig, path: Path | str) -> WindowCap:
+    """The bound on the windows one example of ``path`` is read in (bertlab.data.windows.WindowCap)."""
+    return WindowCap(data.max_windows_per_example, data.on_bad_example, str(path))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Sequence (single texts and pairs)
 
@@ -127,7 +134,8 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
     # Text longer than the window: read in windows pooled by the model, or cut (bertlab.data.documents).
     rows, long = encode_documents(tokenizer, [e.text for e in examples],
                                   [e.text_pair for e in examples] if data.text_pair_column else None,
-                                  data.max_seq_length, data.long_text, data.window_stride)
+                                  data.max_seq_length, data.long_text, data.window_stride, window_cap(data, path),
+                                  [e.where for e in examples])
     features = []
     for i, (ex, feature) in enumerate(zip(examples, rows)):
         feature["index"] = i
@@ -209,7 +217,8 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
     encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept], add_special_tokens=False)
     features, word_ids, sentence, long = tag_features(
         encodings, tokenizer.template, data.max_seq_length, data.long_text, data.window_stride,
-        [ids for _, _, ids in kept], task.label_all_tokens, b_to_i)
+        [ids for _, _, ids in kept], task.label_all_tokens, b_to_i, window_cap(data, path),
+        [s.where for s, _, _ in kept])
     if long.truncated:
         log.info("%s: %d sentences truncated at %d tokens (data.long_text=truncate); their cut words are "
                  "predicted O and still scored", path, long.truncated, data.max_seq_length)
@@ -240,9 +249,12 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
     try:
         qa = prepare_qa_features(examples, tokenizer.tokenizer, template=tokenizer.template,
                                  train=labelled, max_seq_length=data.max_seq_length,
-                                 doc_stride=data.doc_stride, max_query_length=data.max_query_length)
+                                 doc_stride=data.doc_stride, max_query_length=data.max_query_length,
+                                 cap=window_cap(data, path))
     except QADataError as err:
         raise DataError(f"{path}: {err}") from None
+    except DataError:  # a context over data.max_windows_per_example (WindowCap): named already
+        raise
     except ValueError as err:  # window sizes that do not fit together: a configuration error
         raise ConfigError(str(err)) from None
     long_questions = sum(len(enc.ids) > data.max_query_length for enc in tokenizer.encode_batch(
@@ -259,7 +271,7 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
             f["end_positions"] = qa.end_positions[i]
         features.append(f)
     windows = len(qa) - len({*qa.example_index})
-    return Split(name, features, len(examples), policy.skipped, extra_windows=windows,
+    return Split(name, features, len(examples), policy.skipped, extra_windows=windows, capped=qa.capped,
                  eval_data=QAEvalData(examples=examples, features=qa))
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from bertlab.data.templates import Template
-from bertlab.data.windows import window_bounds  # noqa: F401  (QA's windows are the shared rule)
+from bertlab.data.windows import WindowCap, window_bounds  # noqa: F401  (QA's windows are the shared rule)
 
 
 class QADataError(ValueError):
@@ -122,6 +122,7 @@ class QAFeatures:
     window_start: list[int] = field(default_factory=list)
     start_positions: list[int] | None = None
     end_positions: list[int] | None = None
+    capped: int = 0  # examples over data.max_windows_per_example, read in their first windows
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -162,6 +163,12 @@ def _answer_token_span(ex: QAExample, ctx: _Context) -> tuple[int, int] | None:
     return first, last
 
 
+def _encode_chunks(tokenizer: Tokenizer, texts: list[str], chunk: int = 1024) -> list[Any]:
+    """The contexts' encodings, ``chunk`` texts a call (a stop signal is answered between calls)."""
+    return [enc for start in range(0, len(texts), chunk)
+            for enc in tokenizer.encode_batch(texts[start:start + chunk], add_special_tokens=False)]
+
+
 def prepare_qa_features(
     examples: Sequence[QAExample],
     tokenizer: Tokenizer,
@@ -173,6 +180,7 @@ def prepare_qa_features(
     max_seq_length: int = 384,
     doc_stride: int = 128,
     max_query_length: int = 64,
+    cap: WindowCap | None = None,
 ) -> QAFeatures:
     """Cut every example into ``[CLS] question [SEP] window [SEP]`` features (with ``template``, the tokenizer's
     own pair template, e.g. ``<s> question </s></s> window </s>``; without it, BERT's from ``cls_id`` / ``sep_id``).
@@ -211,13 +219,19 @@ def prepare_qa_features(
         )
     for ex in examples:
         validate_example(ex, train)
+    # No context is tokenized past what the cap's windows can hold (bertlab.data.windows.WindowCap); the
+    # largest window a context can have (the shortest question) bounds the characters kept.
+    cap = cap or WindowCap(None)
+    longest = max_seq_length - specials
 
     # Each distinct context once (one passage serves several questions).
     context_slot: dict[str, int] = {}
     for ex in examples:
         context_slot.setdefault(ex.context, len(context_slot))
+    names = {ex.context: f"QA example {ex.id!r}" for ex in reversed(examples)}  # the first question of a context
+    texts = [cap.cut(c, longest, doc_stride, names[c]) for c in context_slot]
     contexts: list[_Context] = []
-    for enc in tokenizer.encode_batch(list(context_slot), add_special_tokens=False):
+    for enc in _encode_chunks(tokenizer, texts):
         offsets = np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)  # (n, 2)
         contexts.append(_Context(np.asarray(enc.ids, dtype=np.int32), offsets,
                                  offsets[:, 0].tolist(), offsets[:, 1].tolist()))
@@ -244,7 +258,7 @@ def prepare_qa_features(
         span = None
         if train and not ex.is_impossible and ex.answers:
             span = _answer_token_span(ex, ctx)
-        for ws, we in window_bounds(n_ctx, max_seq_length - c0 - len(suffix), doc_stride):
+        for ws, we in cap.bounds(n_ctx, max_seq_length - c0 - len(suffix), doc_stride, f"QA example {ex.id!r}"):
             length = c0 + (we - ws) + len(suffix)
             out.input_ids.append(np.concatenate((head, ctx.ids[ws:we], suffix)))
             types = np.full(length, template.pair_b_type, dtype=np.int8)
@@ -265,6 +279,7 @@ def prepare_qa_features(
                 else:
                     out.start_positions.append(0)
                     out.end_positions.append(0)
+    out.capped = cap.capped
     return out
 
 

@@ -21,10 +21,10 @@ from typing import Any
 from bertlab.data.templates import Template
 from bertlab.data.windows import (
     LongTexts,
+    WindowCap,
     check_long_text,
     long_text_stride,
     max_context_owner,
-    window_bounds,
 )
 
 __all__ = ["IGNORE_INDEX", "TagWindow", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "tag_features",
@@ -155,6 +155,8 @@ def tag_windows(
     word_labels: Sequence[int] | None = None,
     label_all_tokens: bool = False,
     b_to_i: Mapping[int, int] | None = None,
+    cap: WindowCap | None = None,
+    example: str = "a sentence",
 ) -> list[TagWindow]:
     """The windows of one sentence tokenized **without** special tokens (``ids``, ``word_ids``).
 
@@ -177,7 +179,8 @@ def tag_windows(
         labels = None if aligned is None else [IGNORE_INDEX] * before + aligned + [IGNORE_INDEX] * after
         words = [-1] * before + [-1 if w is None else w for w in word_ids] + [-1] * after
         return [TagWindow(input_ids, types, labels, words)]
-    bounds = [(0, content)] if stride is None else window_bounds(n, content, stride)
+    # At most cap.limit windows (data.max_windows_per_example): the words past them are cut, as truncation's.
+    bounds = [(0, content)] if stride is None else (cap or WindowCap(None)).bounds(n, content, stride, example)
     owner = max_context_owner(bounds, n)
     if aligned is None:  # no labels: a window must own a word start to be of use
         marks = [w is not None and (g == 0 or word_ids[g - 1] != w) for g, w in enumerate(word_ids)]
@@ -207,13 +210,16 @@ def tag_features(
     word_labels: Sequence[Sequence[int]] | None = None,
     label_all_tokens: bool = False,
     b_to_i: Mapping[int, int] | None = None,
+    cap: WindowCap | None = None,
+    names: Sequence[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[list[int]], list[int], LongTexts]:
     """The model features of many sentences (``tokenizers`` encodings without special tokens): every window
     of each (:func:`tag_windows`; windows of ``max_seq_length`` tokens, special tokens included, sharing
     ``data.window_stride`` tokens, or the first one only with ``data.long_text=truncate``), sentence after
     sentence, ``index`` its position (``labels`` with word labels); with each feature's ``word_ids``, the
     sentence it reads, and the counts of the sentences longer than the window (``windowed`` or ``truncated``).
-    Training, evaluation and prediction all cut sentences here."""
+    Training, evaluation and prediction all cut sentences here; ``cap`` bounds the windows of one sentence
+    (:class:`bertlab.data.windows.WindowCap`, ``names``: the sentences, for its messages)."""
     check_long_text(long_text)
     content = max_seq_length - template.num_single
     stride = None if long_text == "truncate" else long_text_stride(content, window_stride)
@@ -221,9 +227,11 @@ def tag_features(
     word_ids: list[list[int]] = []
     sentence: list[int] = []
     counts = LongTexts()
+    cap = cap or WindowCap(None)
     for i, enc in enumerate(encodings):
         labels = None if word_labels is None else word_labels[i]
-        windows = tag_windows(enc.ids, enc.word_ids, template, content, stride, labels, label_all_tokens, b_to_i)
+        windows = tag_windows(enc.ids, enc.word_ids, template, content, stride, labels, label_all_tokens, b_to_i,
+                              cap, names[i] if names is not None else f"{cap.source}, sentence {i + 1}")
         for window in windows:
             feature = {"input_ids": window.input_ids, "token_type_ids": window.token_type_ids}
             if window.labels is not None:
@@ -236,4 +244,5 @@ def tag_features(
             counts.windowed += stride is not None
             counts.truncated += stride is None
             counts.extra_windows += len(windows) - 1
+    counts.capped = cap.capped
     return features, word_ids, sentence, counts

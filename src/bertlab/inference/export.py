@@ -49,6 +49,7 @@ from bertlab.models.lora import (
 from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import refuse_writing_over, writing
+from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RECORD_NAME, RUN_ID_KEY, check_trusted, write_record
 from bertlab.runtime.records import read_record, record_object
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
@@ -67,6 +68,8 @@ class CheckpointModel:
     head: HeadConfig
     labels: list[str] | None
     path: Path
+    tokenizer_fingerprint: str | None = None  # the vocabulary it was trained with (None: an older checkpoint)
+    run_id: str | None = None  # the run that wrote it (None: an older checkpoint)
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -126,7 +129,7 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
         raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
             from err
     model.eval()
-    return CheckpointModel(model, hp, task, head_cfg, labels, path)
+    return CheckpointModel(model, hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY), ckpt.get(RUN_ID_KEY))
 
 
 def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
@@ -169,12 +172,19 @@ def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
     return config
 
 
-def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, ckpt_path: Path) -> list[str]:
+def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: CheckpointModel) -> list[str]:
+    """The run's tokenizer files into the export, once they are checked to be the ones the checkpoint was
+    trained with (an export ships no other model's tokenizer)."""
+    from bertlab.data.tokenizer import load_tokenizer
+
+    ckpt_path = loaded.path
     if tokenizer_dir is None or not tokenizer_dir.is_dir():
         raise CheckpointError(
             f"no tokenizer for {ckpt_path}: expected the run's tokenizer folder at {tokenizer_dir} "
             "(train.py saves <run_dir>/tokenizer/); pass --tokenizer DIR"
         )
+    check_trusted(ckpt_path, load_tokenizer(tokenizer_dir), recorded=loaded.tokenizer_fingerprint,
+                  folder=tokenizer_dir, run_id=loaded.run_id)
     copied = []
     for name in TOKENIZER_FILES:
         if (tokenizer_dir / name).is_file():
@@ -203,7 +213,7 @@ def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite
             f"{run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes) or to a "
             "folder outside the run")
     written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME,
-                          *TOKENIZER_FILES]
+                          RECORD_NAME, *TOKENIZER_FILES]
     for name in written:
         refuse_writing_over(out_dir / name, [(ckpt_path, "the checkpoint"), (tok_dir, "a file of the tokenizer")],
                             f"the export's {out_dir / name}", "Export to another folder")
@@ -247,7 +257,7 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
     state = merge_lora(model)  # plain keys, adapters folded in (a no-op without LoRA)
     head_kind = model.head_kind
     out_dir.mkdir(parents=True, exist_ok=True)
-    _copy_tokenizer(tok_dir, out_dir, ckpt_path)
+    _copy_tokenizer(tok_dir, out_dir, loaded)
 
     if getattr(model.bert, "generic", False):
         # The generic path: the AutoModel's own names, as transformers saves the base model.
@@ -286,7 +296,18 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
     long_text = long_text_record(loaded)
     if long_text is not None:
         (out_dir / LONG_TEXT_NAME).write_text(json.dumps(long_text, indent=2) + "\n")
+    head_files = (HEAD_WEIGHTS_NAME, HEAD_CONFIG_NAME) if head_kind is None else ()
+    seal_export(out_dir, (CONFIG_NAME, SAFETENSORS_NAME, *head_files, *((LONG_TEXT_NAME,) if long_text else ())))
     log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
+
+
+def seal_export(out_dir: Path, files: tuple[str, ...]) -> None:
+    """The export's fingerprint record (bertlab.runtime.fingerprints), written once its files are: the
+    vocabulary of the tokenizer it ships (checked against the checkpoint's) and the digests of the tokenizer's
+    files and of ``files``, the ones this export wrote (never a stale file of an earlier export there)."""
+    from bertlab.data.tokenizer import load_tokenizer
+
+    write_record(out_dir, load_tokenizer(out_dir), files)
 
 
 def long_text_record(loaded: CheckpointModel) -> dict[str, Any] | None:
@@ -455,4 +476,5 @@ def load_recurrent_checkpoint(path: Path) -> CheckpointModel:
     except RuntimeError as err:
         raise CheckpointError(f"{path}: its tensors do not match the model its hyper-parameters describe: {err}") \
             from err
-    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path)
+    return CheckpointModel(model.eval(), hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY),
+                           ckpt.get(RUN_ID_KEY))

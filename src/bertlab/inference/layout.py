@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertlab.runtime.config import TaskSpec
+from bertlab.runtime.fingerprints import TOKENIZER_FILES  # the tokenizer's files, which exports copy
 
 # An export folder's files (export=true, python -m bertlab.export): transformers' config and weights (the names
 # models.hf_weights reads, repeated here so that this module imports no torch), bertlab's head files for a head
@@ -15,7 +16,6 @@ HF_EXPORT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 HEAD_WEIGHTS_NAME = "bertlab_head.safetensors"
 HEAD_CONFIG_NAME = "bertlab_head.json"
 LONG_TEXT_NAME = "bertlab_long_text.json"  # how the run read text longer than its window (sequence tasks)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:

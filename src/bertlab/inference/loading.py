@@ -15,6 +15,7 @@ from bertlab.inference.onnx_session import is_onnx_folder, load_onnx_folder
 from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.fingerprints import check_trusted
 
 
 @dataclass
@@ -34,6 +35,10 @@ class PredictSettings:
     long_text: str = "windows"
     window_stride: int | None = None
     max_windows_per_batch: int | None = None
+    # The most windows one input is read in (data.max_windows_per_example, bertlab.data.windows.WindowCap): over
+    # it, an error (on_bad_example=error) or its first windows, with a warning (skip). None: no cap.
+    max_windows_per_example: int | None = 128
+    on_bad_example: str = "error"
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
@@ -123,6 +128,10 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
                 "export (python -m bertlab.export)"
             )
         tokenizer = load_tokenizer(tok_dir)
+    else:
+        tok_dir = None
+    # The tokenizer (and the run's tokenizer/ files) must be the ones the checkpoint was trained with.
+    check_trusted(ckpt, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tok_dir, run_id=loaded.run_id)
     data = (loaded.hparams.get("config") or {}).get("data") or {}
     settings = _classifier_windows(PredictSettings.from_data(data), loaded.task, reads_windows(loaded.task, data))
     return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
@@ -133,30 +142,39 @@ def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
     from bertlab.inference.export import load_native_export
 
+    tokenizer = _trusted_tokenizer(path, tokenizer)
     model, task, labels, config = load_native_export(path)
     if model is None:
         return from_generic_export(path, tokenizer)
     window = min(384 if task.family == "qa" else 512, config.max_sequence_length)
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, _export_settings(path, task, window),
-                  str(path))
+    return Loaded(model, tokenizer, task, labels, _export_settings(path, task, window), str(path))
 
 
 def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
     """An ONNX export (:mod:`bertlab.inference.onnx_session`): no torch is imported."""
+    tokenizer = _trusted_tokenizer(path, tokenizer)
     model, task, labels, data = load_onnx_folder(path, backend)
     # A classifier's graph pools windows when it takes window_doc (exported from a windows run).
     settings = _classifier_windows(PredictSettings.from_data(data), task, model.reads_windows)
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, settings, str(model.path))
+    return Loaded(model, tokenizer, task, labels, settings, str(model.path))
 
 
 def from_generic_export(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
     from bertlab.inference.export import load_generic_export
 
+    tokenizer = _trusted_tokenizer(path, tokenizer)
     model, task, labels = load_generic_export(path)
     window = min(512, model.bert.config.max_sequence_length)
-    return Loaded(model, tokenizer or load_tokenizer(path), task, labels, _export_settings(path, task, window),
-                  str(path))
+    return Loaded(model, tokenizer, task, labels, _export_settings(path, task, window), str(path))
+
+
+def _trusted_tokenizer(path: Path, tokenizer: BertTokenizer | None) -> BertTokenizer:
+    """An export folder's tokenizer (or the one given), once the folder's files and that tokenizer are checked
+    against the fingerprints the export recorded, before its weights are read."""
+    tokenizer = tokenizer or load_tokenizer(path)
+    check_trusted(path, tokenizer, folder=path)
+    return tokenizer
 
 
 def _export_settings(path: Path, task: TaskSpec, max_seq_length: int) -> PredictSettings:

@@ -242,6 +242,7 @@ def dev_evaluator(loaded) -> Any:
     from bertlab.data.datamodule import TaskDataModule
     from bertlab.data.tokenizer import load_tokenizer
     from bertlab.runtime.config import DataConfig
+    from bertlab.runtime.fingerprints import check_trusted
     from bertlab.runtime.overrides import build_typed
     from bertlab.tasks.base import EvalState
     from bertlab.tasks.families import build_family
@@ -252,7 +253,9 @@ def dev_evaluator(loaded) -> Any:
     data_cfg = build_typed(DataConfig, dict(config["data"]), "data")
     if not data_cfg.val_file:
         raise ConfigError(f"{loaded.path}: the run has no validation file to check the export on (data.val_file)")
-    tokenizer = load_tokenizer(loaded.path.parent.parent / "tokenizer")
+    tok_dir = loaded.path.parent.parent / "tokenizer"
+    tokenizer = load_tokenizer(tok_dir)
+    check_trusted(loaded.path, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tok_dir, run_id=loaded.run_id)
     datamodule = TaskDataModule(loaded.task, data_cfg, tokenizer, seed=int(config.get("seed", 0)))
     datamodule.setup("validate")
     family = build_family(loaded.task, datamodule.num_labels, datamodule.labels, data_cfg)
@@ -329,7 +332,9 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
         check_export_folder,
         load_checkpoint_model,
         resolve_checkpoint,
+        seal_export,
     )
+    from bertlab.runtime.fingerprints import RECORD_NAME
 
     require_onnx()
     if quantize not in (None, "int8"):
@@ -338,11 +343,11 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     out_dir = Path(out_dir)
     tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
-                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, *TOKENIZER_FILES], run_subdir="onnx")
+                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, RECORD_NAME, *TOKENIZER_FILES], run_subdir="onnx")
     loaded = load_checkpoint_model(ckpt)
     task = loaded.task
     out_dir.mkdir(parents=True, exist_ok=True)
-    _copy_tokenizer(tok_dir, out_dir, ckpt)
+    _copy_tokenizer(tok_dir, out_dir, loaded)
     # PyTorch as the run evaluates it: a copy, since the graph's model gets its LoRA adapters merged in place.
     reference = copy.deepcopy(loaded.model).eval()
     fp32_path = out_dir / ONNX_NAME
@@ -401,6 +406,8 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
                 "speed_ratio_vs_pytorch": round(results["pytorch"][2] / max(results["onnx_int8"][2], 1e-9), 3)}
     (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
     gate = report.get("onnx_int8_vs_fp32")
+    if gate is None or gate["passed"] or force:
+        seal_export(out_dir, (INFO_NAME, *info["files"].values()))  # the graphs it serves, as written
     if gate is not None and not gate["passed"]:
         if force:
             log.warning("int8 loses %.2f points of %s (more than %.2f): kept because forced", gate["drop_points"],
@@ -409,6 +416,7 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
             int8_path.unlink(missing_ok=True)
             info["files"].pop("int8", None)
             (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+            seal_export(out_dir, (INFO_NAME, *info["files"].values()))
             raise QualityGateError(
                 f"int8 quantization loses {gate['drop_points']:.2f} points of {gate['metric']} on the run's dev set "
                 f"({gate['fp32']:.4f} fp32 → {gate['int8']:.4f} int8; the limit is {max_drop:g}): {INT8_NAME} was "

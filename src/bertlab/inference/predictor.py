@@ -40,6 +40,7 @@ from bertlab.data.documents import encode_documents, is_windowed
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
 from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.windows import WindowCap
 from bertlab.inference import loading
 from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents, forward_features
 from bertlab.inference.loading import PredictSettings
@@ -255,6 +256,10 @@ class Predictor:
             raise DataError(f"{where}: the text is empty")
         return text, pair
 
+    def _window_cap(self) -> WindowCap:
+        """The most windows one input is read in (the run's data.max_windows_per_example and on_bad_example)."""
+        return WindowCap(self.settings.max_windows_per_example, self.settings.on_bad_example, "the input")
+
     def _sequence_features(self, pairs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
         """One feature per input, read as the run read its data: a text past the window in windows (one row of
         ids per window, pooled by the model) or cut (``data.long_text``; :mod:`bertlab.data.documents`)."""
@@ -267,7 +272,7 @@ class Predictor:
                 continue
             rows, long = encode_documents(self.tokenizer, [pairs[i][0] for i in at],
                                           [pairs[i][1] for i in at] if is_pair else None, s.max_seq_length,
-                                          s.long_text, s.window_stride)
+                                          s.long_text, s.window_stride, self._window_cap())
             cut += long.truncated
             for i, row in zip(at, rows):
                 features[i] = {**row, "index": i}
@@ -367,7 +372,7 @@ class Predictor:
                                                       add_special_tokens=False)
         features, word_ids, sentence, long = tag_features(encodings, self.tokenizer.template,
                                                           self.settings.max_seq_length, self.settings.long_text,
-                                                          self.settings.window_stride)
+                                                          self.settings.window_stride, cap=self._window_cap())
         rows = self._forward(features, size)
         spans = np.searchsorted(sentence, np.arange(len(inputs) + 1))  # sentence i: features spans[i]:spans[i+1]
         o_id = self.labels.index("O") if "O" in self.labels else 0
@@ -426,7 +431,10 @@ class Predictor:
         try:
             qa = prepare_qa_features(examples, self.tokenizer.tokenizer, template=self.tokenizer.template,
                                      train=False, max_seq_length=s.max_seq_length,
-                                     doc_stride=s.doc_stride, max_query_length=s.max_query_length)
+                                     doc_stride=s.doc_stride, max_query_length=s.max_query_length,
+                                     cap=self._window_cap())
+        except DataError:  # an input over the window cap
+            raise
         except ValueError as err:
             raise ConfigError(str(err)) from None
         features = [{"input_ids": qa.input_ids[i], "token_type_ids": qa.token_type_ids[i], "index": i}

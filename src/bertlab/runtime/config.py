@@ -317,6 +317,10 @@ class DataConfig:
     # The most windows a batch encodes at once (documents per batch shrink to fit; a document with more is
     # encoded in chunks of this many). None = the batch size (batch_size in training, eval_batch_size else).
     max_windows_per_batch: int | None = None
+    # The most windows one example is read in (a QA context, a long document, a long token-task sentence): over
+    # it, an error or (on_bad_example=skip) its first windows, counted (bertlab.data.windows.WindowCap).
+    # None = no cap.
+    max_windows_per_example: int | None = 128
     # QA
     doc_stride: int = 128
     max_query_length: int = 64

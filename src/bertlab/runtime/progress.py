@@ -134,8 +134,9 @@ class RunEstimate(Callback):
     steps of the first estimate) when the first estimate was over a minute; :meth:`remaining_s` feeds the progress bar (``elapsed < remaining``)."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, warmup: int = 2, measure: int = 10,
-                 update_after_s: float = 60.0) -> None:
+                 update_after_s: float = 60.0, bounds: str | None = None) -> None:
         self.clock = clock
+        self.bounds = bounds  # the plan's bound on one step's work (at most N windows an example), if any
         self.warmup = warmup
         self.measure = measure
         self.update_after_s = update_after_s
@@ -225,6 +226,8 @@ class RunEstimate(Callback):
             text += f" · {_count(self.plan.validations, 'validation')} of {_count(self._val_batches, 'batch')}"
         if self.plan.remaining_steps > self._first_point():
             text += f" · time estimate after step {self.plan.start_step + self._first_point()}"
+        if self.bounds:
+            text += f" · {self.bounds}"
         log.info("%s", text)
 
     def _warmup(self) -> int:

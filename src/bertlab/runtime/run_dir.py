@@ -17,7 +17,8 @@
   folder at once (which the configuration check lets through, as a resume) cannot mix their files.
 - :class:`TokenizerFingerprint` stores a fingerprint of the run's vocabulary in every checkpoint and, when a
   checkpoint is resumed or evaluated, checks that this run's tokenizer is the one it was trained with;
-  :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``.
+  :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``. Both are
+  :func:`bertlab.runtime.fingerprints.check_trusted`, the check every reader of a run or an export calls.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import shutil
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +38,22 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 from bertlab.runtime.config import ConfigError
-from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import RUN_DIR_FIX, try_lock, write_text_atomic, writing
+from bertlab.runtime.fingerprints import (
+    FINGERPRINT_KEY,
+    RUN_ID_KEY,
+    RUN_RECORD,
+    check_trusted,
+    recorded_run_id,
+    vocabulary_fingerprint,
+)
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
-MARKER = ".bertlab-run.json"
+MARKER = RUN_RECORD  # ".bertlab-run.json"
 LOCK = ".bertlab-run.lock"
 OVERWRITE_KEY = "overwrite_run_dir"
-FINGERPRINT_KEY = "bertlab_tokenizer_fingerprint"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
 IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "export_quantize", "export_max_drop", "logger",
                "callbacks", "paths", "tags", "save_every_n_steps", "checkpoint", "allow_targets", OVERWRITE_KEY,
@@ -71,7 +79,9 @@ RETIRED_KEYS = {"data.hub_dataset"}
 #   checkpoint), and before it a bertlab start's head was always new ("new") and a Hugging Face folder's fitting
 #   head always kept ("auto"), so either value continues a run recorded without it;
 # - model.model_type: added to the scratch BERT presets (the family a scratch encoder is built as), every earlier
-#   scratch encoder was BERT.
+#   scratch encoder was BERT;
+# - data.max_windows_per_example: added (128); it changes only examples over 128 windows, which before it made
+#   a step of minutes to hours: a run recorded without it continues under the cap (and says so if one is over).
 SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "model.tokenizer_kind": {("<unset>", "wordpiece")},
                  "data.stream_threshold_mb": {(64, 0)},
@@ -80,7 +90,8 @@ SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "data.window_stride": {("<unset>", None)},
                  "data.long_text": {("<unset>", "truncate")},
                  "model.init_head": {("<unset>", "auto"), ("<unset>", "new")},
-                 "model.model_type": {("<unset>", "bert")}}
+                 "model.model_type": {("<unset>", "bert")},
+                 "data.max_windows_per_example": {("<unset>", 128)}}
 # The run record's keys and their types (config: the training configuration the check compares).
 RECORD_SHAPE = {"fingerprint": str, "status": str, "config": dict, "pid": int, "host": str, "started": str}
 RECORD_FIX = ("bertlab cannot tell which configuration the run in {run_dir} had, so it cannot check that this run "
@@ -190,9 +201,12 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
         raise
     _STATE["lock"] = lock
     _STATE["claimed"] = run_dir
+    # The run's id, kept while the folder holds the same run (a resume), new when its outputs go: every
+    # checkpoint records it (TokenizerFingerprint), so another run's checkpoint in checkpoints/ is refused.
+    run_id = None if remove_why else recorded_run_id(run_dir)
     if remove_why:
         _remove_outputs(run_dir, remove_why)
-    record = {"fingerprint": config_fingerprint(cfg), "status": "running",
+    record = {"fingerprint": config_fingerprint(cfg), "run_id": run_id or uuid.uuid4().hex[:16], "status": "running",
               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": socket.gethostname(), "pid": os.getpid(),
               "config": training_config(cfg)}
     with writing(run_dir / MARKER, "the run's record", RUN_DIR_FIX):
@@ -383,42 +397,28 @@ def finish_run_dir(run_dir: Path) -> None:
 # Tokenizer fingerprints in checkpoints
 
 
-def vocabulary_fingerprint(tokenizer: Any) -> str:
-    """A hash of what maps text to embedding rows: the vocabulary (token → id) and lower-casing."""
-    tok = getattr(tokenizer, "tokenizer", tokenizer)
-    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
-    h = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode())
-    h.update(str(getattr(tokenizer, "do_lower_case", "")).encode())
-    return h.hexdigest()[:16]
-
-
 def check_checkpoint_tokenizer(checkpoint: dict[str, Any], tokenizer: Any, ckpt_path: Any,
                                tokenizer_dir: Any = None) -> None:
-    recorded = checkpoint.get(FINGERPRINT_KEY)
-    if recorded is None:  # a checkpoint written before fingerprints were recorded
-        return
-    ours = vocabulary_fingerprint(tokenizer)
-    if recorded != ours:
-        raise CheckpointError(
-            f"{ckpt_path} was trained with another tokenizer than the one this run loaded"
-            + (f" from {tokenizer_dir}" if tokenizer_dir else "")
-            + f" (vocabulary fingerprint {recorded} in the checkpoint, {ours} here): every token would map to "
-            "the wrong embedding row. The run folder mixes two runs; use the tokenizer the checkpoint was trained "
-            "with (model.tokenizer=<its run's tokenizer folder>) or a checkpoint and tokenizer from one run"
-        )
+    """The checkpoint's recorded vocabulary against ``tokenizer`` (and, when given, the files of
+    ``tokenizer_dir`` against their record): :func:`bertlab.runtime.fingerprints.check_trusted`."""
+    check_trusted(ckpt_path, tokenizer, recorded=checkpoint.get(FINGERPRINT_KEY), folder=tokenizer_dir,
+                  run_id=checkpoint.get(RUN_ID_KEY))
 
 
 class TokenizerFingerprint(Callback):
-    """Records the run's vocabulary fingerprint in every checkpoint; checks it when one is loaded."""
+    """Records the run's vocabulary fingerprint and run id in every checkpoint; checks them when one is loaded."""
 
     def __init__(self, tokenizer: Any, tokenizer_dir: Any = None):
         self.tokenizer = tokenizer
         self.tokenizer_dir = tokenizer_dir
         self.fingerprint = vocabulary_fingerprint(tokenizer)
+        self.run_id = recorded_run_id(claimed_run_dir())
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
                            checkpoint: dict[str, Any]) -> None:
         checkpoint[FINGERPRINT_KEY] = self.fingerprint
+        if self.run_id is not None:
+            checkpoint[RUN_ID_KEY] = self.run_id
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
                            checkpoint: dict[str, Any]) -> None:

@@ -168,6 +168,8 @@ SETTINGS: dict[str, Setting] = {
                             null="a quarter of the window"),
     "data.max_windows_per_batch": S(POSITIVE_INT, "the most long-text windows one batch encodes at once",
                                     null="the batch size (data.batch_size, data.eval_batch_size)"),
+    "data.max_windows_per_example": S(POSITIVE_INT, "the most windows one example is read in",
+                                      null="no cap (one huge example may take any time and memory)"),
     "data.max_query_length": S(POSITIVE_INT, "the longest QA question in tokens"),
     "data.n_best_size": S(POSITIVE_INT, "the number of start/end candidates a QA answer is chosen from"),
     "data.max_answer_length": S(POSITIVE_INT, "the longest QA answer in tokens"),

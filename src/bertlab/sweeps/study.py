@@ -4,7 +4,8 @@
 
 - a file path (``${hydra.sweep.dir}/optuna.journal``, the default of ``hparams_search=optuna``): Optuna's
   journal file storage. Safe for several processes at once, on one machine or on a shared file system
-  (NFS, Lustre) seen by many; no server needed.
+  (NFS, Lustre) seen by many; no server needed. It is read the way a crash leaves it
+  (:mod:`bertlab.sweeps.journal`): a half-written last record is dropped, damage in the middle is named.
 - an RDB URL: ``postgresql://user:pw@host/db`` or ``mysql+pymysql://...`` for a database server that
   workers on many machines reach over the network; ``sqlite:///<file>`` only for a study that one process
   at a time runs (sqlite's file locking does not hold up under concurrent writers, and not at all on NFS).
@@ -57,9 +58,10 @@ def open_storage(storage: Any) -> optuna.storages.BaseStorage | None:
         return optuna.storages.RDBStorage(text)
     path = Path(text).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    from optuna.storages.journal import JournalFileBackend
+    from bertlab.sweeps.journal import CrashSafeJournal
 
-    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    # A torn last record (a worker killed while writing) is dropped, a damaged middle one named (journal.py).
+    return optuna.storages.JournalStorage(CrashSafeJournal(str(path)))
 
 
 def describe(storage: Any) -> str:

@@ -41,6 +41,7 @@ from bertlab.runtime.config import (
     HeadConfig,
     TaskSpec,
 )
+from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RUN_ID_KEY, check_trusted
 from bertlab.runtime.model_folders import package_model_dir
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
@@ -260,6 +261,8 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
                  model_cfg["init_from"], model_cfg["pretrained"])
     if init_kind == "hf":
         pretrained, init_kind = init_path, None
+    if pretrained is not None:  # a bertlab export: its files and this tokenizer as the export recorded them
+        check_trusted(pretrained, tokenizer, folder=pretrained, has_record=False)
     hf_config = read_config_json(pretrained) if pretrained is not None else {}  # config.json, read once
     if pretrained is not None and not is_native(hf_config.get("model_type") or "bert"):
         return build_generic_model(pretrained, head_cfg, family, tokenizer)
@@ -392,9 +395,8 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
 def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
     ckpt = read_checkpoint(path, "model.init_from")
     if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
-        from bertlab.runtime.run_dir import check_checkpoint_tokenizer
-
-        check_checkpoint_tokenizer(ckpt, tokenizer, path, init_dir_for_tokenizer(str(path)))
+        check_trusted(path, tokenizer, recorded=ckpt.get(FINGERPRINT_KEY), folder=init_dir_for_tokenizer(str(path)),
+                      run_id=ckpt.get(RUN_ID_KEY))
     encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")

@@ -24,6 +24,11 @@ from bertlab.training.checkpoints import last_checkpoint
 
 log = logging.getLogger(__name__)
 
+# How long the current step may run on after a stop signal before the run stops inside it: a step normally
+# ends in seconds, and one that does not (a huge example; data.max_windows_per_example bounds those) must not
+# hold off a scheduler's SIGTERM until its SIGKILL. The run then stops without saving: last.ckpt stays.
+STEP_GRACE_S = 30.0
+
 
 def stop_signals() -> list[signal.Signals]:
     """SIGTERM (scancel, a cluster pre-empting the job) and SIGINT (Ctrl-C); under SLURM also SIGUSR1, the
@@ -62,6 +67,7 @@ class GracefulStop(Callback):
             self._previous.setdefault(sig, previous)
 
     def uninstall(self) -> None:
+        self._disarm()
         for sig, previous in self._previous.items():
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
@@ -88,7 +94,31 @@ class GracefulStop(Callback):
             self.signum = signum
             raise JobStopped(self._message(name, saved=None), signum)
         self.signum = signum
-        log.warning("received %s: saving last.ckpt after the current step, then stopping", name)
+        log.warning("received %s: saving last.ckpt after the current step, then stopping (within %g s; a step "
+                    "that runs longer is stopped inside it)", name, STEP_GRACE_S)
+        self._arm()
+
+    def _arm(self) -> None:
+        """Stop inside the current step if it has not ended :data:`STEP_GRACE_S` seconds from now (SIGALRM; the
+        handler raises between two Python operations: between windows and chunks of the forward)."""
+        if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+            return
+        self._previous.setdefault(signal.SIGALRM, signal.signal(signal.SIGALRM, self._step_overran))
+        signal.setitimer(signal.ITIMER_REAL, STEP_GRACE_S)
+
+    def _disarm(self) -> None:
+        if hasattr(signal, "setitimer") and signal.SIGALRM in self._previous:
+            with contextlib.suppress(ValueError):
+                signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _step_overran(self, signum: int, frame: Any) -> None:
+        if self._saved is not None or self.signum is None or not self.training:
+            return
+        self.training = False
+        name = signal.Signals(self.signum).name
+        raise JobStopped(f"the current training step did not end within {STEP_GRACE_S:g} s of {name}, so the run "
+                         f"stopped inside it, without saving that step. {self._message(name, saved=None)}",
+                         self.signum)
 
     def _message(self, name: str, saved: tuple[Path, int] | None) -> str:
         last = last_checkpoint(self.run_dir)
@@ -119,6 +149,7 @@ class GracefulStop(Callback):
                            batch_idx: int) -> None:
         if self.signum is None or self._saved is not None:
             return
+        self._disarm()  # the step ended in time: saved as usual
         path = last_checkpoint(self.run_dir)
         trainer.save_checkpoint(path)  # the state a step checkpoint at this step holds: resumes exactly
         self._saved = (path, trainer.global_step)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,20 @@ class BertlabOptunaSweeper(Sweeper):
 
     # ------------------------------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> None:
+        """The sweep; a user error of the sweep itself (its storage, sampler or pruner; a damaged journal) is one
+        paragraph and exit status 1, as a job's (``HYDRA_FULL_ERROR=1`` keeps the traceback)."""
+        from bertlab.runtime.errors import user_error_types
+
+        try:
+            self._sweep(arguments)
+        except user_error_types() as err:
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+            sys.stderr.write(f"\nbertlab: error: {err}\n")
+            sys.stderr.flush()
+            sys.exit(1)
+
+    def _sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.launcher is not None
         refuse_rank_launched_sweep()
         space = parse_search_space(params_to_overrides(self.params) + list(arguments))
