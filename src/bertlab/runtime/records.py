@@ -1,8 +1,10 @@
 """Reading the JSON record files bertlab writes (and the few JSON files of model folders it trusts the same way).
 
-A run's record (``.bertlab-run.json``), ``metrics.json``, an export's head file (``bertlab_head.json``), an ONNX
-folder's manifest (``bertlab_onnx.json``), a prepared corpus's markers (``meta.json``, ``examples/NNNNN.json``) and
-a sharded checkpoint's ``model.safetensors.index.json`` are read by :func:`read_record` only. A file cut short by a
+A run's record (``.bertlab-run.json``), ``metrics.json``, an export's head file (``bertlab_head.json``) and
+long-text record, an ONNX folder's manifest (``bertlab_onnx.json``), the fingerprint record
+(``bertlab_fingerprint.json``), a prepared corpus's markers (``meta.json``, ``examples/NNNNN.json``), a model
+folder's ``config.json`` and a sharded checkpoint's ``model.safetensors.index.json`` are read by
+:func:`read_record` only. A file cut short by a
 killed process, emptied by a full disk, edited by hand or replaced by another program's file is never a
 ``JSONDecodeError``, ``KeyError`` or ``TypeError`` traceback: every problem of parse or shape is one
 :class:`RecordError` paragraph naming the file, the key when one is at fault, and what to do. Callers that can
