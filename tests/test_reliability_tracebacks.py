@@ -201,6 +201,7 @@ def test_an_export_whose_config_json_is_damaged_names_it(tmp_path, raw, expect):
 
 def test_predict_with_an_absurd_export_prints_one_paragraph(tmp_path):
     folder = folder_with(tmp_path, "export", {**hub_config("roberta"), "num_attention_heads": 0})
+    train_wordpiece(["a film that works"] * 5, vocab_size=40).save(folder)
     (tmp_path / "in.txt").write_text("a film\n")
     user_error(cli(str(folder), str(tmp_path / "in.txt"), module="bertlab.predict"),
                str(folder / "config.json"), "num_attention_heads=0")
