@@ -217,7 +217,7 @@ def probes(work: Path) -> list[Probe]:
         Probe("files-vocab-foreign", [*auto, f"model.pretrained={models / 'foreign'}", run("file-foreign")], 1,
               "vocab.txt: not a BERT WordPiece vocabulary", setup=model_folder("foreign", "<s>\n<pad>\n</s>\n<unk>\n")),
         Probe("files-run-record-cut", [*TINY, run("file-record")], 1,
-              ".bertlab-run.json: the record of the run in this folder is damaged: it ends in the middle",
+              "holds a run whose record",
               setup=cut_run_file("file-record", ".bertlab-run.json")),
         Probe("files-metrics-cut", [str(work / "runs" / "file-metrics"), str(work / "in.txt")], 1,
               "metrics.json: the run's metrics.json (it names the run's best checkpoint) is damaged",

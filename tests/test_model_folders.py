@@ -128,10 +128,15 @@ def test_predict_with_piped_stdin_never_prompts_nor_eats_a_line(generic_run, tmp
     planted = tmp_path / "export"
     shutil.copytree(generic_run / "export", planted)
     _plant(planted, marker)
+    # The export's fingerprint record (bertlab_fingerprint.json) already refuses an edited config.json; without
+    # it (an export written before fingerprints, or a folder bertlab did not write) the code check refuses it.
+    sealed = _predict_cli(planted, "y\nawful film\n")
+    assert sealed.returncode == 1 and sealed.stdout == "" and "config.json is not the file" in sealed.stderr
+    (planted / "bertlab_fingerprint.json").unlink()
     result = _predict_cli(planted, "y\nawful film\n")
     assert result.returncode == 1 and result.stdout == ""
     assert "key 'auto_map'" in result.stderr and "Traceback" not in result.stderr
-    assert "[y/N]" not in result.stderr and not marker.exists()
+    assert "[y/N]" not in result.stderr + sealed.stderr and not marker.exists()
 
 
 def test_predict_and_export_refuse_a_run_whose_record_names_code(generic_run, tmp_path, capsys):

@@ -10,7 +10,6 @@ The run is tests/fixtures/main_run (a tiny sst2 run), copied: no training here.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -127,9 +126,10 @@ def test_export_refuses_a_folder_that_holds_other_files(run_dir, tmp_path, capsy
     assert code == 1 and "Traceback" not in err
     assert "not empty" in err and "config.json" in err and "--overwrite" in err
     assert (out / "config.json").read_text() == '{"mine": true}\n' and len(list(out.iterdir())) == 1
-    code, err = _export([str(run_dir), str(out), "--overwrite"], capsys)  # asked for: replaced
-    assert code == 0, err
-    assert "architectures" in json.loads((out / "config.json").read_text())
+    # --overwrite replaces an earlier export whole, and this folder is not one (issue 57): still refused
+    code, err = _export([str(run_dir), str(out), "--overwrite"], capsys)
+    assert code == 1 and "is not an export" in err, err
+    assert (out / "config.json").read_text() == '{"mine": true}\n' and len(list(out.iterdir())) == 1
 
 
 def test_export_into_a_new_or_empty_folder_needs_no_flag(run_dir, tmp_path, capsys):

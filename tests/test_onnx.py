@@ -147,7 +147,7 @@ def test_predicting_from_an_onnx_export_loads_no_torch(runs, tmp_path, name):
     """onnxruntime, tokenizers and numpy only: every family's records from an ONNX folder, in a fresh process,
     without torch, Lightning, torchmetrics or transformers; the records those of Predictor in Python."""
     out = tmp_path / "onnx"
-    bonnx.export_onnx(runs(name), out, quantize="int8", check_dev=False)
+    bonnx.export_onnx(runs(name), out, quantize="int8", check_dev=False, force=True)  # unchecked: forced
     inputs = tmp_path / "inputs.jsonl"
     inputs.write_text("".join(json.dumps(x) + "\n" for x in ONNX_INPUTS[name]))
     for backend in ("onnx", "onnx-int8"):

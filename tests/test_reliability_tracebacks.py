@@ -262,8 +262,8 @@ def test_a_damaged_run_record_in_a_used_run_dir_is_one_paragraph(tmp_path, case)
     (run / MARKER).write_bytes(RECORDS[case])
     tiny = ["model=bert_tiny", "task=sst2"]
     try:
-        with pytest.raises(ConfigError, match=r"the record of the run in this folder is damaged: .*delete the "
-                                              r"damaged record and resume with ckpt_path=last") as err:
+        with pytest.raises(ConfigError, match=r"holds a run whose record .* is damaged .*resume with "
+                                              r"ckpt_path=last") as err:
             claim_run_dir(run, compose(tiny, run))
         no_traceback(err.value, str(run / MARKER))
         claim_run_dir(run, compose([*tiny, "overwrite_run_dir=true"], run))  # outputs removed: the record too
@@ -293,7 +293,7 @@ def test_train_in_a_run_dir_with_a_cut_record_prints_one_paragraph(tmp_path):
     (run / "checkpoints").mkdir(parents=True)
     (run / ".bertlab-run.json").write_text('{"fingerprint": "0f3c", "status": "runn')
     user_error(cli("model=bert_tiny", "task=sst2", "logger=csv", f"hydra.run.dir={run}",
-                   f"paths.cache_dir={tmp_path / 'cache'}"), str(run / ".bertlab-run.json"), "ends in the middle")
+                   f"paths.cache_dir={tmp_path / 'cache'}"), str(run / ".bertlab-run.json"), "is damaged")
 
 
 def test_a_damaged_metrics_json_names_itself_when_a_run_dir_is_read(tmp_path):

@@ -366,6 +366,17 @@ def child_env(threads: int, data: str) -> dict[str, str]:
     return env
 
 
+def _refuse_scratch_in_bertlab_folders(scratch: Path) -> None:
+    """--scratch is emptied job by job: never a run or export folder, nor inside one (bertlab.runtime.outputs)."""
+    from bertlab.runtime.errors import ConfigError
+    from bertlab.runtime.outputs import refuse_folder_in_bertlab_folders
+
+    try:
+        refuse_folder_in_bertlab_folders(scratch, f"--scratch {scratch}", "Name a scratch folder of its own")
+    except ConfigError as err:
+        raise FigureError(str(err)) from None
+
+
 def run_job(job: Job, scratch_root: Path, threads: int, timeout: float | None = None,
             log: Callable[[str], None] = print) -> Record:
     env = child_env(threads, job.data)   # first: a missing data folder is said before anything is touched
@@ -584,6 +595,7 @@ def main(argv: list[str] | None = None, reg: Registry | None = None) -> int:
         if args.write is not None:
             write(reg, args.write)
         elif args.run:
+            _refuse_scratch_in_bertlab_folders(args.scratch)
             # SIGTERM unwinds like Ctrl-C, so the running command's process group ends too (run_step's finally).
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
             run(reg, args.run, args.threads, args.scratch, timeout=args.timeout)

@@ -2491,6 +2491,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.out and not args.only:
         parser.error("--out needs --only")
+    if args.out and not args.check:  # a folder of its own: never a run or export folder, nor inside one
+        from bertlab.runtime.errors import ConfigError
+        from bertlab.runtime.outputs import refuse_folder_in_bertlab_folders
+
+        try:
+            refuse_folder_in_bertlab_folders(args.out, f"--out {args.out}", "Name a folder of its own")
+        except ConfigError as err:
+            parser.error(str(err))
     targets = {"samples": SAMPLES_DIR, "fixtures": FIXTURES_DIR}
     status = 0
     for kind in [args.only] if args.only else ["samples", "fixtures"]:

@@ -60,8 +60,9 @@ from bertlab.analysis.runs import (
     find_runs,
     group_runs,
 )
-from bertlab.runtime.errors import OutputError
+from bertlab.runtime.errors import ConfigError, OutputError
 from bertlab.runtime.files import writing
+from bertlab.runtime.outputs import refuse_replacing_bertlab_files
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +106,22 @@ def compare_runs(
     pick = max if mode == "max" else min
     best = pick(scored, key=lambda i: rows[i][f"{metric}_mean"]) if scored else None
     out = Path(out) if out is not None else beside(dirs)
+    for name in OUTPUT_NAMES:  # never over a run's or an export's files (an earlier comparison: replaced)
+        try:
+            refuse_replacing_bertlab_files(out / name, f"the comparison's {out / name}",
+                                           "Name another folder with --out DIR", replaces=OUTPUT_NAMES)
+        except ConfigError as err:
+            raise CompareError(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
     result = CompareResult(keys, metric, mode, names, groups, rows, best,
-                           out / "comparison.csv", out / "comparison.md", out / "comparison.png", baseline, alpha)
+                           *(out / name for name in OUTPUT_NAMES), baseline, alpha)
     _write_csv(result)
     _write_md(result, out)
     _plot(result)
     return result
+
+
+OUTPUT_NAMES = ("comparison.csv", "comparison.md", "comparison.png")
 
 
 def beside(dirs: list[Path]) -> Path:

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.analysis.runs import CompareError, Run, default_group_keys, find_runs
-from bertlab.runtime.errors import OutputError, RecordError
+from bertlab.runtime.errors import ConfigError, OutputError, RecordError
 from bertlab.runtime.files import writing
+from bertlab.runtime.outputs import refuse_folder_in_bertlab_folders, refuse_replacing_bertlab_files
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,7 @@ def glue_table(dirs: list[Path], out: Path | None = None, missing: dict[str, str
     without = [r for r in rows if r.task != "wnli"]
     score_without_wnli = _average(without) if len(without) < len(rows) and without else None
     out = Path(out) if out is not None else Path(dirs[0])
+    _refuse_bertlab_files(out, ("glue.md", "glue.csv"))
     out.mkdir(parents=True, exist_ok=True)
     table = GlueTable(rows, missing, _average(rows), score_without_wnli, out / "glue.md", out / "glue.csv")
     _write_csv(table)
@@ -240,6 +242,17 @@ def print_table(table: GlueTable) -> None:
     print(table.md_path.read_text().split("\n## Runs")[0].rstrip())
 
 
+def _refuse_bertlab_files(out: Path, names: list[str] | tuple[str, ...]) -> None:
+    """``out/<name>`` for each name this command writes: never a run's or an export's file
+    (:mod:`bertlab.runtime.outputs`); its own earlier file of that name is replaced."""
+    for name in names:
+        try:
+            refuse_replacing_bertlab_files(out / name, f"{out / name}", "Name another folder with --out DIR",
+                                           replaces=names)
+        except ConfigError as err:
+            raise GlueError(str(err)) from None
+
+
 # ---------------------------------------------------------------- test-server submission files
 # The GLUE server's file per task and the predictions it accepts (bertlab's presets use the same label strings).
 SUBMISSION = {"cola": ("CoLA", {"0", "1"}), "sst2": ("SST-2", {"0", "1"}), "mrpc": ("MRPC", {"0", "1"}),
@@ -265,6 +278,7 @@ def submission(dirs: list[Path], out: Path) -> dict[str, str]:
         value = -value if run.monitor.get("mode") == "min" else value
         if task not in best or value > best[task][0]:
             best[task] = (value, path)
+    _refuse_bertlab_files(out, [f"{name}.tsv" for name, _ in SUBMISSION.values()])
     out.mkdir(parents=True, exist_ok=True)
     missing = {}
     for task, (name, allowed) in SUBMISSION.items():
@@ -324,6 +338,11 @@ def data_status(task: str, overrides: list[str], config_dir: Path) -> str | None
 
 def run_glue(tasks: list[str], overrides: list[str], out: Path, train_script: Path) -> int:
     """Run the tasks whose data is found as one multirun into ``out``; returns the multirun's exit status."""
+    try:  # a multirun folder of its own: its jobs are runs, never inside a run or an export folder
+        refuse_folder_in_bertlab_folders(out, f"--out {out}", "Name a folder of its own with --out DIR (or leave "
+                                         "it out: logs/glue/<time>)")
+    except ConfigError as err:
+        raise GlueError(str(err)) from None
     config_dir = train_script.parent / "conf"
     missing = {}
     for task in tasks:

@@ -12,6 +12,7 @@ from pathlib import Path
 from bertlab.inference.text import BACKENDS, FORMATS
 from bertlab.runtime.exits import user_errors
 from bertlab.runtime.files import atomic_path, refuse_writing_over, writing
+from bertlab.runtime.outputs import refuse_replacing_bertlab_files
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> None:
             reads = ([(Path(args.input), "the input file")] if args.input != "-" else []) + model_files(args.model)
             refuse_writing_over(args.output, reads, f"--output {args.output}",
                                 "Give --output a file of its own (e.g. --output predictions.jsonl)")
+            if not _special(Path(args.output)):  # nor a file of a run or an export folder
+                refuse_replacing_bertlab_files(
+                    args.output, f"--output {args.output}", "Give --output a file outside run and export folders "
+                    "(or a new file under <run>/predictions/)")
         predictor = Predictor.from_run(args.model, device=args.device or "auto", batch_size=args.batch_size,
                                        backend=args.backend)
         items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)

@@ -335,11 +335,12 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         graceful_stop.results_complete(run_dir / "metrics.json")  # a stop signal now ends the run normally
     onnx_line = None
     if export == "hf" and trainer.is_global_zero:
-        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True)
+        export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True,
+                          run_dir=run_dir)
     elif export == "onnx" and trainer.is_global_zero:
         report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
                              max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer",
-                             overwrite=True)
+                             overwrite=True, run_dir=run_dir)
         onnx_line = f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}"
     if trains and trainer.is_global_zero:
         last.finish(best_path)  # checkpoint.keep_last=0: the training states go now

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,8 +47,14 @@ from bertlab.models.lora import (
 )
 from bertlab.runtime.config import FreezeConfig, HeadConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
-from bertlab.runtime.files import refuse_writing_over, writing
+from bertlab.runtime.files import refuse_writing_over, replaced_folder, writing
 from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RECORD_NAME, RUN_ID_KEY, check_trusted, write_record
+from bertlab.runtime.outputs import (
+    EXPORT_MARKER,
+    ONNX_INFO,
+    is_export_folder,
+    refuse_folder_in_bertlab_folders,
+)
 from bertlab.runtime.records import read_record, record_object
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
@@ -195,23 +200,42 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: Checkpoin
     return copied
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
-    return path == folder or folder in path.parents
+# Every name an export writes (HF and ONNX; the ONNX names repeated from inference.onnx_session, which this
+# module does not import): a folder holding only these (or what its bertlab_export.json lists) is an export.
+ONNX_FILES = ("model.onnx", "model.int8.onnx", ONNX_INFO, "export_report.json")
+EXPORT_FILES = (CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME, *TOKENIZER_FILES,
+                *ONNX_FILES, RECORD_NAME, EXPORT_MARKER)
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """The entries of ``folder`` no export wrote: not one of :data:`EXPORT_FILES`, not listed in its
+    ``bertlab_export.json``, not named ``bertlab_*`` (bertlab's own records), or not a file."""
+    listed: set[str] = set()
+    try:
+        listed = set(json.loads((folder / EXPORT_MARKER).read_text()).get("files") or [])
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
+                  if not p.is_file() or not (p.name in EXPORT_FILES or p.name in listed or
+                                             p.name.startswith("bertlab_")))
 
 
 def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
-                        written: list[str] | None = None, run_subdir: str = "export") -> None:
-    """An export writes only a folder of its own: never inside the run it reads (except ``<run>/<run_subdir>``,
-    what ``export=true`` / ``export=onnx`` writes), never over the files it reads, and over files already in
-    ``out_dir`` only when asked to (``overwrite``: ``--overwrite``). ``written``: the file names it writes."""
+                        written: list[str] | None = None, run_subdir: str = "export",
+                        run_dir: Path | None = None) -> None:
+    """An export writes a folder of its own, whole (:func:`bertlab.runtime.files.replaced_folder`): never inside a
+    run or an export folder (except ``<run>/<run_subdir>`` of the run it exports, what ``export=true`` /
+    ``export=onnx`` writes), never over the files it reads, and over a folder that is not empty only when asked
+    to (``overwrite``: ``--overwrite``) and only when that folder is an export (:func:`foreign_files`: nothing
+    else in it), which it then replaces whole. ``written``: the file names it writes; ``run_dir``: the run
+    this export belongs to when that is not the checkpoint's (``train=false ckpt_path=<another run's>
+    export=true``: its own ``<run_dir>/export``)."""
     run = ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else None
-    if run is not None and _inside(out_dir, run) and not _inside(out_dir, run / run_subdir):
-        raise ConfigError(
-            f"{out_dir} is inside the run dir {run} whose checkpoint is exported: a run dir holds what its run "
-            f"wrote (its checkpoints, tokenizer and records, which the export reads). Export to "
-            f"{run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes) or to a "
-            "folder outside the run")
+    own = [folder / run_subdir for folder in (run, run_dir) if folder is not None]
+    refuse_folder_in_bertlab_folders(
+        out_dir, f"the export folder {out_dir}", "Export to a folder outside runs and exports" +
+        (f", or to {run / run_subdir} (what export={'true' if run_subdir == 'export' else run_subdir} writes)"
+         if run is not None else ""), allow=own, may_be=("export",))
     written = written or [CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NAME, LONG_TEXT_NAME,
                           RECORD_NAME, *TOKENIZER_FILES]
     for name in written:
@@ -220,33 +244,56 @@ def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} is a file, not a folder: give the export a folder to write")
     present = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
-    if present and not overwrite:
-        shown = ", ".join(present[:4]) + (f", … ({len(present)} in all)" if len(present) > 4 else "")
+    if not present:
+        return
+    shown = ", ".join(present[:4]) + (f", … ({len(present)} in all)" if len(present) > 4 else "")
+    foreign = foreign_files(out_dir)
+    # An export, or what a failed ONNX export left (its report and the tokenizer files: onnx._discard).
+    if foreign or not (is_export_folder(out_dir) or (out_dir / "export_report.json").is_file()):
+        what = (f"{', '.join(foreign[:4])}{f', … ({len(foreign)} in all)' if len(foreign) > 4 else ''}, which no "
+                "export writes" if foreign else f"{shown}, but no export's record ({EXPORT_MARKER}, {ONNX_INFO}) "
+                "and no weights beside a config.json")
         raise ConfigError(
-            f"{out_dir} is not empty (it holds {shown}): the export writes {', '.join(written[:2])} and the "
-            "tokenizer files and would replace files of those names there. Export to a new or empty folder, or "
-            "pass --overwrite to replace them (other files there are kept)")
+            f"{out_dir} is not empty and is not an export: it holds {what}. An export replaces its folder whole, "
+            "so it would delete them; --overwrite replaces only an earlier export. Export to a new or empty folder")
+    if not overwrite:
+        raise ConfigError(
+            f"{out_dir} is not empty: it holds an earlier export ({shown}). Export to a new or empty folder, or "
+            "pass --overwrite to replace that export whole (none of its files is kept)")
+
+
+def write_export_marker(folder: Path, kind: str, source: Path) -> None:
+    """``bertlab_export.json``, written last: the folder is a complete export of ``source``, holding these files
+    (what ``--overwrite`` may replace, and what no other output may write over: runtime.outputs)."""
+    files = sorted(p.name for p in folder.iterdir() if p.is_file()) + [EXPORT_MARKER]
+    record = {"format": "bertlab-export", "kind": kind, "source": str(source), "files": files}
+    (folder / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
 
 
 def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
-                      overwrite: bool = False) -> Path:
+                      overwrite: bool = False, run_dir: Path | None = None) -> Path:
     """Write ``ckpt_path`` (a bertlab ``.ckpt`` or run dir) to ``out_dir`` as a Hugging Face folder.
 
     ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
-    ``out_dir`` must be new or empty unless ``overwrite`` (see :func:`check_export_folder`). Returns ``out_dir``.
+    ``out_dir`` must be new or empty unless ``overwrite`` (see :func:`check_export_folder`). The export is
+    written into a new folder beside ``out_dir`` that replaces it whole once complete: nothing of an earlier
+    export survives, and a failed or killed export leaves ``out_dir`` as it was. Returns ``out_dir``.
     """
     ckpt_path = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir).expanduser()
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
-    check_export_folder(out_dir, ckpt_path, tok_dir, overwrite)  # before the work: refused in a second
+    check_export_folder(out_dir, ckpt_path, tok_dir, overwrite, run_dir=run_dir)  # before the work: refused at once
     loaded = load_checkpoint_model(ckpt_path)
     if loaded.task.family == "rtd":
         raise ConfigError(
             f"{ckpt_path}: a replaced-token-detection pre-training run (task=rtd), whose generator only serves "
             "training and whose discriminator has no transformers class to export to; fine-tune its encoder with "
             f"model.init_from={ckpt_path.parent.parent} (docs/pretraining.md) and export that run")
-    with writing(out_dir, "the export folder", "export to a folder on a disk with room"):
-        _write_export(loaded, ckpt_path, out_dir, tok_dir)
+    with writing(out_dir, "the export folder", "export to a folder on a disk with room"), \
+            replaced_folder(out_dir) as tmp:
+        _write_export(loaded, ckpt_path, tmp, tok_dir)
+        write_export_marker(tmp, "hf", ckpt_path)
+    log.info("export: %s → %s", ckpt_path, out_dir)
     return out_dir
 
 
@@ -297,8 +344,9 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
     if long_text is not None:
         (out_dir / LONG_TEXT_NAME).write_text(json.dumps(long_text, indent=2) + "\n")
     head_files = (HEAD_WEIGHTS_NAME, HEAD_CONFIG_NAME) if head_kind is None else ()
+    # Sealed inside the folder being written (export_checkpoint's temporary one), before it is swapped in.
     seal_export(out_dir, (CONFIG_NAME, SAFETENSORS_NAME, *head_files, *((LONG_TEXT_NAME,) if long_text else ())))
-    log.info("export: %s → %s (%s, %d tensors)", ckpt_path, out_dir, architecture, len(tensors))
+    log.info("export: %s (%s, %d tensors)", ckpt_path, architecture, len(tensors))
 
 
 def seal_export(out_dir: Path, files: tuple[str, ...]) -> None:

@@ -15,9 +15,14 @@
 - ``export_report.json``, the quality gate: fp32 ONNX against PyTorch at the family's hard shapes
   (:mod:`bertlab.inference.onnx_check`) and over the dev set (max |Δlogit|), int8 against fp32 (argmax
   agreement, the task metric of both, the drop in points, size and speed ratios). The export fails when the fp32
-  graph differs from PyTorch beyond ``FP32_TOLERANCE`` in either (always: its graph files and record are then
-  removed), and when int8 loses more than ``max_drop`` points of the task metric, unless forced; the int8 file is
-  then removed, so that no one serves it by mistake.
+  graph differs from PyTorch beyond ``FP32_TOLERANCE`` in either (always: into a new or empty folder it then
+  writes only the report; an earlier export stays), and when int8 loses more than ``max_drop`` points of the
+  task metric, unless forced; the int8 file is then left out, so that no one serves it by mistake.
+  ``bertlab_onnx.json`` lists ``model.int8.onnx`` only with the record of its passed (or forced) check and the
+  graph's SHA-256 (``int8_check``); predict serves no int8 graph without it. A check that cannot run ends the
+  export with nothing written;
+- ``bertlab_export.json``, written last: the folder is a complete export (the whole folder is written beside
+  ``OUT`` and replaces it once complete, so no file of an earlier export survives).
 
 ``onnx`` and ``onnxruntime`` are the optional extra ``pip install bertlab[onnx]``.
 """
@@ -41,6 +46,7 @@ from bertlab.inference.layout import reads_windows
 from bertlab.inference.onnx_check import FP32_TOLERANCE, GraphMismatchError, check_graph, mismatch_message
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
+    INT8_CHECK,
     INT8_NAME,
     ONNX_NAME,
     OPTIONAL_INPUTS,
@@ -323,28 +329,55 @@ def _size_mb(path: Path) -> float:
 
 def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None = None, max_drop: float = 1.0,
                 force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None,
-                overwrite: bool = False) -> dict[str, Any]:
+                overwrite: bool = False, run_dir: Path | None = None) -> dict[str, Any]:
     """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report.
-    ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``."""
+    ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``. The
+    folder is written beside ``out_dir`` and replaces it whole once complete (nothing stale survives; a failed
+    check or a killed export leaves ``out_dir`` as it was), and ``bertlab_onnx.json`` lists the int8 graph only
+    with the record of its passed (or forced) check (``int8_check``: passed or forced, the SHA-256 of the graph
+    checked), which predict requires (:func:`bertlab.inference.onnx_session.unchecked_int8`)."""
     from bertlab.inference.export import (
         TOKENIZER_FILES,
-        _copy_tokenizer,
         check_export_folder,
         load_checkpoint_model,
         resolve_checkpoint,
-        seal_export,
     )
+    from bertlab.runtime.files import replaced_folder, writing
     from bertlab.runtime.fingerprints import RECORD_NAME
 
     require_onnx()
     if quantize not in (None, "int8"):
         raise ConfigError(f"--quantize must be int8 (or left out), got {quantize!r}")
+    if quantize and not check_dev and not force:
+        raise ConfigError("--quantize int8 with --no-dev-check would ship an int8 graph nobody checked, and predict "
+                          "serves int8 first: drop --no-dev-check (the int8 graph is then scored against fp32 on the "
+                          "run's dev set), or add --force to ship it unchecked (recorded as forced)")
     ckpt = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir)
     tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
-                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, RECORD_NAME, *TOKENIZER_FILES], run_subdir="onnx")
+                        [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, RECORD_NAME, *TOKENIZER_FILES],
+                        run_subdir="onnx", run_dir=run_dir)
     loaded = load_checkpoint_model(ckpt)
+    fresh = not out_dir.is_dir() or not any(out_dir.iterdir())
+    with writing(out_dir, "the ONNX export", "export to a folder on a disk with room"), \
+            replaced_folder(out_dir) as tmp:
+        report, error = _write_onnx(loaded, ckpt, tmp, tok_dir, quantize, max_drop, force, check_dev)
+        if isinstance(error, GraphMismatchError) and not fresh:
+            raise error  # a graph that is a bug of the export: an earlier export in out_dir stays as it was
+    if error is not None:  # in place: the fp32 export without int8, or (a new folder) the report alone
+        raise type(error)(str(error).replace("{out_dir}", str(out_dir)))
+    return report
+
+
+def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str | None, max_drop: float,
+                force: bool, check_dev: bool) -> tuple[dict[str, Any], Exception | None]:
+    """The ONNX export into ``out_dir`` (a new folder); returns the report and the error to raise once the folder
+    is in place, if any: the int8 graph failed the gate and was not forced (the fp32 export stands), or the fp32
+    graph failed its check (the folder then holds only the report: :func:`_discard`)."""
+    from bertlab.inference.export import _copy_tokenizer, seal_export, write_export_marker
+    from bertlab.inference.onnx_session import file_sha256
+
     task = loaded.task
     out_dir.mkdir(parents=True, exist_ok=True)
     _copy_tokenizer(tok_dir, out_dir, loaded)
@@ -364,18 +397,18 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
         reference, OnnxTaskModel(fp32_path, task.family), task.family, max_len, "token_type_ids" in inputs, windows)
     if not check["passed"]:
         _discard(out_dir, report)
-        raise GraphMismatchError(mismatch_message(f"on inputs of {check['lengths']} tokens", check["max_abs_diff"],
-                                                  check["worst_case"], model_type, task.family))
+        return report, GraphMismatchError(mismatch_message(
+            f"on inputs of {check['lengths']} tokens", check["max_abs_diff"], check["worst_case"], model_type,
+            task.family))
     info = {"format": "bertlab-onnx", "task": asdict(task), "head": asdict(loaded.head), "labels": loaded.labels,
             "data": data, "inputs": inputs, "optional_inputs": [n for n in inputs if n in OPTIONAL_INPUTS],
             "outputs": output_names(task.family), "opset": OPSET, "source": str(ckpt), "model_type": model_type,
-            "files": {"fp32": ONNX_NAME, **({"int8": INT8_NAME} if quantize else {})}}
-    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+            "files": {"fp32": ONNX_NAME}}  # int8 only once its check passed (or was forced), below
     int8_path = out_dir / INT8_NAME
     if quantize == "int8":
         quantize_int8(fp32_path, int8_path)
         report["sizes_mb"]["onnx_int8"] = _size_mb(int8_path)
-    if check_dev:
+    if check_dev:  # a check that cannot run raises here: nothing of this export is put in place
         evaluate, batches = dev_evaluator(loaded)
         metric = task.monitor.split("/", 1)[-1]
         sides = {"pytorch": reference, "onnx_fp32": OnnxTaskModel(fp32_path, task.family)}
@@ -392,8 +425,8 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
             "tolerance": FP32_TOLERANCE, "passed": dev_diff <= FP32_TOLERANCE}
         if not dev_diff <= FP32_TOLERANCE:
             _discard(out_dir, report)
-            raise GraphMismatchError(mismatch_message("on the run's dev set", dev_diff, None, model_type,
-                                                      task.family))
+            return report, GraphMismatchError(mismatch_message("on the run's dev set", dev_diff, None, model_type,
+                                                               task.family))
         if quantize == "int8":
             fp32_scores, int8_scores = results["onnx_fp32"][0], results["onnx_int8"][0]
             drop = metric_points(task, float(fp32_scores[metric]), float(int8_scores[metric]))
@@ -404,25 +437,31 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
                 "size_ratio": round(report["sizes_mb"]["onnx_fp32"] / report["sizes_mb"]["onnx_int8"], 3),
                 "speed_ratio": round(results["onnx_fp32"][2] / max(results["onnx_int8"][2], 1e-9), 3),
                 "speed_ratio_vs_pytorch": round(results["pytorch"][2] / max(results["onnx_int8"][2], 1e-9), 3)}
-    (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
     gate = report.get("onnx_int8_vs_fp32")
-    if gate is None or gate["passed"] or force:
-        seal_export(out_dir, (INFO_NAME, *info["files"].values()))  # the graphs it serves, as written
-    if gate is not None and not gate["passed"]:
-        if force:
-            log.warning("int8 loses %.2f points of %s (more than %.2f): kept because forced", gate["drop_points"],
-                        gate["metric"], max_drop)
+    refused = None
+    if quantize == "int8":
+        passed = bool(gate and gate["passed"])
+        if passed or force:
+            if not passed:
+                log.warning("int8 %s: kept because forced", f"loses {gate['drop_points']:.2f} points of "
+                            f"{gate['metric']} (more than {max_drop:.2f})" if gate else "was not checked")
+            info["files"]["int8"] = INT8_NAME
+            info[INT8_CHECK] = {"passed": passed, "forced": not passed, "sha256": file_sha256(int8_path),
+                                "checked_on": "the run's dev set" if gate else None, "report": REPORT_NAME,
+                                **({k: gate[k] for k in ("metric", "drop_points", "max_drop_points")} if gate else {})}
+            report[INT8_CHECK] = {k: v for k, v in info[INT8_CHECK].items() if k != "report"}
         else:
             int8_path.unlink(missing_ok=True)
-            info["files"].pop("int8", None)
-            (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
-            seal_export(out_dir, (INFO_NAME, *info["files"].values()))
-            raise QualityGateError(
+            refused = QualityGateError(
                 f"int8 quantization loses {gate['drop_points']:.2f} points of {gate['metric']} on the run's dev set "
                 f"({gate['fp32']:.4f} fp32 → {gate['int8']:.4f} int8; the limit is {max_drop:g}): {INT8_NAME} was "
-                f"removed, the fp32 graph and {REPORT_NAME} are in {out_dir}. Serve the fp32 graph, raise the limit "
+                f"removed, the fp32 graph and {REPORT_NAME} are in {{out_dir}}. Serve the fp32 graph, raise the limit "
                 "with --max-drop, or keep the int8 file anyway with --force")
-    return report
+    (out_dir / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")  # lists only what passed (or was forced)
+    seal_export(out_dir, (INFO_NAME, *info["files"].values()))  # the graphs it serves, as written
+    write_export_marker(out_dir, "onnx", ckpt)  # last: the folder is an export once everything else is in it
+    return report, refused
 
 
 def _discard(out_dir: Path, report: dict[str, Any]) -> None:

@@ -8,6 +8,8 @@ export, quantizing it and its quality gate are :mod:`bertlab.inference.onnx`.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,11 +19,15 @@ import numpy as np
 
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.outputs import ONNX_INFO
 from bertlab.runtime.records import read_record, record_object
+
+log = logging.getLogger(__name__)
 
 ONNX_NAME = "model.onnx"
 INT8_NAME = "model.int8.onnx"
-INFO_NAME = "bertlab_onnx.json"
+INFO_NAME = ONNX_INFO
+INT8_CHECK = "int8_check"  # the int8 graph's check record in INFO_NAME (inference.onnx writes it)
 # Graph inputs with a default (see ``bertlab.inference.onnx.optional_input``): bertlab feeds them, a plain
 # onnxruntime session may leave them out.
 OPTIONAL_INPUTS = ("window_doc",)
@@ -95,10 +101,40 @@ class OnnxSession:
         return np.stack(out[:2], -1) if self.family == "qa" else out[0]
 
 
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def unchecked_int8(path: Path, info: dict[str, Any]) -> str | None:
+    """Why the folder's int8 graph may not be served (None: it may): not listed, listed without the record of
+    a passed (or forced) dev-set check, or not the file that was checked (its SHA-256 differs)."""
+    files = info.get("files") or {}
+    if "int8" not in files:
+        return "no int8 graph in this export (export it with --quantize int8)"
+    check = info.get(INT8_CHECK)
+    if not isinstance(check, dict) or not (check.get("passed") is True or check.get("forced") is True):
+        return (f"{INFO_NAME} lists an int8 graph ({files['int8']}) without the record of a passed dev-set check "
+                f"({INT8_CHECK}): an export lists int8 only once its check passed or --force kept it, so this one "
+                "was never checked (an export from before the record, a failed check, or a hand edit)")
+    graph = path / str(files["int8"])
+    if not graph.is_file():
+        return f"{INFO_NAME} lists an int8 graph {graph} that is not there"
+    if check.get("sha256") != file_sha256(graph):
+        return (f"{graph} is not the int8 graph that was checked (its SHA-256 differs from the one {INFO_NAME} "
+                "recorded with the check): the file was replaced after the export")
+    return None
+
+
 def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = None) -> tuple[
         OnnxSession, TaskSpec, list[str] | None, dict[str, Any]]:
     """An ONNX export folder as (session, task, labels, the run's data settings); ``backend``: onnx (fp32),
-    onnx-int8, or auto (int8 when the folder has a gated int8 graph, else fp32)."""
+    onnx-int8, or auto (int8 when the folder has an int8 graph whose check passed or was forced, else fp32).
+    An int8 graph without that record (:func:`unchecked_int8`) is never served: auto takes fp32 and says why,
+    onnx-int8 is refused."""
     fix = "Export the run again (python -m bertlab.export <run> <folder> --format onnx), or restore the folder"
     info = read_record(path / INFO_NAME, "the ONNX folder's manifest", fix, error=CheckpointError, required=("task",),
                        shape={"task": dict, "files": dict, "labels": (list, type(None)), "data": (dict, type(None))})
@@ -106,9 +142,16 @@ def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = No
     if not all(isinstance(v, str) for v in files.values()):
         raise CheckpointError(f"{path / INFO_NAME}: key 'files' names a graph by something else than a file name. "
                               f"{fix}")
-    if backend == "onnx-int8" and "int8" not in files:
-        raise CheckpointError(f"{path}: no int8 graph in this export (export it with --quantize int8)")
-    name = files["int8"] if backend in ("onnx-int8", "auto") and "int8" in files else files.get("fp32", ONNX_NAME)
+    name = files.get("fp32", ONNX_NAME)
+    if backend in ("onnx-int8", "auto"):
+        why = unchecked_int8(path, info)
+        if why is None:
+            name = files["int8"]
+        elif backend == "onnx-int8":
+            raise CheckpointError(f"{path}: {why}. Predict with the fp32 graph (--backend onnx), or export again "
+                                  "with --quantize int8 to have the int8 graph checked on the run's dev set")
+        elif "int8" in files:
+            log.warning("%s: %s; predicting with the fp32 graph %s", path, why, name)
     task = record_object(TaskSpec, info, "task", path / INFO_NAME, fix, CheckpointError)
     return OnnxSession(path / name, task.family, threads), task, info.get("labels"), info.get("data") or {}
 

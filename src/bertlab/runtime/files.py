@@ -98,6 +98,53 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 _TMP_SUFFIX = re.compile(r"\.tmp-?(\d+)$")
 
 
+@contextlib.contextmanager
+def replaced_folder(folder: str | Path) -> Iterator[Path]:
+    """Yield a new empty folder beside ``folder`` (``<name>.tmp-<pid>``); when the block ends without error it
+    takes ``folder``'s place whole (the old folder, if any, is removed); on an error it is removed and
+    ``folder`` is as it was.
+
+    So nothing of an earlier folder survives into the new one, and a process killed while writing leaves the
+    old folder intact (and a temporary one that the next call removes). Between the two renames that swap
+    them the folder is briefly absent; a process killed exactly there leaves ``<name>.old-<pid>``, which the
+    next call puts back when ``folder`` is missing. ``folder`` is resolved through symbolic links first."""
+    folder = Path(os.path.realpath(Path(folder).expanduser()))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_folders(folder)
+    tmp = temporary_path(folder)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if folder.exists() or folder.is_symlink():
+            old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
+            os.replace(folder, old)
+            os.replace(tmp, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, folder)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_stale_folders(folder: Path) -> None:
+    """What a killed :func:`replaced_folder` of ``folder`` left: its temporary folders (removed) and an old
+    folder moved aside just before the swap (put back when ``folder`` is missing, else removed)."""
+    pattern = re.compile(re.escape(folder.name) + r"\.(tmp|old)-(\d+)$")
+    for path in sorted(folder.parent.iterdir()) if folder.parent.is_dir() else []:
+        match = pattern.match(path.name)
+        if match is None or not path.is_dir() or _alive(int(match.group(2))):
+            continue
+        if match.group(1) == "old" and not folder.exists():
+            os.replace(path, folder)
+            log.warning("put back %s, which a process killed while replacing it had moved to %s", folder, path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            log.warning("removed %s, a partial folder left by a process killed while writing it", path)
+
+
 def remove_stale_temporaries(folder: Path) -> list[Path]:
     """Remove ``<name>.tmp-<pid>`` files in ``folder`` left by a process killed while writing (a checkpoint,
     a cache file); files of processes still running are kept. Returns what was removed."""

@@ -47,12 +47,16 @@ from bertlab.runtime.fingerprints import (
     recorded_run_id,
     vocabulary_fingerprint,
 )
+from bertlab.runtime.outputs import RUN_LOCK, RUN_MARKER, refuse_folder_in_bertlab_folders
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
-MARKER = RUN_RECORD  # ".bertlab-run.json"
-LOCK = ".bertlab-run.lock"
+# runtime.outputs recognises a run folder by it (and protects what the run wrote); runtime.fingerprints reads
+# the run id from it: one name.
+MARKER = RUN_MARKER
+assert MARKER == RUN_RECORD, "runtime.outputs and runtime.fingerprints must name the same run record"
+LOCK = RUN_LOCK
 OVERWRITE_KEY = "overwrite_run_dir"
 # Choices that change what a run writes or reports, not what it trains: a resume may change them.
 IGNORED_TOP = {"ckpt_path", "train", "test", "predict", "export", "export_quantize", "export_max_drop", "logger",
@@ -100,8 +104,10 @@ RECORD_FIX = ("bertlab cannot tell which configuration the run in {run_dir} had,
               "folder (leave hydra.run.dir unset), or pass overwrite_run_dir=true to delete the old run's outputs")
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
-OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "predictions", "csv",
+OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "onnx", "predictions", "csv",
            "tensorboard", "wandb", MARKER)
+# What overwrite_run_dir=true deletes, as its advice says it.
+DELETES = "checkpoints/, tokenizer/, metrics.json, update_scope.json, export/, onnx/, predictions/, the logs"
 
 
 def _plain(cfg: Any) -> dict[str, Any]:
@@ -185,6 +191,15 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
     if _is_secondary_rank():  # the other processes of one distributed run share its folder
         release_log_files(write=True)
         return
+    try:
+        # A run dir is a folder of its own: never inside another run's folder or an export (its checkpoints and
+        # records would land among that run's files), and never an export folder itself.
+        refuse_folder_in_bertlab_folders(
+            run_dir, f"hydra.run.dir={run_dir}", "Give this run its own folder (leave hydra.run.dir unset for a "
+            "fresh timestamped one)", may_be=("run",))
+    except ConfigError:
+        _STATE["refused"] = True
+        raise
     run_dir.mkdir(parents=True, exist_ok=True)
     previous = _STATE.pop("lock", None)  # a claim of this process's earlier run (library use): that run is over
     if previous is not None:
@@ -241,19 +256,26 @@ def _in_use_message(run_dir: Path) -> str:
 def _check_claim(run_dir: Path, cfg: Any) -> str | None:
     """Raise :class:`ConfigError` when ``run_dir`` holds another run that ``cfg`` may not replace; else
     return why its outputs are to be removed first (None: kept)."""
+    marker = run_dir / MARKER
     new = training_config(cfg)
     fingerprint = config_fingerprint(cfg)
     overwrite = bool(cfg.get(OVERWRITE_KEY)) if hasattr(cfg, "get") else False
+    old: dict[str, Any] | None = None
+    damaged = None
+    if marker.is_file() or marker.is_symlink():
+        old, damaged = _read_record(marker)
     # Used = it holds another run's outputs; a run that failed before writing any (bad data, a refused
     # setting) leaves nothing that could mix with this one.
     used = any((run_dir / n).exists() for n in ("checkpoints", "metrics.json", "tokenizer"))
-    try:
-        old = read_run_record(run_dir)
-    except ConfigError:
-        if not used or overwrite:  # nothing of that run to mix with, or its outputs are removed anyway
-            old = None
-        else:
-            raise
+    if used and damaged is not None and not overwrite:
+        raise ConfigError(
+            f"hydra.run.dir={run_dir} holds a run whose record {marker} is damaged ({damaged}): it no longer says "
+            "which configuration that run trained, so this run cannot be checked against it. The run's "
+            "checkpoints, tokenizer and metrics.json are not touched. If this is the same run, restore the record "
+            f"(from a backup), or move the damaged one aside (mv {marker} {marker}.damaged) and resume with "
+            "ckpt_path=last: a run dir without a record is accepted for a resume, without the configuration check. "
+            "Otherwise give this run its own folder (leave hydra.run.dir unset for a fresh timestamped one). "
+            f"{OVERWRITE_KEY}=true is no repair: it deletes {DELETES} and starts a new run")
     same = old is not None and (old.get("fingerprint") == fingerprint or not _differences(old.get("config", {}), new))
     if used and not same and old is not None and cfg.get("ckpt_path"):
         # A resume may extend (or shorten) the training budget: the run continues on the same path.
@@ -274,9 +296,26 @@ def _check_claim(run_dir: Path, cfg: Any) -> str | None:
             f"hydra.run.dir={run_dir} is used: {what}. A run dir belongs to one run: its checkpoints, "
             "tokenizer and logs would mix with this run's. Give this run its own folder (leave hydra.run.dir "
             f"unset for a fresh timestamped one), resume the run there with its own settings and "
-            f"ckpt_path=last, or pass {OVERWRITE_KEY}=true to delete its outputs and start over"
+            f"ckpt_path=last, or pass {OVERWRITE_KEY}=true to delete its outputs ({DELETES}) and start over"
         )
     return None
+
+
+def _read_record(marker: Path) -> tuple[dict[str, Any], str | None]:
+    """A run record, and what is wrong with it (None: a record): not JSON, not an object, or without the
+    configuration and fingerprint every record holds (another file written over it)."""
+    try:
+        text = marker.read_text()
+        record = json.loads(text)
+    except (OSError, UnicodeDecodeError) as err:
+        return {"fingerprint": "<unreadable>", "config": {}}, f"unreadable: {err}"
+    except ValueError:
+        first = text.strip().splitlines()[0][:60] if text.strip() else ""
+        return {"fingerprint": "<unreadable>", "config": {}}, \
+            f"not JSON: it starts {first!r}" if first else "it is empty"
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict) or "fingerprint" not in record:
+        return {"fingerprint": "<unreadable>", "config": {}}, "JSON, but not a run record (no fingerprint and config)"
+    return record, None
 
 
 def _record_hydra_config(run_dir: Path, cfg: Any) -> None:

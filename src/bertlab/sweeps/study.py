@@ -32,6 +32,7 @@ import optuna
 from filelock import FileLock, Timeout
 
 from bertlab.runtime.config import ConfigError
+from bertlab.runtime.outputs import refuse_replacing_bertlab_files
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +55,22 @@ def open_storage(storage: Any) -> optuna.storages.BaseStorage | None:
     text = str(storage)
     if is_rdb_url(text):
         if text.startswith("sqlite:///") and not text.endswith(":memory:"):
+            _refuse_bertlab_file(Path(text[len("sqlite:///"):]), text)
             Path(text[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.RDBStorage(text)
     path = Path(text).expanduser().resolve()
+    _refuse_bertlab_file(path, text)
     path.parent.mkdir(parents=True, exist_ok=True)
     from bertlab.sweeps.journal import CrashSafeJournal
 
     # A torn last record (a worker killed while writing) is dropped, a damaged middle one named (journal.py).
     return optuna.storages.JournalStorage(CrashSafeJournal(str(path)))
+
+
+def _refuse_bertlab_file(path: Path, storage: str) -> None:
+    """The study's file is never a file of a run or an export folder (bertlab.runtime.outputs)."""
+    refuse_replacing_bertlab_files(path, f"hydra.sweeper.storage={storage}", "Keep the study's file outside run "
+                                   "and export folders (the default: <sweep dir>/optuna.journal)")
 
 
 def describe(storage: Any) -> str:
