@@ -155,8 +155,14 @@ def test_no_runs_exits_2_naming_the_dir(tmp_path: Path) -> None:
     proc = run_cli(str(empty))
     assert proc.returncode == 2
     assert "metrics.json" in proc.stderr and "empty_sweep" in proc.stderr
-    with pytest.raises(CompareError, match="not a directory"):
+    with pytest.raises(CompareError, match="the folder does not exist: .*missing"):
         compare_runs([tmp_path / "missing"])
+    # A misspelled sweep folder is named as missing, with the folder it was likely meant to be.
+    with pytest.raises(CompareError, match=r"does not exist: .*empty_swep \(similar names in .*: empty_sweep\)"):
+        compare_runs([tmp_path / "empty_swep"])
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(CompareError, match="not a directory: .*a_file"):
+        compare_runs([tmp_path / "a_file"])
 
 
 def test_missing_metric_is_an_empty_cell(sweep: Path) -> None:

@@ -14,7 +14,7 @@ import yaml
 
 from bertlab.analysis import stats
 from bertlab.analysis.runs import CompareError
-from bertlab.compare import compare_runs, main
+from bertlab.compare import compare_runs, main, print_table
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -175,3 +175,70 @@ def test_expect_exits_nonzero_when_a_group_falls_outside(tmp_path, capsys):
     assert "FAIL check 1 (optim.lr=a): val/accuracy mean 0.8083 over 6 run(s), expected [0.85, ]" in out.out
     assert "FAIL check 2 (optim.lr=zzz): no run reports val/accuracy" in out.out
     assert "2 of 2 expectation(s)" in out.err
+
+
+# ---------------------------------------------------------------- bounded metrics: bounded intervals
+
+
+def scored_run(run_dir: Path, seed: int, val: dict[str, float], lr: str = "1e-3") -> None:
+    """A finished run with the given val scores (first one monitored)."""
+    run_dir.mkdir(parents=True)
+    name, value = next(iter(val.items()))
+    (run_dir / "metrics.json").write_text(json.dumps({
+        "task": "t", "model": "bert_tiny", "seed": seed, "state": "complete", "val": val,
+        "monitor": {"metric": f"val/{name}", "mode": "min" if "loss" in name else "max", "value": value}}))
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"optim.lr={lr}", f"seed={seed}"]))
+
+
+def test_two_seeds_of_an_accuracy_get_no_interval_and_a_note_saying_why(tmp_path, capsys):
+    # The issue's case: two seeds far apart gave [-0.447, 1.753] for an accuracy.
+    result = compare_runs([sweep(tmp_path / "s", {"1e-3": [0.2, 0.99], "3e-3": [0.8, 0.82, 0.81]})])
+    r = rows(result)["0.001"]
+    assert r["val/accuracy_ci95_low"] is None and r["val/accuracy_ci95_high"] is None
+    assert r["val/accuracy_ci95_note"].startswith("n=2: no interval")
+    md = result.md_path.read_text()
+    assert "n=2: none" in md and "one degree of freedom" in md
+    print_table(result, width=200)
+    assert "n=2: none" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("metric, values, bounds", [
+    ("accuracy", [0.2, 0.99, 0.95], (0.0, 1.0)),
+    ("f1", [0.05, 0.9, 0.1], (0.0, 1.0)),
+    ("matthews_correlation", [-0.9, 0.95, 0.9], (-1.0, 1.0)),
+    ("disc_accuracy", [0.999, 0.5, 0.99], (0.0, 1.0)),
+])
+def test_bounded_metrics_get_intervals_inside_their_range(tmp_path, metric, values, bounds):
+    for seed, value in enumerate(values, 1):
+        scored_run(tmp_path / "s" / str(seed), seed, {metric: value})
+    result = compare_runs([tmp_path / "s"])
+    row = result.rows[0]
+    low, high = row[f"val/{metric}_ci95_low"], row[f"val/{metric}_ci95_high"]
+    raw_low, raw_high = stats.t_interval(values)
+    assert raw_low < bounds[0] or raw_high > bounds[1]  # Student t alone spills over
+    assert bounds[0] <= low < high <= bounds[1]
+    assert row[f"val/{metric}_ci95_note"].startswith("cut at the metric's bounds")
+    assert "†" in result.md_path.read_text()
+
+
+def test_squad_scores_are_bounded_in_percent_and_losses_are_not_cut(tmp_path):
+    for seed, (em, f1) in enumerate([(40.0, 99.5), (60.0, 70.0), (50.0, 99.9)], 1):
+        scored_run(tmp_path / "qa" / str(seed), seed, {"f1": f1, "exact_match": em})
+    row = compare_runs([tmp_path / "qa"]).rows[0]
+    assert row["val/f1_ci95_high"] == 100.0 and row["val/f1_ci95_low"] > 1.0  # percent, not [0, 1]
+    for seed, loss in enumerate([0.1, 2.5, 0.2], 1):
+        scored_run(tmp_path / "loss" / str(seed), seed, {"loss": loss})
+    row = compare_runs([tmp_path / "loss"]).rows[0]
+    assert row["val/loss_ci95_low"] < 0 and row["val/loss_ci95_note"] is None  # no declared range: as computed
+
+
+def test_baseline_differences_are_bounded_and_say_so_at_two_seeds(tmp_path):
+    result = compare_runs([sweep(tmp_path / "two", {"base": [0.5, 0.6], "b": [0.9, 0.55]}, key="head.pooling")],
+                          baseline="head.pooling=base")
+    assert rows(result)["b"]["diff_ci95_low"] is None
+    assert rows(result)["b"]["diff_ci95_note"].startswith("n=2")
+    result = compare_runs([sweep(tmp_path / "three", {"base": [0.05, 0.9, 0.1], "b": [0.95, 0.0, 0.99]},
+                                 key="head.pooling")], baseline="head.pooling=base")
+    r = rows(result)["b"]
+    assert -1.0 <= r["diff_ci95_low"] and r["diff_ci95_high"] <= 1.0 and r["diff_ci95_note"].startswith("cut")

@@ -260,3 +260,79 @@ def test_predict_records_are_kept_when_the_progress_bar_shares_their_line():
     merged = ['', '0 examples [00:00, ? examples/s]{"text": "a", "label": "1"}', '{"text": "b", "label": "0"}', '',
               '2 examples [00:00, 39.34 examples/s]', '2 examples → standard output (/tmp/x.ckpt)']
     assert records(merged) == ['{"text": "a", "label": "1"}', '{"text": "b", "label": "0"}']
+
+
+# ---------------------------------------------------------------- facts: one value per quantity on every page
+def _facts_root(tmp_path: Path, readme: str, page: str, sources: dict[str, str] | None = None) -> Path:
+    _doc(tmp_path, readme)
+    _doc(tmp_path, page, "docs/page.md")
+    for name, text in (sources or {}).items():
+        _doc(tmp_path, text, name)
+    return tmp_path
+
+
+def test_every_registered_fact_holds_on_every_page_and_in_its_source():
+    assert df.fact_problems(REGISTRY.facts, ROOT) == []
+    names = [f.name for f in REGISTRY.facts]
+    assert len(names) == len(set(names))
+
+
+# The disagreements the issue found, as the pages stated them: each is reported, with its page and line.
+@pytest.mark.parametrize("text, fact, stated", [
+    ("so 5,000 steps fit the budget: 41 minutes (a few of them beside tests), 3.9 passes over the corpus instead\n",
+     "pretrain-mini-passes", "3.9"),
+    ("| `python -m bertlab.glue run model=minilm_l6 seed=1` | ~47 min: cola 4 min 37 s + sst2 25 min |\n",
+     "glue-minutes", "47"),
+    ("each preset as it is, one seed, 41 minutes on an idle 2-core CPU\n", "glue-minutes", "41"),
+    ("| GLUE, SQuAD 2.0, SWAG | GLUE with one command, 5 of 9 tasks, average 64.9 |\n", "glue-tasks", "5"),
+    ("on the 400-sentence SST-2 sample, dev accuracy 0.91), trained with `export=true`:\n", "demo-dev-accuracy",
+     "0.91"),
+    ("$ python train.py experiment=demo logger=csv export=true hydra.run.dir=/tmp/pdocs/demo\n...\n"
+     "val:              loss=0.4829, accuracy=0.91, f1=0.9053\n", "demo-dev-accuracy", "0.91"),
+    ('{"text": "a gorgeous, witty and moving film.", "label": "1", "score": 0.6953457425193106}\n',
+     "demo-gorgeous-score", "0.6953457425193106"),
+    ("[{'text': 'a gorgeous, witty and moving film.', 'label': '1', 'score': 0.6953457109526838}]\n",
+     "demo-gorgeous-score", "0.6953457109526838"),
+    ("the recipe's start is +2.1 points ahead of random weights on the study's sweep\n",
+     "pretrain-sst2-sweep-gain", "+2.1"),
+    ("**`bert_mini`'s size: +3.1 points on the study's sweep, +4.0 on the seven-rate grid, the recipe.**\n",
+     "pretrain-sst2-grid-gain", "+4.0"),
+])
+def test_a_page_stating_a_fact_otherwise_is_reported(tmp_path, text, fact, stated):
+    facts = [f for f in REGISTRY.facts if f.name == fact]
+    sources = {f.source: (ROOT / f.source).read_text() for f in facts if f.read is not None}
+    root = _facts_root(tmp_path, "intro\n\n" + text, "nothing here\n", sources)
+    problems = df.fact_problems(facts, root)
+    line = 3 + text[:text.index(stated)].count("\n")  # the line the value stands on
+    assert problems == [f"README.md:{line}: states {fact} as {stated}; it is {facts[0].value} ({facts[0].source})"]
+    # The same statement with the registered value passes.
+    good = text.replace(stated, facts[0].value)
+    assert df.fact_problems(facts, _facts_root(tmp_path / "good", good, "x\n", sources)) == []
+
+
+def test_two_pages_disagreeing_name_the_page_that_differs(tmp_path):
+    fact = df.Fact("widgets", "12", [r"(\d+) widgets"], "src.txt", lambda text: text.strip())
+    root = _facts_root(tmp_path, "we made 12 widgets\n", "a\nwe made 13 widgets\n", {"src.txt": "12\n"})
+    assert df.fact_problems([fact], root) == ["docs/page.md:2: states widgets as 13; it is 12 (src.txt)"]
+    (root / "src.txt").write_text("14\n")  # the record moved on: the registry and the pages must follow
+    assert any("src.txt gives 14, the registry says 12" in p for p in df.fact_problems([fact], root))
+    fact.claims = [r"(\d+) gadgets"]  # a phrasing no page uses any more is a problem too, not a silent pass
+    (root / "src.txt").write_text("12\n")
+    assert df.fact_problems([fact], root) == ["fact widgets: no page states it (a phrasing of its claims changed?)"]
+
+
+def test_check_fails_on_a_fact_stated_otherwise(tmp_path, capsys):
+    fact = df.Fact("widgets", "12", [r"(\d+) widgets"], "src.txt")
+    root = _facts_root(tmp_path, "we made 11 widgets\n", "x\n")
+    problems, _ = df.check(df.Registry({}, [], facts=[fact]), root, tmp_path / "records")
+    assert problems == ["README.md:1: states widgets as 11; it is 12 (src.txt)"]
+
+
+def test_the_readme_is_an_entrance_that_holds():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 15 * 1024, "README.md over 15 KB: move detail to a docs/ page"
+    entrance = readme.split("## ", 1)[0]
+    for family in ("BERT", "RoBERTa", "XLM-R", "DistilBERT", "ELECTRA", "DeBERTa-v3", "ModernBERT"):
+        assert family in entrance
+    assert "Seven encoder families" in entrance
+    assert "make train" in readme and "make test" in readme

@@ -125,7 +125,7 @@ def test_a_resume_may_extend_the_training_length(train_run, first_run):
 def test_a_run_that_failed_before_writing_anything_does_not_claim_the_dir(train_run, tmp_path):
     with pytest.raises(DataError):
         train_run(*TINY, "data.text_column=nope", name="run")
-    assert (tmp_path / "run" / MARKER).is_file()
+    assert not (tmp_path / "run").exists()  # nothing of the failed run is left (its folder was made for it)
     train_run(*TINY, "optim.lr=1e-3", name="run")  # nothing of the failed run can mix with this one
 
 
@@ -223,3 +223,63 @@ def test_a_run_dir_in_use_by_a_live_run_is_refused(tmp_path):
     finally:
         release_run_dir()
     assert subprocess.run(probe, capture_output=True).returncode == 0  # and freed at its end
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A run that fails before training leaves no folder behind, and never a held lock
+
+
+def _lock_is_free(run_dir) -> bool:
+    from bertlab.runtime.files import try_lock
+    from bertlab.runtime.run_dir import LOCK
+
+    lock = try_lock(run_dir / LOCK)
+    if lock is None:
+        return False
+    lock.release()
+    return True
+
+
+@pytest.mark.parametrize("bad", [
+    "data.val_file=sst2/dve.tsv",  # a data file not there: fails while the splits are found
+    "model.init_from=/nonexistent/run",  # a start that is not there: fails while the model is built
+    "trainer.max_epochs=-3",  # a setting out of range: fails before the run dir is claimed
+])
+def test_a_run_failing_before_its_first_step_removes_the_folder_it_made(train_run, tmp_path, bad):
+    with pytest.raises((DataError, ConfigError, CheckpointError)):
+        train_run(*TINY, bad, name="fresh")
+    assert not (tmp_path / "fresh").exists()
+    train_run(*TINY, "trainer.max_steps=1", name="fresh")  # the same folder takes a run at once
+    assert (tmp_path / "fresh" / "metrics.json").is_file()
+
+
+def test_a_failed_run_keeps_a_folder_that_holds_something_else_and_frees_its_lock(train_run, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")
+    with pytest.raises(DataError):
+        train_run(*TINY, "data.val_file=sst2/dve.tsv", name="mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "the user's"
+    assert _lock_is_free(tmp_path / "mine")
+
+
+def test_a_failed_run_keeps_an_empty_folder_it_did_not_make(train_run, tmp_path, monkeypatch):
+    from bertlab.runtime import run_dir
+
+    (tmp_path / "made_before").mkdir()
+    monkeypatch.setattr(run_dir, "_PROCESS_START", run_dir._PROCESS_START + 10 ** 6)  # the folder is older
+    with pytest.raises(DataError):
+        train_run(*TINY, "data.val_file=sst2/dve.tsv", name="made_before")
+    assert (tmp_path / "made_before").is_dir() and _lock_is_free(tmp_path / "made_before")
+
+
+def test_a_run_failing_after_training_steps_keeps_its_folder(train_run, tmp_path, monkeypatch):
+    import bertlab.train as train_module
+
+    def fail(*args, **kwargs):
+        raise ConfigError("failed after training")
+
+    monkeypatch.setattr(train_module, "_best_after_fit", fail)
+    with pytest.raises(ConfigError, match="failed after training"):
+        train_run(*TINY, "trainer.max_steps=2", name="trained")
+    assert (tmp_path / "trained" / "checkpoints" / "last.ckpt").is_file()
+    assert _lock_is_free(tmp_path / "trained")

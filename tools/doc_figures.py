@@ -15,6 +15,11 @@ count, torch, load average, commit). A figure's text is a function of that recor
 re-renders every recorded figure and fails where the docs differ, where a marker has no registry entry (or the
 reverse), or where a job's commands changed since its record. Figures whose job has no record yet are listed
 as pending (``--strict`` fails on them).
+
+A number quoted in running text (not a whole figure) is a **fact** of the registry (:class:`Fact`): its value,
+read from the committed file that records it, and the phrasings pages use to state it. ``--check`` fails where
+a page states a registered fact with another value (two pages can then never disagree about it), where the
+file no longer gives the registered value, and where no page states the fact any more (its phrasings rotted).
 """
 
 from __future__ import annotations
@@ -107,6 +112,64 @@ class Figure:
             return Record(self.job, [], {self.source: path.read_text()}, {})
         path = record_path(records, self.job)
         return Record.load(path) if path.is_file() else None
+
+
+@dataclass
+class Fact:
+    """A quantity the pages state in their text: ``value`` as the pages write it, ``claims`` the regular
+    expressions (one group: the value stated) that find a statement of it in README.md and docs/*.md, and
+    ``source`` the committed file it comes from, with ``read`` giving the value from that file's text (None:
+    ``value`` is checked against the pages only). ``same`` compares a stated value with ``value`` (default:
+    equal text; :func:`rounded` for floats written at several precisions)."""
+
+    name: str
+    value: str
+    claims: list[str]
+    source: str
+    read: Callable[[str], str] | None = None
+    same: Callable[[str, str], bool] = lambda stated, value: stated == value
+
+    def statements(self, text: str) -> list[tuple[int, str]]:
+        """(line number, value stated) of every statement of this fact in ``text``."""
+        found = []
+        for pattern in self.claims:
+            for match in re.finditer(pattern, text):
+                found.append((text.count("\n", 0, match.start(1)) + 1, match.group(1)))
+        return found
+
+
+def rounded(digits: int) -> Callable[[str, str], bool]:
+    """Stated and registered floats agree to ``digits`` decimals (a page may write fewer than the record)."""
+    def same(stated: str, value: str) -> bool:
+        shown = len(stated.split(".", 1)[1]) if "." in stated else 0
+        return round(float(stated), min(digits, shown)) == round(float(value), min(digits, shown))
+
+    return same
+
+
+def fact_problems(facts: list[Fact], root: Path = ROOT) -> list[str]:
+    """A page stating a fact with another value, a source that no longer gives the registered value, or a fact
+    no page states (each a line for ``--check``)."""
+    problems = []
+    texts = {doc: doc.read_text() for doc in doc_files(root)}
+    for fact in facts:
+        if fact.read is not None:
+            path = root / fact.source
+            if not path.is_file():
+                problems.append(f"fact {fact.name}: its source {fact.source} does not exist")
+            elif (got := fact.read(path.read_text())) != fact.value:
+                problems.append(f"fact {fact.name}: {fact.source} gives {got}, the registry says {fact.value}; "
+                                "update the registry and the pages that state it")
+        stated = 0
+        for doc, text in texts.items():
+            for line, value in fact.statements(text):
+                stated += 1
+                if not fact.same(value, fact.value):
+                    problems.append(f"{doc.relative_to(root)}:{line}: states {fact.name} as {value}; it is "
+                                    f"{fact.value} ({fact.source})")
+        if not stated:
+            problems.append(f"fact {fact.name}: no page states it (a phrasing of its claims changed?)")
+    return problems
 
 
 @dataclass
@@ -415,6 +478,7 @@ class Registry:
     jobs: dict[str, Job]
     figures: list[Figure]
     listed: list[Listed] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
 
     def figures_of(self, job: str) -> list[Figure]:
         return [f for f in self.figures if f.job == job]
@@ -460,8 +524,9 @@ def render(figure: Figure, record: Record) -> str:
 
 def check(reg: Registry, root: Path = ROOT, records: Path = RECORDS) -> tuple[list[str], list[str]]:
     """(problems, pending figures). A problem: a marker without a registry entry or the reverse, a record made
-    by other commands than the job's, a figure whose text differs from what its record renders."""
-    problems, pending = [], []
+    by other commands than the job's, a figure whose text differs from what its record renders, a fact a page
+    states otherwise (:func:`fact_problems`)."""
+    problems, pending = fact_problems(reg.facts, root), []
     marked: dict[str, Region] = {}
     for doc in doc_files(root):
         for region in regions(doc):
@@ -562,6 +627,15 @@ def listing(reg: Registry, root: Path = ROOT, records: Path = RECORDS) -> str:
         out.append(f"  $ {item.command}")
         if item.note:
             out.append(f"  note: {item.note}")
+        out.append("")
+    if reg.facts:
+        out += ["Facts (numbers stated in running text; --check holds every page to these values):", ""]
+        texts = {doc: doc.read_text() for doc in doc_files(root)}
+        for fact in reg.facts:
+            places = [f"{doc.relative_to(root)}:{line}" for doc, text in texts.items()
+                      for line, _ in fact.statements(text)]
+            out.append(f"{fact.name} = {fact.value}  [{fact.source}]")
+            out.append(f"  stated at: {', '.join(places) or 'nowhere'}")
         out.append("")
     return "\n".join(out)
 

@@ -8,7 +8,18 @@ import re
 import shlex
 from collections.abc import Callable
 
-from doc_figures import ROOT, Figure, FigureError, Job, Listed, Record, Registry, Step, conditions_line
+from doc_figures import (
+    Fact,
+    Figure,
+    FigureError,
+    Job,
+    Listed,
+    Record,
+    Registry,
+    Step,
+    conditions_line,
+    rounded,
+)
 from doc_figures_costs import Command, CostRow, Probe, render_table, skip_of, steps_of
 
 # ---------------------------------------------------------------- text helpers
@@ -134,6 +145,12 @@ def render_real_data(r: Record) -> str:
         + "\n" + conditions_line(r)
 
 
+def render_predict_demo(r: Record) -> str:
+    """docs/predict.md's demo: the same run and prediction as README's, so the two pages show one output."""
+    return block(f"$ {DEMO_EXPORT.shown()}", "...", r.line(r"^val:", 1), f"$ {shown_with_stdin(PREDICT)}",
+                 *records(r.lines(2))) + "\n" + conditions_line(r)
+
+
 GLUE_MD = "experiments/glue/results/GLUE.md"
 
 
@@ -144,23 +161,8 @@ def render_glue(r: Record) -> str:
 
 
 # The cost table: one probe per distinct run (a sweep's seeds cost the same, so each freeze is measured once).
-GLUE_TASKS = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
-GLUE_COMMON = ["model=minilm_l6", "seed=1", "logger=csv", "trainer.enable_progress_bar=false"]
-GLUE_FAST = ["data.max_train_samples=2000", "trainer.max_epochs=1"]
 SWEEP_FAST = ["data.max_train_samples=8000", "trainer.max_epochs=1"]
 CONLL_ARGS = CONLL.argv[1:]
-
-
-def _glue_probes(extra: list[str]) -> list[Probe]:
-    return [Probe(["experiment=glue", f"task={t}", *GLUE_COMMON, *extra], label=t) for t in GLUE_TASKS]
-
-
-def _glue_skip(probe: Probe) -> str | None:
-    """A GLUE task without its data is left out, as ``python -m bertlab.glue run`` leaves it out."""
-    from bertlab.glue import data_status
-
-    task = next(o.split("=", 1)[1] for o in probe.overrides if o.startswith("task="))
-    return data_status(task, probe.overrides, ROOT / "conf")
 
 
 def _sweep_probes(extra: list[str]) -> list[Probe]:
@@ -181,9 +183,8 @@ COST_ROWS = [
     CostRow(Command(CONLL.shown(), [Probe(CONLL_ARGS)]),
             Command(CONLL.shown() + " data.max_train_samples=3000",
                     [Probe([*CONLL_ARGS, "data.max_train_samples=3000"])])),
-    CostRow(Command("python -m bertlab.glue run " + " ".join(GLUE_COMMON), _glue_probes([]), skip=_glue_skip),
-            Command("python -m bertlab.glue run " + " ".join([*GLUE_COMMON, *GLUE_FAST]), _glue_probes(GLUE_FAST),
-                    skip=_glue_skip)),
+    # GLUE has no row: its time is the measured run's (docs/glue.md, fact glue-minutes), one number on every page
+    # (an estimate under load gave another, for fewer tasks).
 ]
 
 # ---------------------------------------------------------------- docs/sweeps.md
@@ -320,7 +321,7 @@ JOBS = [
     Job("readme-real-data", [CONLL, DEMO_EXPORT, PREDICT], "one CoNLL-2003 epoch of MiniLM-L6 (the costs table's "
         "CoNLL row), then the demo with export=true", data="real", paths={"/tmp/pdocs/demo": "pdocs/demo"}),
     Job("glue-study", [Step(["bash", "experiments/glue/run.sh", "glue"], in_repo=True)],
-        "every GLUE task with data, MiniLM-L6, one seed (the costs table's GLUE row; 36 min when last run idle); "
+        "every GLUE task with data, MiniLM-L6, one seed (36 min when last run idle: fact glue-minutes); "
         "writes experiments/glue/results/GLUE.md", data="real", records=False),
     Job("costs", steps_of(COST_ROWS), "each command's start-up and first ~12 steps, cold: about half an hour",
         data="real", kind="cost", skip=skip_of(COST_ROWS)),
@@ -351,6 +352,7 @@ FIGURES = [
     Figure("readme-real-data", "README.md", "readme-real-data", render_real_data),
     Figure("readme-glue", "README.md", "glue-study", render_glue, source=GLUE_MD),
     Figure("readme-costs", "README.md", "costs", render_table(COST_ROWS, "costs")),
+    Figure("predict-demo", "docs/predict.md", "readme-real-data", render_predict_demo),
     Figure("sweeps-scratch", "docs/sweeps.md", "sweeps-scratch", render_scratch_sweep),
     Figure("sweeps-sample-summary", "docs/sweeps.md", "sweeps-sample", render_sample_summary),
     Figure("sweeps-sample-compare", "docs/sweeps.md", "sweeps-sample", render_sample_compare),
@@ -388,9 +390,9 @@ LISTED = [
     Listed("results-glue", f"{_STUDY} and docs/glue.md (the CoLA / STS-B study)",
            "BERTLAB_DATA_DIR=<data> bash experiments/glue/run.sh bertlab reference bertlab-refbudget && "
            "python experiments/glue/table.py", "hours (CoLA and STS-B, 3 seeds, bertlab and the HF Trainer)"),
-    Listed("readme-unpadded", "README.md (the unpadded path's table) and docs/performance.md",
+    Listed("readme-unpadded", "docs/performance.md (the unpadded path's table; README.md quotes two of its rows)",
            "python benchmarks/run_all.py --update unpadded", "~1 h on a quiet machine (needs one: timings)"),
-    Listed("readme-pretraining-memory", "README.md (pre-training on a corpus larger than memory), "
+    Listed("readme-pretraining-memory", "README.md (one line on a corpus larger than memory), "
            "docs/pretraining.md", "python benchmarks/pretrain_data.py", "an hour or more (100 and 500 MB corpora)"),
     Listed("sweeps-optuna-resume", "docs/sweeps.md (12 trials, 2 workers, killed and restarted)",
            "the two worker commands shown there, killed with kill -9 after 6 trials, then started again",
@@ -406,4 +408,59 @@ LISTED = [
            "the commands shown there, stopped at step 3", "seconds", "not wired here: needs a stop at a chosen step"),
 ]
 
-REGISTRY = Registry({job.name: job for job in JOBS}, FIGURES, LISTED)
+# ---------------------------------------------------------------- facts: numbers stated in running text
+_REAL_DATA = "docs/figures/readme-real-data.json"
+_MINI = "experiments/pretrain_quick/attempts/mbert_4x256"
+
+
+def _passes(text: str) -> str:
+    """Epochs a pre-training run made: its steps over the batches of one epoch (batch 32, the recipe's)."""
+    run = json.loads(text)
+    return f"{run['train']['steps'] / -(-run['data']['train_examples'] // 32):.1f}"
+
+
+def _gain(text: str) -> str:
+    """The pre-trained start's mean paired difference from random weights, in points (comparison.csv)."""
+    row = next(r for r in text.splitlines()[1:] if r.split(",")[0])
+    header = text.splitlines()[0].split(",")
+    return f"{100 * float(row.split(',')[header.index('diff')]):+.1f}"
+
+
+def _demo_output(pattern: str) -> Callable[[str], str]:
+    def read(text: str) -> str:
+        output = "\n".join(s["output"] for s in json.loads(text)["steps"][1:])
+        return re.search(pattern, output).group(1)
+
+    return read
+
+
+_GORGEOUS = r"a gorgeous, witty and moving film\.['\"], ['\"]label['\"]: ['\"]1['\"], ['\"]score['\"]: (0\.\d+)"
+_MESS = r"the plot is a mess and the acting is worse\.['\"], ['\"]label['\"]: ['\"]0['\"], ['\"]score['\"]: (0\.\d+)"
+FACTS = [
+    Fact("pretrain-mini-passes", "24.6", [r"5,000 steps[^.|]*?\b(\d+(?:\.\d+)?) passes over the corpus"],
+         f"{_MINI}/pretrain/sst2.json", _passes),
+    Fact("pretrain-sst2-sweep-gain", "+3.1",
+         [r"([+-]\d+\.\d)\s+points?\s+(?:ahead\s+of\s+random\s+weights\s+)?on\s+(?:the\s+)?study's\s+sweep",
+          r"\| seed-1 sweep \|[^\n]*\*\*([+-]\d+\.\d)\*\*"], f"{_MINI}/claim/comparison.csv", _gain),
+    Fact("pretrain-sst2-grid-gain", "+3.6",
+         [r"([+-]\d+\.\d)\s+(?:points\s+)?(?:with\s+each\s+side\s+at\s+the\s+best\s+three-seed\s+mean|on\s+the\s+seven-rate\s+grid)",
+          r"\| best three-seed mean of seven rates \|[^\n]*\*\*([+-]\d+\.\d)\*\*"],
+         f"{_MINI}/claim_lr_grid/comparison.csv", _gain),
+    Fact("pretrain-conll-gain", "+24.9", [r"1,000\s+labels,?\s+([+-]\d+\.\d)\s+entity\s+F1"],
+         "experiments/pretrain_quick/attempts/mbert_mini_conll/claim/comparison.csv", _gain),
+    Fact("glue-minutes", "36", [r"(\d+) minutes in all", r"one seed, (\d+) minutes on an idle",
+                                r"bertlab\.glue run[^|\n]*` \| ~(\d+) min"],
+         "docs/glue.md, \"On the real data\" (the run's own time; no record holds it)"),
+    Fact("glue-tasks", "6", [r"GLUE with one command, (\d+) of 9 tasks", r"average over (\d+) of 9 tasks",
+                             r"\b(\d+) tasks with WNLI"], GLUE_MD,
+         lambda text: re.search(r"average over (\d+) of 9 tasks", text).group(1)),
+    Fact("demo-dev-accuracy", "0.92", [r"dev accuracy (0\.\d+)\), trained with",
+                                       r"experiment=demo[^\n]*\n(?:(?!\$ )[^\n]*\n){0,8}?val: +loss=[\d.]+, accuracy=(0\.\d+)"],
+         _REAL_DATA, _demo_output(r"val: +loss=[\d.]+, accuracy=(0\.\d+)"), rounded(4)),
+    Fact("demo-gorgeous-score", "0.6957058674495609", [_GORGEOUS], _REAL_DATA, _demo_output(_GORGEOUS), rounded(4)),
+    Fact("demo-mess-score", "0.6963516494819124",
+         [_MESS, r"acting is worse\.\"\], top_k=None\)\n\[\[\{'label': '0', 'score': (0\.\d+)"], _REAL_DATA,
+         _demo_output(_MESS), rounded(4)),
+]
+
+REGISTRY = Registry({job.name: job for job in JOBS}, FIGURES, LISTED, FACTS)

@@ -17,7 +17,9 @@ of a group reports is an empty cell. Runs whose ``metrics.json`` says ``state: f
 Optuna trial stopped early) are left out.
 
 Statistics (bertlab.analysis.stats) on the ranked metric: ``_ci95_low`` / ``_ci95_high``, the Student t 95 %
-confidence interval of the mean over seeds. ``--baseline KEY=VALUE`` compares every other group with the
+confidence interval of the mean over seeds, from three seeds on (``_ci95_note`` says why two have none), cut at
+the range of a bounded metric (accuracy, F1, ... in [0, 1], correlations in [-1, 1]; the note says so, the cell
+has a ``†``): :func:`bertlab.analysis.stats.mean_interval`, for the baseline's differences too. ``--baseline KEY=VALUE`` compares every other group with the
 baseline group on the seeds both ran: ``diff`` (mean paired difference), its Student t 95 % interval, and
 ``p_value`` from the exact paired sign-flip (permutation) test; ``verdict`` is ``better`` / ``worse`` when
 p < ``--alpha``, else ``within noise`` (with n shared seeds no p is below 2/2^n: use 6 or more seeds).
@@ -59,6 +61,7 @@ from bertlab.analysis.runs import (
     default_group_keys,
     find_runs,
     group_runs,
+    metric_bounds,
 )
 from bertlab.runtime.errors import ConfigError, OutputError
 from bertlab.runtime.files import writing
@@ -90,14 +93,16 @@ def compare_runs(
     if metric not in names:
         raise CompareError(f"metric {metric!r} is in no run; available: {', '.join(names)}")
     groups = group_runs(runs, keys)
+    bounds = metric_bounds(runs, metric)  # accuracy, F1, ...: an interval of their mean stays inside the range
     rows = []
     for group in groups:
         row: dict[str, Any] = {**group.key, "n": len(group.runs)}
         for name in names:
             row[f"{name}_mean"], row[f"{name}_std"] = _mean_std(
                 [r.values[name] for r in group.runs if name in r.values])
-        interval = stats.t_interval([r.values[metric] for r in group.runs if metric in r.values])
-        row[f"{metric}_ci95_low"], row[f"{metric}_ci95_high"] = interval or (None, None)
+        interval = stats.mean_interval([r.values[metric] for r in group.runs if metric in r.values], bounds)
+        row[f"{metric}_ci95_low"], row[f"{metric}_ci95_high"] = interval.low, interval.high
+        row[f"{metric}_ci95_note"] = interval.note
         rows.append(row)
     mode = _mode(runs, metric)
     if baseline is not None:
@@ -148,8 +153,25 @@ def _header(result: CompareResult) -> list[str]:
     return [*result.group_by, "n", *result.metric_names, *extra]
 
 
-def _interval(low: Any, high: Any) -> str:
-    return "" if low is None else f"[{_num(low)}, {_num(high)}]"
+def _interval(low: Any, high: Any, note: str | None = None) -> str:
+    """An interval's cell: ``[low, high]``, ``†`` when cut at the metric's bounds; ``n=2: none`` without one."""
+    if low is None:
+        return note.split(":")[0] + ": none" if note else ""
+    return f"[{_num(low)}, {_num(high)}]" + ("†" if note else "")
+
+
+def interval_notes(result: CompareResult) -> list[str]:
+    """What the marks in the interval cells mean (lines for the table's foot), each once."""
+    notes = [row.get(k) for row in result.rows for k in (f"{result.metric}_ci95_note", "diff_ci95_note")]
+    lines = []
+    if any(n and n.startswith("cut") for n in notes):
+        lines.append("† cut at the metric's bounds: Student t's interval over a few seeds assumes normal values "
+                     "and spills past a range no mean can leave (accuracy, F1, ... lie in [0, 1]; correlations in "
+                     "[-1, 1]).")
+    if any(n and n.startswith("n=") for n in notes):
+        lines.append(f"n=2: none: with two seeds Student t has one degree of freedom (±12.7 standard errors): "
+                     f"no meaningful interval; use {stats.MIN_MEANINGFUL_N} or more seeds.")
+    return lines
 
 
 def _text_rows(result: CompareResult, bold: str = "") -> list[list[str]]:
@@ -162,9 +184,10 @@ def _text_rows(result: CompareResult, bold: str = "") -> list[list[str]]:
         for name in result.metric_names:
             text = _cell(row, name)
             cells.append(f"{bold}{text}{bold}" if i == result.best and name == result.metric and text else text)
-        cells.append(_interval(row[f"{m}_ci95_low"], row[f"{m}_ci95_high"]))
+        cells.append(_interval(row[f"{m}_ci95_low"], row[f"{m}_ci95_high"], row.get(f"{m}_ci95_note")))
         if result.baseline:
-            diff = "" if row["diff"] is None else f"{row['diff']:+.4g} {_interval(row['diff_ci95_low'], row['diff_ci95_high'])}"
+            interval = _interval(row["diff_ci95_low"], row["diff_ci95_high"], row.get("diff_ci95_note"))
+            diff = "" if row["diff"] is None else f"{row['diff']:+.4g} {interval}"
             cells += [diff.strip(), "" if row["p_value"] is None else f"{row['p_value']:.3g}", row["verdict"] or ""]
         rows.append(cells)
     return rows
@@ -183,7 +206,7 @@ def _write_md(result: CompareResult, out: Path) -> None:
         "# Run comparison", "",
         f"Ranked on `{result.metric}` ({result.mode} is better; best group in bold). Cells are mean ± sample "
         "std (ddof=1) over seeds; no ± when only one run reports the metric. The 95% CI is Student t's "
-        "interval of the mean over seeds.", "",
+        "interval of the mean over seeds (from three seeds on).", "",
     ]
     if result.baseline:
         lines += [f"Against the baseline group `{result.baseline}`: the mean paired difference on the seeds both "
@@ -191,6 +214,8 @@ def _write_md(result: CompareResult, out: Path) -> None:
                   f"(permutation) test; `better`/`worse` when p < {result.alpha:g}, else `within noise`.", ""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cells) + " |" for cells in _text_rows(result, bold="**")]
+    notes = interval_notes(result)
+    lines += ["", *notes] if notes else []
     lines += ["", "## Runs per group", ""]
     for group in result.groups:
         dirs = ", ".join(f"`{os.path.relpath(r.run_dir, out.resolve())}`" for r in group.runs)
@@ -414,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     left_out = print_table(result)
+    for line in interval_notes(result):
+        print(line)
     if left_out:
         print(f"{len(left_out)} more column(s) in comparison.md and .csv: {', '.join(left_out)}")
     where = "--out" if args.out is not None else (

@@ -36,6 +36,7 @@ from bertlab.analysis.runs import CompareError, Run, default_group_keys, find_ru
 from bertlab.runtime.errors import ConfigError, OutputError, RecordError
 from bertlab.runtime.files import writing
 from bertlab.runtime.outputs import refuse_folder_in_bertlab_folders, refuse_replacing_bertlab_files
+from bertlab.runtime.paths import existing_path, missing_message, typed_path
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
@@ -382,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             if not args.train_script.is_file():
-                raise GlueError(f"{args.train_script}: no such file; run from bertlab's repository root or pass "
-                                "--train-script path/to/train.py")
+                raise GlueError(missing_message(typed_path(args.train_script), "--train-script") + ": run from "
+                                "bertlab's repository root or pass --train-script path/to/train.py")
             tasks = parse_tasks(args.tasks)
             import time
 
@@ -397,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
             dirs = [out]
         elif args.command == "submit":
+            for folder in args.dirs:  # a misspelled folder is named as such, with the folders beside it
+                existing_path(folder, "the folder", GlueError)
             with writing(args.out, "the submission files", "pass --out <a folder on a disk with room>"):
                 missing = submission(args.dirs, args.out)
             for name in sorted(p.stem for p in args.out.glob("*.tsv")):

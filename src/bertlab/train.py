@@ -47,6 +47,7 @@ from bertlab.runtime.fingerprints import write_record
 from bertlab.runtime.launch import HydraDDPJob
 from bertlab.runtime.loggers import build_loggers, continue_csv_logs, finish_wandb
 from bertlab.runtime.overrides import apply_policy_defaults, build_typed
+from bertlab.runtime.paths import existing_path, refuse_chdir
 from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
@@ -122,6 +123,7 @@ def run(cfg: DictConfig) -> float | None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     hold_log_files(cfg)  # train.log gets this run's lines only once the run dir is claimed
     failed = True
+    job: HydraDDPJob | None = None
     try:
         with warnings.catch_warnings(), HydraDDPJob() as job:  # Hydra + DDP: the ranks re-create this job here
             _filter_known_warnings()
@@ -129,7 +131,10 @@ def run(cfg: DictConfig) -> float | None:
         failed = False
         return value
     finally:
-        end_of_run(failed)  # stop-signal handlers back to their owners; the run dir records the end
+        trained = job is not None and job.trainer is not None and job.trainer.global_step > 0
+        # Stop-signal handlers back to their owners; the run dir records the end (a folder made for a run that
+        # failed before its first step is removed).
+        end_of_run(failed, trained)
         # Multirun jobs share one process: an unfinished wandb run would swallow the next job's logs.
         finish_wandb(failed=failed)
 
@@ -137,6 +142,7 @@ def run(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     mode = console_mode(cfg.get("quiet"), cfg.get("verbose"))
     configure_console(mode)
+    refuse_chdir()  # relative paths mean the directory the command was typed in (bertlab.runtime.paths)
     check_run_config(cfg)  # a config file may only instantiate allowed classes (bertlab.runtime.targets)
     run_dir = Path(cfg.paths.output_dir)
     graceful_stop = start_of_run(run_dir, cfg)  # settings checked; stale partial files removed; SIGTERM/SIGINT save last.ckpt
@@ -394,8 +400,10 @@ def _resolve_ckpt(ckpt_path: str | None, run_dir: Path) -> str | None:
                 "checkpoints/last.ckpt is resumed) or ckpt_path=<a .ckpt file>"
             )
         return str(last)
-    if not Path(ckpt_path).is_file():
-        raise CheckpointError(f"ckpt_path={ckpt_path}: no such checkpoint file")
+    path = existing_path(ckpt_path, f"ckpt_path={ckpt_path}", CheckpointError)
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={ckpt_path}: {path} is not a file; pass a .ckpt file (a run dir's "
+                              "checkpoints/last.ckpt, or ckpt_path=last with hydra.run.dir=<the run dir>)")
     return str(ckpt_path)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from bertlab.analysis import stats
+from bertlab.runtime.paths import existing_path
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,8 @@ def find_runs(dirs: list[Path]) -> list[Run]:
     runs = []
     roots = [Path(d).resolve() for d in dirs]
     skipped: Counter[str] = Counter()
+    for d in dirs:  # a misspelled folder is named as such, not as a folder without runs
+        existing_path(d, "the folder", CompareError)
     for path in sorted({p.resolve() for d in dirs for p in Path(d).rglob("metrics.json")}, key=_natural):
         try:
             run = load_run(path)
@@ -234,6 +237,13 @@ def _per_seed(group: Group, metric: str) -> dict[Any, float]:
     return {seed: statistics.fmean(v) for seed, v in by_seed.items()}
 
 
+def metric_bounds(runs: list[Run], metric: str) -> tuple[float, float] | None:
+    """The range ``metric``'s values lie in (:func:`bertlab.analysis.stats.metric_bounds`), on the runs' scale:
+    runs that report SQuAD's ``exact_match`` give their shares in percent."""
+    percent = any(f"{split}/exact_match" in r.values for r in runs for split in ("val", "test"))
+    return stats.metric_bounds(metric, percent)
+
+
 def _paired_with_baseline(groups: list[Group], rows: list[dict[str, Any]], keys: list[str], metric: str,
                           mode: str, baseline: str, alpha: float) -> None:
     """Fill the baseline columns of `rows` (see the module docstring)."""
@@ -254,7 +264,7 @@ def _paired_with_baseline(groups: list[Group], rows: list[dict[str, Any]], keys:
     for group, row in zip(groups, rows):
         base = next((g for g in groups if matches(g) and all(g.key[k] == group.key[k] for k in others)), None)
         row.update(baseline=base.label if base else None, n_paired=None, diff=None, diff_ci95_low=None,
-                   diff_ci95_high=None, p_value=None, verdict=None)
+                   diff_ci95_high=None, diff_ci95_note=None, p_value=None, verdict=None)
         if base is None:
             row["verdict"] = "no baseline group"
             continue
@@ -269,7 +279,11 @@ def _paired_with_baseline(groups: list[Group], rows: list[dict[str, Any]], keys:
             row["verdict"] = "no shared seeds"
             continue
         row["diff"] = statistics.fmean(diffs)
-        row["diff_ci95_low"], row["diff_ci95_high"] = stats.t_interval(diffs) or (None, None)
+        bounds = metric_bounds([r for g in groups for r in g.runs], metric)
+        span = None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])  # a difference's range
+        interval = stats.mean_interval(diffs, span)
+        row["diff_ci95_low"], row["diff_ci95_high"], row["diff_ci95_note"] = \
+            interval.low, interval.high, interval.note
         row["p_value"] = stats.sign_flip_test(diffs)
         if row["p_value"] < alpha:
             row["verdict"] = "better" if (row["diff"] > 0) == (mode == "max") else "worse"

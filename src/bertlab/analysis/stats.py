@@ -2,6 +2,8 @@
 
 - :func:`t_interval`: the two-sided Student t confidence interval of a mean, ``mean ± t(1-α/2, n-1) · s/√n``
   with ``s`` the sample standard deviation (ddof=1); it assumes the per-seed values are roughly normal.
+- :func:`mean_interval`: the interval a comparison reports: :func:`t_interval` from three values on, cut at a
+  bounded metric's range (:func:`metric_bounds`: accuracy, F1, ... in [0, 1]), none at n = 2 (with a note).
 - :func:`sign_flip_test`: the exact paired permutation (sign-flip) test of "the mean paired difference is
   zero": under the null each difference is as likely positive as negative, so all ``2^n`` sign patterns are
   equally likely; the two-sided p-value is the share of patterns whose mean difference is at least as far
@@ -14,8 +16,10 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 EXACT_MAX_N = 20
 MONTE_CARLO_DRAWS = 200_000
@@ -124,3 +128,56 @@ def sign_flip_test(differences: Sequence[float], seed: int = 0) -> float:
 def smallest_p(n: int) -> float:
     """The smallest two-sided p-value :func:`sign_flip_test` can give for ``n`` pairs."""
     return min(1.0, 2.0 / 2 ** n)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Intervals of bounded metrics
+
+# Scores that are shares (a value in [0, 1]; SQuAD's exact match and F1 in percent, [0, 100]) and scores that
+# are correlations ([-1, 1]): a mean over seeds cannot leave those bounds, so neither may its interval.
+SHARES = re.compile(r"(^|_)(accuracy|f1|precision|recall|exact_match|exact)$|^(HasAns|NoAns)_(exact|f1)$")
+CORRELATIONS = re.compile(r"^(matthews_correlation|pearson|spearmanr|combined_score)$")
+MIN_MEANINGFUL_N = 3  # at n = 2 Student t has one degree of freedom: mean ± 12.7 standard errors
+
+
+def metric_bounds(name: str, percent: bool = False) -> tuple[float, float] | None:
+    """The range a metric's values lie in (``val/accuracy`` → (0, 1); ``percent``: shares in percent, SQuAD's
+    scale → (0, 100)); None when it has none that bounds a mean (losses, wall time, counts)."""
+    base = name.rsplit("/", 1)[-1]
+    if "thresh" not in base and SHARES.search(base):
+        return (0.0, 100.0) if percent else (0.0, 1.0)
+    if CORRELATIONS.match(base):
+        return -1.0, 1.0
+    return None
+
+
+@dataclass
+class Interval:
+    """A 95 % interval of a mean over seeds, as it is reported: ``low`` / ``high`` (None: no interval) and a
+    ``note`` saying why there is none, or that it was cut at the metric's bounds."""
+
+    low: float | None
+    high: float | None
+    note: str | None = None
+
+
+def mean_interval(values: Sequence[float], bounds: tuple[float, float] | None = None,
+                  confidence: float = 0.95) -> Interval:
+    """The interval every comparison reports for a mean over seeds (and a mean paired difference).
+
+    Student t's interval (:func:`t_interval`) from :data:`MIN_MEANINGFUL_N` values on; with two values there
+    is none, and the note says why (one degree of freedom: ±12.7 standard errors, wider than any bounded
+    metric's range). A metric with ``bounds`` (:func:`metric_bounds`; a difference of two such means lies in
+    ±(high − low)) has its interval cut at them, with a note: Student t over a few seeds assumes normal values
+    and can spill past a bound that no mean can cross (an accuracy of [-0.447, 1.753])."""
+    n = len(values)
+    if n < 2:
+        return Interval(None, None)
+    if n < MIN_MEANINGFUL_N:
+        return Interval(None, None, f"n={n}: no interval (Student t with {n - 1} degree of freedom is not "
+                                    f"meaningful; use {MIN_MEANINGFUL_N} or more seeds)")
+    low, high = t_interval(values, confidence)  # type: ignore[misc]
+    if bounds is not None and (low < bounds[0] or high > bounds[1]):
+        return Interval(max(low, bounds[0]), min(high, bounds[1]),
+                        f"cut at the metric's bounds [{bounds[0]:g}, {bounds[1]:g}]")
+    return Interval(low, high)

@@ -11,6 +11,7 @@ from pathlib import Path
 from bertlab.data.readers import DataError
 from bertlab.data.validate import check_column_roles, check_readable, check_split_files, data_fingerprint
 from bertlab.runtime.config import RAW_TEXT_FAMILIES, DataConfig, TaskSpec
+from bertlab.runtime.paths import exists, missing_message, similar_names, typed_path
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 
@@ -33,49 +34,77 @@ class DataFiles:
         # The bundled samples use the same layout as a data folder (sst2/train.tsv, squad_v1.1/dev.json, ...).
         return SAMPLES_DIR if self.cfg.source == "sample" else Path(self.cfg.data_dir)
 
-    def resolve(self, name: str | None) -> Path | None:
-        """A configured file as an absolute path.
-
-        ``source=files``: the file under ``paths.data_dir``, else (for preset tasks) the hub when ``datasets``
-        is installed and online. ``source=hub``: the hub first. A file found nowhere is an error naming the
-        path it looked for and the ways to get the data.
+    def resolve(self, name: str | None, key: str = "the data file") -> Path | None:
+        """A configured file (setting ``key``, for messages) as an absolute path, by the rule of
+        :mod:`bertlab.runtime.paths`: an absolute path as it is; a relative one from the directory the command was
+        typed in when something is there, else under the data folder (``paths.data_dir``; the bundled samples
+        with ``source=sample``). ``source=hub``: a preset's own file name (``sst2/dev.tsv``) not found from the
+        typed-in directory comes from the hub first. A preset file found nowhere is fetched from the hub when
+        ``datasets`` is installed and online. A file found nowhere is an error that says it does not exist,
+        where it was looked for and the similar names beside it; the hub and the samples are named only for a
+        preset's own file names, the only ones they could provide.
         """
         if name is None:
             return None
-        path = Path(os.path.expanduser(str(name)))
-        relative = not path.is_absolute()
-        if relative:
-            path = self._root() / path
-        if (path.exists() or path.is_symlink()) and not (path.is_file() and self.cfg.source == "hub"):
+        from bertlab.data.hub import is_preset_file
+
+        given = Path(os.path.expanduser(str(name)))
+        preset = not given.is_absolute() and is_preset_file(self.task.name, str(name))
+        candidates = [typed_path(given)]
+        if not given.is_absolute():
+            candidates.append(typed_path(self._root() / given))
+        hub_first = self.cfg.source == "hub" and preset
+        for i, path in enumerate(candidates):
+            if not exists(path) or (hub_first and i > 0 and path.is_file()):
+                continue
             # Something is there: a readable regular file, or an error saying what it is instead (a folder, a
-            # FIFO, a broken link, ...), never "not found" with advice about other sources.
+            # FIFO, a broken link, ...), never "does not exist" with advice about other sources.
             check_readable(path)
-            if self.cfg.source != "hub":
-                return path
-        hub_reason = "data.source=sample does not use the hub"
-        if self.cfg.source != "sample" and relative:
+            return path
+        hub_reason = None
+        if preset and self.cfg.source != "sample":
             from bertlab.data.hub import HubUnavailable, fetch_preset
 
             try:
                 return fetch_preset(self.task.name, str(name), Path(self.cfg.cache_dir or ".cache/bertlab") / "hub")
             except HubUnavailable as err:
                 hub_reason = str(err)
-        raise DataError(
-            f"data file not found: {path}\n"
-            f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})\n"
-            f"  The Hugging Face hub could not provide it either: {hub_reason}\n"
-            "  Get the data in one of these ways:\n"
-            "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of README \"Data\",\n"
-            "   - be online with the `datasets` library installed: preset tasks are then fetched from the hub,\n"
-            "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."
-        )
+        return self._missing(name, key, candidates, preset, hub_reason)
+
+    def _missing(self, name: str, key: str, looked: list[Path], preset: bool, hub_reason: str | None):
+        """The error for a data file found nowhere: what was looked for, where, the names beside it."""
+        # A preset's own file name means the data folder, any other relative name the typed-in directory; but
+        # the place whose folder exists comes first (sst2/trian.tsv is a misspelling under the data folder).
+        main, *other = sorted(looked[::-1] if preset else looked, key=lambda p: not p.parent.is_dir())
+        lines = [missing_message(main, f"{key}={name}: the file")]
+        for path in other:
+            where = "under the data folder" if path == looked[-1] else "from the directory the command was typed in"
+            folder, close = similar_names(path)
+            lines.append(f"  Also looked for {where}: {path}"
+                         + (f" (similar names in {folder}: {', '.join(close)})" if close else ""))
+        lines.append(f"  (task={self.task.name}, data.source={self.cfg.source}, paths.data_dir={self.cfg.data_dir})")
+        if not preset:
+            lines.append("  Check the name; a relative path is relative to the directory the command was typed in "
+                         "(docs/running.md, \"Paths\").")
+            raise DataError("\n".join(lines))
+        if hub_reason is not None:
+            lines.append(f"  The Hugging Face hub could not provide it either: {hub_reason}")
+        lines += [
+            "  Get the data in one of these ways:",
+            "   - put the files under paths.data_dir (or set $BERTLAB_DATA_DIR) in the layout of docs/tasks.md "
+            "\"Data\",",
+            "   - be online with the `datasets` library installed: preset tasks are then fetched from the hub,",
+            "   - data.source=sample to run on the small sample bundled with bertlab (smoke runs only)."]
+        raise DataError("\n".join(lines))
 
     def split_file(self, split: str) -> Path | list[Path] | None:
         value = {"train": self.cfg.train_file, "val": self.cfg.val_file, "test": self.cfg.test_file,
                  "predict": self.cfg.predict_file, **(self.cfg.val_extra_files or {})}[split]
+        key = f"data.{split}_file" if split in ("train", "val", "test", "predict") \
+            else f"data.val_extra_files.{split}"
         if isinstance(value, list | tuple) or (value is not None and not isinstance(value, str)):
-            return [self.resolve(v) for v in value]
-        return self.resolve(value)
+            return [self.resolve(v, key) for v in value]
+        return self.resolve(value, key)
 
     def labelled_files(self) -> dict[str, Path | list[Path] | None]:
         """The files of the splits a run trains and scores on (train, val, the extra dev sets, test)."""

@@ -156,6 +156,11 @@ def _write_squad(ds, path: Path) -> None:
                     encoding="utf-8")
 
 
+def is_preset_file(task: str, relative: str) -> bool:
+    """Whether ``relative`` names one of preset ``task``'s own files (``sst2/dev.tsv``): the hub can provide it."""
+    return task in PRESETS and relative in PRESETS[task][2]
+
+
 def fetch_preset(task: str, relative: str, root: Path) -> Path:
     """Write the hub split that corresponds to ``relative`` (e.g. ``sst2/dev.tsv``) under ``root``."""
     if task not in PRESETS or relative not in PRESETS[task][2]:

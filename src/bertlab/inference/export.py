@@ -55,6 +55,7 @@ from bertlab.runtime.outputs import (
     is_export_folder,
     refuse_folder_in_bertlab_folders,
 )
+from bertlab.runtime.paths import existing_path
 from bertlab.runtime.records import read_record, record_object
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
@@ -79,7 +80,7 @@ class CheckpointModel:
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A ``.ckpt`` file, or a run dir (→ the best checkpoint its metrics.json names, else ``last.ckpt``)."""
-    path = Path(path).expanduser()
+    path = existing_path(path, "the checkpoint or run dir", CheckpointError)
     if path.is_file():
         return path
     found = run_dir_checkpoint(path) if path.is_dir() else None
@@ -281,7 +282,8 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     """
     ckpt_path = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir).expanduser()
-    tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else ckpt_path.parent.parent / "tokenizer"
+    tok_dir = (existing_path(tokenizer_dir, "--tokenizer", CheckpointError) if tokenizer_dir is not None
+               else ckpt_path.parent.parent / "tokenizer")
     check_export_folder(out_dir, ckpt_path, tok_dir, overwrite, run_dir=run_dir)  # before the work: refused at once
     loaded = load_checkpoint_model(ckpt_path)
     if loaded.task.family == "rtd":

@@ -18,6 +18,7 @@ from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, P
 from bertlab.inference.text import FORMATS
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, refuse_writing_over, writing
+from bertlab.runtime.paths import existing_path
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +118,9 @@ def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt:
         if fmt not in ("text", "jsonl"):
             raise ConfigError(f"--format {fmt} reads a file: pass its path instead of '-'")
         return _from_lines(itertools.chain([first], lines), "<stdin>", fmt), None
-    path = Path(source).expanduser()
+    path = existing_path(source, "the input file", DataError)
     if not path.is_file():
-        raise DataError(f"{path}: input file not found")
+        raise DataError(f"{path}: the input is not a file; pass a file of texts, or '-' for standard input")
     if fmt == "auto":
         fmt = detect_format(path, family, settings)
     log.info("reading %s as %s", path, fmt)

@@ -16,6 +16,7 @@ from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.fingerprints import check_trusted
+from bertlab.runtime.paths import existing_path
 
 
 @dataclass
@@ -86,7 +87,7 @@ def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str 
     folder, or a run dir / ``.ckpt`` file (``backend``: :data:`~bertlab.inference.text.BACKENDS`)."""
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    path = Path(path).expanduser()
+    path = existing_path(path, "the model to predict with", CheckpointError)
     is_run = path.is_dir() and ((path / "checkpoints").is_dir() or (path / "metrics.json").is_file())
     onnx = is_onnx_folder(path)
     if backend.startswith("onnx") and not onnx:

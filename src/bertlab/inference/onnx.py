@@ -58,6 +58,7 @@ from bertlab.models.heads import TaskModel
 from bertlab.models.lora import lora_modules, merge_lora
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.runtime.paths import existing_path
 
 log = logging.getLogger(__name__)
 
@@ -354,7 +355,7 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
                           "run's dev set), or add --force to ship it unchecked (recorded as forced)")
     ckpt = resolve_checkpoint(ckpt_path)
     out_dir = Path(out_dir)
-    tok_dir = Path(tokenizer_dir) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
+    tok_dir = existing_path(tokenizer_dir, "--tokenizer", CheckpointError) if tokenizer_dir else ckpt.parent.parent / "tokenizer"
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
                         [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, RECORD_NAME, *TOKENIZER_FILES],
                         run_subdir="onnx", run_dir=run_dir)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
 from bertlab.runtime.model_folders import check_folder
+from bertlab.runtime.paths import missing_message, typed_path
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
@@ -106,14 +106,14 @@ def _abbrev(names: list[str], n: int = 4) -> str:
 
 def resolve_checkpoint_dir(path_or_hub_id: str | Path) -> Path:
     """A local folder, or a hub id fetched through huggingface_hub when it is installed and online."""
-    path = Path(os.path.expanduser(str(path_or_hub_id)))
+    path = typed_path(path_or_hub_id)
     if path.is_dir():
         return path
     if path.exists():
         raise CheckpointError(f"{path} is a file; pass the checkpoint folder that holds config.json")
     looks_local = str(path_or_hub_id).startswith((".", "/", "~")) or str(path_or_hub_id).count("/") > 1
     if looks_local:
-        raise CheckpointError(f"checkpoint folder {path} does not exist")
+        raise CheckpointError(missing_message(path, "the checkpoint folder"))
     try:
         from huggingface_hub import snapshot_download
     except ImportError as err:

@@ -279,7 +279,8 @@ class TaskSpec:
 
 @dataclass
 class DataConfig:
-    """The data module's settings (``data.*``); paths are relative to ``data_dir`` unless absolute."""
+    """The data module's settings (``data.*``); a relative file is looked for from the directory the command was
+    typed in, then under ``data_dir`` (:meth:`bertlab.data.files.DataFiles.resolve`)."""
 
     source: str = "files"  # files | hub | sample
     data_dir: str = "data"

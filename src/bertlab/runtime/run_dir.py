@@ -15,6 +15,10 @@
 - A run dir holds one live run at a time: the claim takes an exclusive lock on ``<run_dir>/.bertlab-run.lock``
   for the run's lifetime (:func:`release_run_dir` frees it), so two runs of one configuration started in one
   folder at once (which the configuration check lets through, as a resume) cannot mix their files.
+- A run that fails before its first training step leaves no folder behind: when this process made the folder
+  (it was not there, or empty and newer than the process) and the folder holds only what the run wrote, the
+  run removes it, lock file included (:func:`release_run_dir`). A multirun keeps a failed job's folder: its
+  metrics.json records the failure.
 - :class:`TokenizerFingerprint` stores a fingerprint of the run's vocabulary in every checkpoint and, when a
   checkpoint is resumed or evaluated, checks that this run's tokenizer is the one it was trained with;
   :func:`check_checkpoint_tokenizer` does the same for ``model.init_from``. Both are
@@ -51,6 +55,10 @@ from bertlab.runtime.outputs import RUN_LOCK, RUN_MARKER, refuse_folder_in_bertl
 from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
+
+# When this process started (this module is imported before Hydra makes a run's folder): a folder newer than
+# this, empty when the run starts, was made for the run.
+_PROCESS_START = time.time()
 
 # runtime.outputs recognises a run folder by it (and protects what the run wrote); runtime.fingerprints reads
 # the run id from it: one name.
@@ -376,6 +384,8 @@ def hold_log_files(cfg: Any) -> None:
     if lock is not None:
         lock.release()
     _STATE.clear()
+    _STATE["folder"] = run_dir
+    _STATE["made_here"] = _made_here(run_dir)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run_dir:
             hold = _Hold()
@@ -406,10 +416,66 @@ def claimed_run_dir() -> Path | None:
     return _STATE.get("claimed")
 
 
-def release_run_dir() -> None:
+def _made_here(folder: Path) -> bool:
+    """Whether ``folder`` is this run's to remove should it fail before training: not there yet, or an empty
+    folder made after this process started (Hydra makes a run's folder just before the run)."""
+    try:
+        made = folder.stat().st_ctime
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        return folder.is_dir() and made >= _PROCESS_START - 1 and not any(folder.iterdir())
+    except OSError:
+        return False
+
+
+# What a run writes into its folder (and Hydra's and the ranks' *.log files): a folder made for a run that failed
+# before training is removed only when it holds nothing else.
+_RUN_WRITES = (*OUTPUTS, LOCK, ".hydra", "lightning_logs")
+
+
+def _remove_unused_run_dir(folder: Path) -> bool:
+    """Remove what a run that failed before training wrote into ``folder``, and the folder when nothing else is
+    in it. Whether the folder is gone."""
+    try:
+        names = [p.name for p in folder.iterdir()]
+    except OSError:
+        return False
+    if any(n not in _RUN_WRITES and not n.endswith(".log") for n in names):  # <job>.log, <job>_rank<n>.log
+        return False  # something this run did not write: the folder is not only this run's
+    for name in names:
+        path = folder / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as err:
+            log.debug("could not remove %s: %s", path, err)
+    try:
+        folder.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+def release_run_dir(before_training: bool = False) -> None:
     """End of a run: free the run dir's lock; a run never accepted in its folder writes its held log records
-    only into a folder that holds no other run."""
+    only into a folder that holds no other run. A run that failed ``before_training`` in a folder made for it
+    removes the folder (the error is on the terminal; nothing in the folder could be used)."""
     lock = _STATE.pop("lock", None)
+    folder = _STATE.get("folder")
+    if (before_training and _STATE.get("made_here") and folder is not None and not _is_secondary_rank()
+            and not _in_multirun()):
+        release_log_files(write=False)  # a later record (the error's) is dropped, not written into a new folder
+        if lock is not None:
+            lock.release()
+        _STATE.pop("claimed", None)
+        if _remove_unused_run_dir(folder):
+            log.debug("removed %s: the run failed before training", folder)
+        return
     if lock is not None:
         lock.release()
     if _HELD:

@@ -41,8 +41,10 @@ from bertlab.runtime.config import (
     HeadConfig,
     TaskSpec,
 )
+from bertlab.runtime.errors import TokenizerError
 from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RUN_ID_KEY, check_trusted
 from bertlab.runtime.model_folders import package_model_dir
+from bertlab.runtime.paths import existing_path
 from bertlab.tasks.families import Family
 from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
 
@@ -116,7 +118,7 @@ def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path |
     ``model.init_from``, or the pretrained checkpoint's (a recurrent model initialised from a BERT
     checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
     if model_cfg.get("tokenizer"):
-        return Path(model_cfg["tokenizer"])
+        return existing_path(model_cfg["tokenizer"], f"model.tokenizer={model_cfg['tokenizer']}", TokenizerError)
     if init_dir is not None and holds_tokenizer(init_dir):
         return init_dir
     return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
@@ -144,7 +146,7 @@ def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
     """``init_from`` as (kind, path): a run dir (→ its best or last checkpoint), a .ckpt, or an HF folder."""
     if init_from is None:
         return None, None
-    path = Path(str(init_from)).expanduser()
+    path = existing_path(init_from, f"model.init_from={init_from}", ConfigError)
     if path.is_file() and path.suffix == ".ckpt":
         return "ckpt", path
     if path.is_dir() and ((path / "metrics.json").is_file() or last_checkpoint(path).is_file()):

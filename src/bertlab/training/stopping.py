@@ -190,9 +190,11 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
     return stop
 
 
-def end_of_run(failed: bool = False) -> None:
+def end_of_run(failed: bool = False, trained: bool = True) -> None:
     """Give the stop signals back to whoever handled them before the run (multirun jobs share a process),
-    and record a run that ended without error as finished in its run dir; then free the run dir."""
+    and record a run that ended without error as finished in its run dir; then free the run dir (removing a
+    folder made for a run that ``failed`` before any training step, not ``trained``:
+    :func:`bertlab.runtime.run_dir.release_run_dir`)."""
     from bertlab.runtime.run_dir import finish_run_dir, release_run_dir
 
     while _ACTIVE_STOP:
@@ -202,7 +204,7 @@ def end_of_run(failed: bool = False) -> None:
             finish_run_dir(stop.run_dir)
             if _ANSWER_LATE_SIGNALS:
                 _after_the_run(stop.run_dir)
-    release_run_dir()
+    release_run_dir(before_training=failed and not trained)
 
 
 _ANSWER_LATE_SIGNALS = False
