@@ -236,6 +236,13 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
             f"model.init_from={ckpt_path.parent.parent} (docs/pretraining.md) and export that run")
     with writing(out_dir, "the export folder", "export to a folder on a disk with room"):
         _write_export(loaded, ckpt_path, out_dir, tok_dir)
+        if loaded.task.family == "embedding":  # the encoder folder + sentence-transformers' module files
+            from bertlab.inference.sentence_transformers import write_sentence_transformers_modules
+
+            data = (loaded.hparams.get("config") or {}).get("data") or {}
+            write_sentence_transformers_modules(out_dir, loaded.model.bert.config.hidden_size,
+                                                loaded.model.head.pooling, loaded.model.head.normalize,
+                                                data.get("max_seq_length"))
     return out_dir
 
 

