@@ -56,3 +56,26 @@ def test_minilm_embeds_as_sentence_transformers_before_training():
     want = bertlab_embed(model.eval(), tokenizer, TEXTS, 256)
     got = st.SentenceTransformer(str(folder), device="cpu").encode(TEXTS, convert_to_tensor=True)
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+def test_predict_writes_embeddings_as_jsonl_from_the_run_and_its_export(train_run, tmp_path, capsys):
+    from bertlab.inference.export import load_checkpoint_model, resolve_checkpoint
+    from bertlab.predict import main
+
+    train_run("model=bert_tiny", "task=embedding", "data.source=sample", "trainer.max_steps=2", "data.batch_size=8",
+              "export=true")
+    run = tmp_path / "run"
+    loaded = load_checkpoint_model(resolve_checkpoint(run))
+    want = bertlab_embed(loaded.model, load_tokenizer(run / "tokenizer"), TEXTS, 256)
+    inputs = {"lines.txt": "".join(t + "\n" for t in TEXTS),
+              "rows.jsonl": "".join(json.dumps({"text": t}) + "\n" for t in TEXTS),
+              "table.tsv": "id\ttext\n" + "".join(f"{i}\t{t}\n" for i, t in enumerate(TEXTS))}
+    for name, content in inputs.items():
+        (tmp_path / name).write_text(content)
+        for model in (run, run / "export"):
+            out = tmp_path / f"{name}.{model.name}.out.jsonl"
+            main([str(model), str(tmp_path / name), "--output", str(out), "--no-progress", "--batch-size", "3"])
+            records = [json.loads(line) for line in out.read_text().splitlines()]
+            assert [r["text"] for r in records] == TEXTS
+            got = torch.tensor([r["embedding"] for r in records])
+            assert torch.allclose(got, want, atol=1e-5), (name, model)
