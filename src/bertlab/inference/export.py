@@ -285,7 +285,7 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
         (out_dir / HEAD_CONFIG_NAME).write_text(json.dumps(head_info, indent=2) + "\n")
         log.info("export: head %s (pooling=%s, layers=%s, hidden_layers=%d) has no stock transformers class: "
                  "wrote the encoder as %s and the head to %s + %s", type(model.head).__name__,
-                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, architecture, HEAD_WEIGHTS_NAME,
+                 getattr(model.head, "pooling", loaded.head.pooling), loaded.head.layers, loaded.head.hidden_layers, architecture, HEAD_WEIGHTS_NAME,
                  HEAD_CONFIG_NAME)
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
