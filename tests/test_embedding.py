@@ -207,6 +207,28 @@ def test_cached_gradients_with_dropout_equal_the_same_chunks_with_a_graph(model_
     assert any(not torch.allclose(grads(model)[n], want[n], atol=1e-5) for n in want)
 
 
+def test_cached_gradients_under_autocast_replay_in_the_same_precision():
+    """Mixed precision: the backward pass runs outside the forward's autocast, and the replay must compute the
+    bf16 embeddings the first pass cached (an fp32 replay would give gradients off by bf16's rounding)."""
+    _, model, family = embedding_model("bert", "mean", unpad="true")
+    model.train()
+    b = pair_batch("bert")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        emb = torch.cat([model(sub) for sub in row_chunks(b, 4)])
+        loss = family.loss(emb, b)
+    loss.backward()
+    want = grads(model)
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cached = cached_loss(model, b, 4, lambda e: family.loss(e, b))
+    cached.backward()  # outside autocast, as Lightning calls it
+    got = grads(model)
+    # Equal to bf16's rounding (the no-grad first pass may take other bf16 kernels than a pass with a graph);
+    # an fp32 replay would be off by ~3e-2 on this model, the gradients' own size.
+    worst = max(float((got[n] - want[n]).abs().max()) for n in want)
+    assert worst < 2e-3, worst
+
+
 def test_training_loss_uses_the_cache_only_when_chunks_are_smaller_than_the_batch():
     _, model, _ = embedding_model("bert")
     task = TaskSpec(name="embedding", family="embedding", cache_chunk_size=100)
@@ -300,3 +322,27 @@ def test_corpus_file_joins_the_corpus_and_duplicate_ids_are_refused(tmp_path, to
     corpus.write_text("".join(json.dumps({"id": "d1", "text_pair": t}) + "\n" for t in ["x", "y"]))
     with pytest.raises(DataError, match="'d1' names two different passages"):
         embedding_eval_split("val", val, _data(), tokenizer, corpus_path=corpus)
+
+
+def test_splits_survive_the_feature_cache(tmp_path, tokenizer):
+    from bertlab.data.files import SAMPLES_DIR
+    from bertlab.data.safe_cache import load_tree, save_tree
+
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps({"text": f"q{i}", "text_pair": f"p{i % 3}", "negative": f"n{i}"}) + "\n"
+                            for i in range(5)))
+    for split in (embedding_train_split("train", path, _data(), tokenizer),
+                  embedding_eval_split("val", SAMPLES_DIR / "squad_v1.1" / "dev.json", _data(), tokenizer)):
+        save_tree(tmp_path / "cache.safetensors", split)
+        back = load_tree(tmp_path / "cache.safetensors")
+        assert back.eval_data == split.eval_data
+        assert [{k: list(v) if hasattr(v, "__len__") else v for k, v in f.items()} for f in back.features] == \
+            [{k: list(v) if hasattr(v, "__len__") else v for k, v in f.items()} for f in split.features]
+
+
+def test_a_pair_file_without_a_passage_column_setting_is_a_clear_error(tmp_path, tokenizer):
+    path = tmp_path / "train.tsv"
+    path.write_text("text\ttext_pair\nq1\tp1\nq2\tp2\n")
+    data = DataConfig(text_column="text", text_pair_column=None, label_column=None)
+    with pytest.raises(DataError, match="data.text_pair_column is null"):
+        embedding_train_split("train", path, data, tokenizer)

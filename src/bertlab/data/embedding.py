@@ -82,10 +82,11 @@ def read_pairs(path: Path, data: DataConfig, policy: BadExamplePolicy, negatives
         examples = read_squad(path, train=False, policy=policy)
         return [(e.question.strip(), e.context.strip(), None, None, f"{path}: question {e.id}")
                 for e in examples if not e.is_impossible]
+    if data.text_pair_column is None:
+        raise DataError(f"{path}: task=embedding reads (query, passage) pairs and data.text_pair_column is null: "
+                        "set it to the passage column")
     label = data.label_column if scored else None
     rows = read_table(path, data.text_column, data.text_pair_column, label, policy)
-    if data.text_pair_column is None:
-        raise DataError(f"{path}: task=embedding needs a passage column: set data.text_pair_column")
     negative = {}
     if negatives and data.negative_column is not None and _has_column(path, data.negative_column):
         # A row may lack its negative (empty cell): it just brings none.

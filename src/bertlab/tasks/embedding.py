@@ -122,6 +122,10 @@ def cached_loss(embed: Callable[[dict[str, torch.Tensor]], torch.Tensor], batch:
     back-propagates the cached gradient times that factor into the encoder."""
     chunks = row_chunks(batch, chunk)
     device = batch["input_ids"].device
+    # The backward pass runs outside the forward's autocast region (Lightning's mixed precision): the replay
+    # re-enters the autocast the first pass ran under, or it would compute other embeddings than it cached.
+    autocast = dict(device_type=device.type, enabled=torch.is_autocast_enabled(device.type),
+                    dtype=torch.get_autocast_dtype(device.type))
     states, parts = [], []
     with torch.no_grad():
         for sub in chunks:
@@ -136,7 +140,7 @@ def cached_loss(embed: Callable[[dict[str, torch.Tensor]], torch.Tensor], batch:
     def replay(grad_output: torch.Tensor) -> None:
         with torch.enable_grad():
             for sub, state, g in zip(chunks, states, grad.split(sizes)):
-                with state.restored():
+                with state.restored(), torch.autocast(**autocast):
                     part = embed(sub)
                 part.backward(g.to(part.dtype) * grad_output.to(part.dtype))
 
