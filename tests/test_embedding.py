@@ -24,10 +24,12 @@ from bertlab.tasks.embedding import (
 
 transformers = pytest.importorskip("transformers")
 
-from test_families import NATIVE, batch, hf_model, tiny_hf_config  # noqa: E402
+from test_families import batch, hf_model, tiny_hf_config  # noqa: E402
 
 from bertlab.models.assemble import assemble  # noqa: E402
-from bertlab.models.families import family_spec  # noqa: E402
+from bertlab.models.families import families, family_spec  # noqa: E402
+
+FAMILY_TYPES = sorted(families())  # the registry: a family added there is tested here too
 from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
 
 
@@ -119,7 +121,7 @@ def embedding_model(model_type: str, pooling: str = "mean", unpad: str = "true",
     return hf, model, family
 
 
-@pytest.mark.parametrize("model_type", NATIVE)
+@pytest.mark.parametrize("model_type", FAMILY_TYPES)
 @pytest.mark.parametrize("pooling", ["mean", "cls", "last"])
 @pytest.mark.parametrize("unpad", ["false", "true"])
 def test_every_family_embeds_as_its_transformers_hidden_states_pooled(model_type, pooling, unpad):
@@ -159,7 +161,7 @@ def grads(model):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("model_type", NATIVE)
+@pytest.mark.parametrize("model_type", FAMILY_TYPES)
 def test_cached_gradients_equal_uncached_on_the_unpadded_path(model_type):
     """Dropout off: the cached loss (chunks of 4 rows) has the uncached loss's value and gradients ≤ 1e-5."""
     _, model, family = embedding_model(model_type, "mean", unpad="true")
