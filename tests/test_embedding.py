@@ -348,3 +348,15 @@ def test_a_pair_file_without_a_passage_column_setting_is_a_clear_error(tmp_path,
     data = DataConfig(text_column="text", text_pair_column=None, label_column=None)
     with pytest.raises(DataError, match="data.text_pair_column is null"):
         embedding_train_split("train", path, data, tokenizer)
+
+
+def test_a_list_of_negatives_is_refused_not_dropped(tmp_path, tokenizer):
+    path = tmp_path / "train.jsonl"
+    rows = [{"text": "q1", "text_pair": "p1", "negative": "n1"}, {"text": "q2", "text_pair": "p2", "negative": None},
+            {"text": "q3", "text_pair": "p3"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    split = embedding_train_split("train", path, _data(), tokenizer)
+    assert ["negative_input_ids" in f for f in split.features] == [True, False, False]
+    path.write_text(path.read_text() + json.dumps({"text": "q4", "text_pair": "p4", "negative": ["a", "b"]}) + "\n")
+    with pytest.raises(DataError, match=r"train.jsonl:4: field 'negative' .* holds list"):
+        embedding_train_split("train", path, _data(), tokenizer)

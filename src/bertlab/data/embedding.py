@@ -87,11 +87,14 @@ def read_pairs(path: Path, data: DataConfig, policy: BadExamplePolicy, negatives
                         "set it to the passage column")
     label = data.label_column if scored else None
     rows = read_table(path, data.text_column, data.text_pair_column, label, policy)
-    negative = {}
+    negative: dict[str, str] = {}
     if negatives and data.negative_column is not None and _has_column(path, data.negative_column):
-        # A row may lack its negative (empty cell): it just brings none.
-        for ex in read_table(path, data.negative_column, None, None, _Optional("skip")):
-            negative[ex.where] = ex.text
+        # A row may lack its negative (empty cell, null, no field): it just brings none.
+        if path.suffix.lower() in (".jsonl", ".json"):
+            negative = _json_negatives(path, data.negative_column)
+        else:
+            for ex in read_table(path, data.negative_column, None, None, _Optional("skip")):
+                negative[ex.where] = ex.text
     out = []
     for ex in rows:
         score = None
@@ -102,6 +105,28 @@ def read_pairs(path: Path, data: DataConfig, policy: BadExamplePolicy, negatives
                 policy.bad(f"{ex.where}: score {ex.label!r} in column {label!r} is not a number")
                 continue
         out.append((ex.text, ex.text_pair, negative.get(ex.where), score, ex.where))
+    return out
+
+
+def _json_negatives(path: Path, column: str) -> dict[str, str]:
+    """``file:line`` → hard negative of a JSON-lines file; a value other than a text (or null) is an error
+    rather than a row silently without its negatives."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line).get(column)
+            except (json.JSONDecodeError, AttributeError):
+                continue  # the table reader reports the line
+            if isinstance(value, str) and value.strip():
+                out[f"{path}:{number}"] = value.strip()
+            elif value is not None and not isinstance(value, str):
+                raise DataError(
+                    f"{path}:{number}: field {column!r} (data.negative_column) holds {type(value).__name__} "
+                    f"{json.dumps(value)[:80]}; it takes one hard negative, a text. For several negatives of a "
+                    "query give each its own row (the same query and passage, another negative)")
     return out
 
 
