@@ -209,15 +209,20 @@ EXPORT_FILES = (CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NA
 
 def foreign_files(folder: Path) -> list[str]:
     """The entries of ``folder`` no export wrote: not one of :data:`EXPORT_FILES`, not listed in its
-    ``bertlab_export.json``, not named ``bertlab_*`` (bertlab's own records), or not a file."""
+    ``bertlab_export.json``, not named ``bertlab_*`` (bertlab's own records), or a subfolder not listed there
+    with every file in it."""
     listed: set[str] = set()
     try:
         listed = set(json.loads((folder / EXPORT_MARKER).read_text()).get("files") or [])
     except (OSError, ValueError, AttributeError, TypeError):
         pass
+    def listed_dir(p: Path) -> bool:  # a subfolder the export wrote, with every file in it
+        return p.name + "/" in listed and all(
+            f.relative_to(folder).as_posix() + ("/" if f.is_dir() else "") in listed for f in p.rglob("*"))
+
     return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
-                  if not p.is_file() or not (p.name in EXPORT_FILES or p.name in listed or
-                                             p.name.startswith("bertlab_")))
+                  if not (p.is_file() and (p.name in EXPORT_FILES or p.name in listed or p.name.startswith("bertlab_"))
+                          or p.is_dir() and not p.is_symlink() and listed_dir(p)))
 
 
 def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
@@ -265,7 +270,9 @@ def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite
 def write_export_marker(folder: Path, kind: str, source: Path) -> None:
     """``bertlab_export.json``, written last: the folder is a complete export of ``source``, holding these files
     (what ``--overwrite`` may replace, and what no other output may write over: runtime.outputs)."""
-    files = sorted(p.name for p in folder.iterdir() if p.is_file()) + [EXPORT_MARKER]
+    # Files by their path in the folder, subfolders as "name/" (a sentence-transformers export's 1_Pooling/).
+    files = sorted(p.relative_to(folder).as_posix() + ("/" if p.is_dir() else "") for p in folder.rglob("*")
+                   if p.is_file() or p.is_dir()) + [EXPORT_MARKER]
     record = {"format": "bertlab-export", "kind": kind, "source": str(source), "files": files}
     (folder / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
 
@@ -337,16 +344,25 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
         (out_dir / HEAD_CONFIG_NAME).write_text(json.dumps(head_info, indent=2) + "\n")
         log.info("export: head %s (pooling=%s, layers=%s, hidden_layers=%d) has no stock transformers class: "
                  "wrote the encoder as %s and the head to %s + %s", type(model.head).__name__,
-                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, architecture, HEAD_WEIGHTS_NAME,
-                 HEAD_CONFIG_NAME)
+                 getattr(model.head, "pooling", loaded.head.pooling), loaded.head.layers, loaded.head.hidden_layers,
+                 architecture, HEAD_WEIGHTS_NAME, HEAD_CONFIG_NAME)
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     long_text = long_text_record(loaded)
     if long_text is not None:
         (out_dir / LONG_TEXT_NAME).write_text(json.dumps(long_text, indent=2) + "\n")
     head_files = (HEAD_WEIGHTS_NAME, HEAD_CONFIG_NAME) if head_kind is None else ()
-    # Sealed inside the folder being written (export_checkpoint's temporary one), before it is swapped in.
-    seal_export(out_dir, (CONFIG_NAME, SAFETENSORS_NAME, *head_files, *((LONG_TEXT_NAME,) if long_text else ())))
+    st_files: tuple[str, ...] = ()
+    if loaded.task.family == "embedding":  # the encoder folder + sentence-transformers' module files
+        from bertlab.inference.sentence_transformers import write_sentence_transformers_modules
+
+        data = (loaded.hparams.get("config") or {}).get("data") or {}
+        st_files = write_sentence_transformers_modules(out_dir, model.bert.config.hidden_size, model.head.pooling,
+                                                       model.head.normalize, data.get("max_seq_length"))
+    # Sealed inside the folder being written (export_checkpoint's temporary one), before it is swapped in; the
+    # sentence-transformers files too (their pooling and normalisation change what the folder computes).
+    seal_export(out_dir, (CONFIG_NAME, SAFETENSORS_NAME, *head_files, *((LONG_TEXT_NAME,) if long_text else ()),
+                          *st_files))
     log.info("export: %s (%s, %d tensors)", ckpt_path, architecture, len(tensors))
 
 
