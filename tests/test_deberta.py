@@ -238,3 +238,21 @@ def test_cpu_attention_slices_compute_the_bias_per_slice(slice_bytes, unpad):
     theirs = dict(whole.named_parameters())
     for name, p in sliced.named_parameters():
         assert torch.allclose(p.grad, theirs[name].grad, atol=1e-4, rtol=1e-4), name
+
+
+def test_the_relative_index_cache_made_in_inference_mode_trains_afterwards():
+    """The relative-position index is cached across calls: one first built during a prediction (inference mode)
+    must still serve a training step (an inference tensor cannot be saved for backward)."""
+    import torch
+
+    from bertlab.models.deberta import DebertaConfig, DebertaModel, relative_index
+
+    relative_index.cache_clear()
+    torch.manual_seed(0)
+    model = DebertaModel(DebertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=32, max_position_embeddings=64), unpad="false")
+    ids = torch.randint(5, 50, (2, 13))
+    with torch.inference_mode():
+        model.eval()(ids)
+    model.train()(ids).last_hidden_state.sum().backward()
+    assert model.embeddings.word_embeddings.weight.grad is not None

@@ -107,14 +107,18 @@ def log_bucket(relative: torch.Tensor, bucket_size: int, max_position: int) -> t
 def relative_index(length: int, span: int, buckets: int, max_relative: int) -> tuple[torch.Tensor, int, int]:
     """(index (L, L) int64, lo, hi) on the CPU: row ``index[i, j] + lo`` of the relative embeddings scores the
     pair (query i, key j), δ = bucket(i - j) + span clamped to 0..2·span-1; lo..hi-1 are the rows any pair of a
-    length-L row reaches (δ grows with i - j: the extremes are (0, L-1) and (L-1, 0))."""
-    ids = torch.arange(length)
-    relative = ids[:, None] - ids[None, :]  # (L, L) i - j
-    if buckets > 0 and max_relative > 0:
-        relative = log_bucket(relative, buckets, max_relative)
-    index = torch.clamp(relative + span, 0, 2 * span - 1)
-    lo, hi = int(index[0, -1]), int(index[-1, 0]) + 1
-    return index - lo, lo, hi
+    length-L row reaches (δ grows with i - j: the extremes are (0, L-1) and (L-1, 0)).
+
+    Built outside inference mode whatever the caller's mode: the cache outlives the call, and an inference
+    tensor made during a prediction or validation could not be saved for backward by a later training step."""
+    with torch.inference_mode(False):
+        ids = torch.arange(length)
+        relative = ids[:, None] - ids[None, :]  # (L, L) i - j
+        if buckets > 0 and max_relative > 0:
+            relative = log_bucket(relative, buckets, max_relative)
+        index = torch.clamp(relative + span, 0, 2 * span - 1)
+        lo, hi = int(index[0, -1]), int(index[-1, 0]) + 1
+        return index - lo, lo, hi
 
 
 def traced_relative_index(q: torch.Tensor, span: int, buckets: int, max_relative: int) -> torch.Tensor:
@@ -222,7 +226,8 @@ class DisentangledSelfAttention(nn.Module):
         key = (length, device)
         if key not in self._index:
             index, lo, hi = relative_index(length, self.span, self.buckets, self.max_relative)
-            self._index[key] = (index.to(device), index.t().contiguous().to(device), lo, hi)
+            with torch.inference_mode(False):  # cached across modes (see relative_index)
+                self._index[key] = (index.to(device), index.t().contiguous().to(device), lo, hi)
         return self._index[key]
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
