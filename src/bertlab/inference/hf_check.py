@@ -83,7 +83,13 @@ def check_transformers_parity(loaded: Any, tokenizer_dir: Path, out_dir: Path,
         return report
     ours = load_tokenizer(tokenizer_dir)
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(out_dir))
-    hf_model = getattr(transformers, AUTO_CLASSES[head_kind]).from_pretrained(str(out_dir)).eval()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in the export's output
+    try:
+        hf_model = getattr(transformers, AUTO_CLASSES[head_kind]).from_pretrained(str(out_dir)).eval()
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
     report = ParityReport(True, architecture=type(hf_model).__name__)
     limit = _length_limit(loaded, ours)
     for name, inputs in _probes(loaded, ours, limit).items():

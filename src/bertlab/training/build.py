@@ -492,7 +492,8 @@ def _shared_head_tensors(model: TaskModel, hp: dict[str, Any], ckpt_head: dict[s
     transformers would from the same checkpoint exported (``hf_weights.shared_head_key``: ModernBERT's
     prediction head ``head.dense`` / ``head.norm`` of a masked-LM run): checkpoint key → (our key, tensor)."""
     model_type = getattr(model.bert.config, "model_type", None)
-    if not ckpt_head or not is_native(model_type) or getattr(model.bert, "generic", False):
+    if not ckpt_head or not is_native(model_type) or getattr(model.bert, "generic", False) \
+            or hp.get("head_kind") == model.head_kind:  # a head of this kind that is not taken: all of it new
         return {}
     spec, own = family_spec(model_type), model.state_dict()
     out = {}
