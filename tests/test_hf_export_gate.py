@@ -188,3 +188,24 @@ def test_without_transformers_the_check_says_it_did_not_run(tmp_path, monkeypatc
     report = check_transformers_parity(loaded, tok_dir, out)
     assert not report.checked and "transformers is not installed" in report.line()
     assert "NOT run" in report.line()
+
+
+def test_export_true_fails_the_run_when_the_gate_fails(tmp_path, monkeypatch):
+    """export=true goes through the same gate: a training run whose export computes otherwise ends in the error."""
+    from conftest import run_train
+    from safetensors.torch import load_file, save_file
+
+    import bertlab.inference.export as export_module
+
+    write = export_module._write_export
+
+    def perturbed(loaded, ckpt_path, out_dir, tok_dir):
+        write(loaded, ckpt_path, out_dir, tok_dir)
+        tensors = load_file(str(out_dir / "model.safetensors"))
+        tensors["classifier.bias"] = tensors["classifier.bias"] + torch.tensor([1.0, -1.0])
+        save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+
+    monkeypatch.setattr(export_module, "_write_export", perturbed)
+    with pytest.raises(CheckpointError, match="does not compute what the run computes"):
+        run_train(["model=bert_tiny", "task=sst2", "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+                   "export=true"], tmp_path / "run")

@@ -122,29 +122,52 @@ def _length_limit(loaded: Any, tokenizer: EncoderTokenizer) -> int:
     return max(8, min(int(data.get("max_seq_length") or tokenizer.model_max_length or 512), positions - offset))
 
 
-def _long_text(tokenizer: EncoderTokenizer, limit: int, pair_with: str | None = None) -> str:
-    """As many words of a long text as fit ``limit`` tokens (with ``pair_with`` as the first text of a pair)."""
-    words = [_LONG_WORDS[i % len(_LONG_WORDS)] for i in range(4 * limit)]
+def _fit(tokenizer: EncoderTokenizer, text: str, limit: int, pair_with: str | None = None) -> str:
+    """The longest start of ``text`` (whole words) that fits ``limit`` tokens, ``pair_with`` as the pair's first."""
+    words = text.split(" ")
     lo, hi = 1, len(words)
     while lo < hi:  # the most words that fit
         mid = (lo + hi + 1) // 2
-        text = " ".join(words[:mid])
-        enc = tokenizer.encode_batch([pair_with] if pair_with is not None else [text],
-                                     [text] if pair_with is not None else None)[0]
+        part = " ".join(words[:mid])
+        enc = tokenizer.encode_batch([pair_with] if pair_with is not None else [part],
+                                     [part] if pair_with is not None else None)[0]
         lo, hi = (mid, hi) if len(enc.ids) <= limit else (lo, mid - 1)
     return " ".join(words[:lo])
 
 
+def _long_text(tokenizer: EncoderTokenizer, limit: int, pair_with: str | None = None) -> str:
+    """As many words of a long text as fit ``limit`` tokens (with ``pair_with`` as the first text of a pair)."""
+    return _fit(tokenizer, " ".join(_LONG_WORDS[i % len(_LONG_WORDS)] for i in range(4 * limit)), limit, pair_with)
+
+
 def _probes(loaded: Any, tokenizer: EncoderTokenizer, limit: int) -> dict[str, list[Any]]:
     """Probe inputs by kind: ``text`` (str), ``pair`` ((a, b)), ``words`` (list of words), ``choices``
-    ((context, [endings]))."""
+    ((context, [endings])); each within ``limit`` tokens."""
+    probes = _raw_probes(loaded, tokenizer, limit)
+    short = max(2, limit // 2 - 2)  # the first text of a pair: half the room at most
+    for name, items in probes.items():
+        if name == "text":
+            probes[name] = [_fit(tokenizer, t, limit) for t in items]
+        elif name in ("pair", "choices"):
+            fitted = []
+            for first, second in items:
+                first = _fit(tokenizer, first, short)
+                second = _fit(tokenizer, second, limit, first) if name == "pair" \
+                    else [_fit(tokenizer, ending, limit, first) for ending in second]
+                fitted.append((first, second))
+            probes[name] = fitted
+        else:
+            for words in items:
+                while len(words) > 1 and len(tokenizer.encode_words_batch([words])[0].ids) > limit:
+                    words.pop()
+    return probes
+
+
+def _raw_probes(loaded: Any, tokenizer: EncoderTokenizer, limit: int) -> dict[str, list[Any]]:
     head_kind = loaded.model.head_kind
     long_text = _long_text(tokenizer, limit)
     if head_kind == "token":
-        long_words = [w for w, _ in split_words(long_text)]
-        while long_words and len(tokenizer.encode_words_batch([long_words])[0].ids) > limit:
-            long_words.pop()
-        return {"words": [[w for w, _ in split_words(t)] for t in PROBES] + [long_words]}
+        return {"words": [[w for w, _ in split_words(t)] for t in (*PROBES, long_text)]}
     if head_kind == "span":
         question = "Where does the story move to?"
         return {"pair": [(question, PROBES[1]), (PROBES[3], PROBES[0]),
