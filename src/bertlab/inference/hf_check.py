@@ -27,6 +27,7 @@ import torch
 from bertlab.data.tokenizer import EncoderTokenizer, load_tokenizer
 from bertlab.inference.text import split_words
 from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.model_folders import auto_from_pretrained, task_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +83,11 @@ def check_transformers_parity(loaded: Any, tokenizer_dir: Path, out_dir: Path,
         log.warning("export: %s", report.line())
         return report
     ours = load_tokenizer(tokenizer_dir)
-    hf_tok = transformers.AutoTokenizer.from_pretrained(str(out_dir))
+    hf_tok = auto_from_pretrained("AutoTokenizer", out_dir)
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in the export's output
     try:
-        hf_model = getattr(transformers, AUTO_CLASSES[head_kind]).from_pretrained(str(out_dir)).eval()
+        hf_model = auto_from_pretrained(AUTO_CLASSES[head_kind], out_dir).eval()
     finally:
         if bars:
             transformers.utils.logging.enable_progress_bar()
@@ -284,20 +285,17 @@ def _compare_pipeline(loaded: Any, ours: EncoderTokenizer, hf_tok: Any, hf_model
                       probes: dict[str, list[Any]], report: ParityReport) -> None:
     """Raw text through transformers' pipeline: the label of each text (text classification), the tag of each
     token of space-separated words (token classification), as bertlab predicts them."""
-    import transformers
-
     labels = loaded.labels or []
     if loaded.model.head_kind == "sequence":
         texts = probes["text"]
-        pipe = transformers.pipeline("text-classification", model=hf_model, tokenizer=hf_tok, device="cpu")
+        pipe = task_pipeline("text-classification", hf_model, hf_tok)
         got = [r["label"] for r in pipe(texts)]
         want = [labels[i] if i < len(labels) else str(i)
                 for i in _ours_outputs(loaded, ours, "text", texts)[0]["logits"].argmax(-1)]
     else:
         sentences = probes["words"]
-        pipe = transformers.pipeline("token-classification", model=hf_model, tokenizer=hf_tok, device="cpu",
-                                     ignore_labels=[])
-        got = [[r["entity"] for r in pipe(" ".join(words))] for words in sentences]
+        pipe = task_pipeline("token-classification", hf_model, hf_tok)
+        got = [[r["entity"] for r in pipe(" ".join(words), ignore_labels=[])] for words in sentences]
         want = []
         for words in sentences:
             out = _ours_outputs(loaded, ours, "words", [words])[0]["logits"][0]
