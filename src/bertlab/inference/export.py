@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.data.tokenizer import holds_tokenizer, load_tokenizer
 from bertlab.inference.layout import (
     HEAD_CONFIG_NAME,
     HEAD_WEIGHTS_NAME,
@@ -178,26 +178,33 @@ def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
 
 
 def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: CheckpointModel) -> list[str]:
-    """The run's tokenizer files into the export, once they are checked to be the ones the checkpoint was
-    trained with (an export ships no other model's tokenizer)."""
-    from bertlab.data.tokenizer import load_tokenizer
-
+    """The one place an export writes its tokenizer files: the run's tokenizer, once it is checked to be the one
+    the checkpoint was trained with (an export ships no other model's tokenizer), written as transformers must
+    read it to tokenize exactly as bertlab does
+    (:meth:`~bertlab.data.tokenizer.EncoderTokenizer.save_for_transformers`): for a model that reads pre-split
+    words (token classification) the words' pipeline, each word read with its leading space;
+    ``model_input_names`` without ``token_type_ids`` for an encoder without segment embeddings."""
     ckpt_path = loaded.path
     if tokenizer_dir is None or not tokenizer_dir.is_dir():
         raise CheckpointError(
             f"no tokenizer for {ckpt_path}: expected the run's tokenizer folder at {tokenizer_dir} "
             "(train.py saves <run_dir>/tokenizer/); pass --tokenizer DIR"
         )
-    check_trusted(ckpt_path, load_tokenizer(tokenizer_dir), recorded=loaded.tokenizer_fingerprint,
-                  folder=tokenizer_dir, run_id=loaded.run_id)
-    copied = []
-    for name in TOKENIZER_FILES:
-        if (tokenizer_dir / name).is_file():
-            shutil.copyfile(tokenizer_dir / name, out_dir / name)
-            copied.append(name)
-    if not copied:
+    if not any((tokenizer_dir / name).is_file() for name in TOKENIZER_FILES) and not holds_tokenizer(tokenizer_dir):
         raise CheckpointError(f"{tokenizer_dir} holds none of {list(TOKENIZER_FILES)}")
-    return copied
+    tokenizer = load_tokenizer(tokenizer_dir)
+    check_trusted(ckpt_path, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tokenizer_dir,
+                  run_id=loaded.run_id)
+    tokenizer.save_for_transformers(out_dir, words=loaded.task.family == "token",
+                                    token_types=takes_token_types(loaded.model.bert.config))
+    return [name for name in TOKENIZER_FILES if (out_dir / name).is_file()]
+
+
+def takes_token_types(config: Any) -> bool:
+    """Whether an encoder has segment embeddings (its transformers class then takes ``token_type_ids``)."""
+    hf = getattr(config, "hf_config", None)  # the generic path: the checkpoint's own config.json
+    size = hf.get("type_vocab_size") if isinstance(hf, dict) else getattr(config, "type_vocab_size", 0)
+    return int(size or 0) > 0
 
 
 # Every name an export writes (HF and ONNX; the ONNX names repeated from inference.onnx_session, which this
@@ -301,8 +308,19 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
             replaced_folder(out_dir) as tmp:
         _write_export(loaded, ckpt_path, tmp, tok_dir)
         write_export_marker(tmp, "hf", ckpt_path)
+        check_export(loaded, tok_dir, tmp, shown=out_dir)  # before the swap: a failing export replaces nothing
     log.info("export: %s → %s", ckpt_path, out_dir)
     return out_dir
+
+
+def check_export(loaded: CheckpointModel, tok_dir: Path, out_dir: Path, shown: Path | None = None):
+    """The gate of every Hugging Face export (``python -m bertlab.export`` and ``export=true`` alike):
+    transformers, loading ``out_dir`` the standard way, predicts what the run predicts, or a CheckpointError
+    (:mod:`bertlab.inference.hf_check`) naming ``shown`` (the folder the user asked for, when ``out_dir`` is its
+    temporary twin). Returns the report (``checked`` False when it could not run)."""
+    from bertlab.inference.hf_check import check_transformers_parity
+
+    return check_transformers_parity(loaded, tok_dir, out_dir, shown=shown)
 
 
 def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_dir: Path) -> None:
