@@ -523,3 +523,22 @@ def test_squad_v2_predictions_answer_nothing_when_the_null_score_wins(tmp_path):
     predictor.settings.null_score_diff_threshold = 1e9  # the best span always wins
     (record,) = predictor(inputs)
     assert record["answer"] and record["start"] >= 0 and "null_score_diff" not in record
+
+
+def test_backend_torch_on_an_onnx_folder_says_what_the_folder_is_and_what_runs_it(tmp_path, capsys):
+    """Not the generic "not a bertlab run dir": the folder is named an ONNX export, with the backend that runs it
+    and the run it came from (which PyTorch can load)."""
+    from bertlab.inference.loading import load
+
+    folder = tmp_path / "onnx"
+    folder.mkdir()
+    (folder / "bertlab_onnx.json").write_text(json.dumps({"format": "bertlab-onnx",
+                                                          "source": "/runs/sst2/checkpoints/best.ckpt"}))
+    with pytest.raises(ConfigError) as err:
+        load(folder, backend="torch")
+    message = str(err.value)
+    assert "is an ONNX export" in message and "--backend onnx" in message and "/runs/sst2" in message
+    assert "not a bertlab run dir" not in message
+    with pytest.raises(SystemExit):
+        main([str(folder), "-", "--backend", "torch"])
+    assert "is an ONNX export" in capsys.readouterr().err

@@ -145,6 +145,8 @@ class TaskDataModule(L.LightningDataModule):
         """Content hash of a split's files, the data/task settings and the tokenizer."""
         path = self.split_file(split)
         files = path if isinstance(path, list) else [path]
+        if self.task.family == "embedding" and self.cfg.corpus_file and split != "train":
+            files = [*files, self.resolve(self.cfg.corpus_file)]  # retrieval's corpus: part of the split
         settings = json.dumps({"data": asdict(self.cfg), "task": asdict(self.task), "labels": self.labels,
                                "seed": self.seed, "split": split, "v": _CACHE_VERSION},
                               sort_keys=True, default=str)
@@ -225,6 +227,13 @@ class TaskDataModule(L.LightningDataModule):
             return token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
         if family == "qa":
             return qa_split(split, path, self.cfg, self.tokenizer, train=train, max_examples=limit)
+        if family == "embedding":
+            from bertlab.data.embedding import embedding_eval_split, embedding_train_split
+
+            if train:
+                return embedding_train_split(split, path, self.cfg, self.tokenizer, max_examples=limit)
+            return embedding_eval_split(split, path, self.cfg, self.tokenizer, self.resolve(self.cfg.corpus_file),
+                                        max_examples=limit)
         if family == "multiple_choice":
             from bertlab.data.choices import choice_split
 
@@ -297,8 +306,13 @@ class TaskDataModule(L.LightningDataModule):
                    else self.task.mlm_probability, "whole_word": self.task.whole_word_masking,
                    "continuation": continuation, "generator": generator, "fixed_eval_masks": not train,
                    "seed": self.seed}
-        return Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm,
-                        max_windows=self.max_windows(train) if self.reads_windows else None)
+        collator = Collator(self.tokenizer.pad_id, self.cfg.pad_to_multiple_of, mlm,
+                            max_windows=self.max_windows(train) if self.reads_windows else None)
+        if self.task.family == "embedding" and train:  # (query, passage[, negative]) rows: bertlab.data.embedding
+            from bertlab.data.embedding import PairCollator
+
+            return PairCollator(collator)
+        return collator
 
     @property
     def reads_windows(self) -> bool:

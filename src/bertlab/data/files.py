@@ -152,6 +152,11 @@ class DataFiles:
             return texts
         if self.task.family == "token":
             return [" ".join(s.words) for s in read_conll(path, self.cfg.tag_column, policy)]
+        if self.task.family == "embedding":
+            from bertlab.data.embedding import read_pairs
+
+            rows = read_pairs(path, self.cfg, policy, negatives=True)
+            return [r[0] for r in rows] + sorted({r[1] for r in rows}) + [r[2] for r in rows if r[2]]
         if self.task.family == "qa":
             examples = read_squad(path, train=True, policy=policy)
             return [e.question for e in examples] + sorted({e.context for e in examples})

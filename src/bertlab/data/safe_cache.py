@@ -42,10 +42,11 @@ class CacheCorrupt(Exception):
 
 def _dataclasses() -> dict[str, type]:
     # The only classes a cache file may rebuild; imported here (not at module load) to avoid import cycles.
+    from bertlab.data.embedding import EmbeddingEvalData
     from bertlab.data.features import Split, TokenEvalData
     from bertlab.data.qa import QAEvalData, QAExample, QAFeatures
 
-    return {c.__name__: c for c in (Split, TokenEvalData, QAEvalData, QAExample, QAFeatures)}
+    return {c.__name__: c for c in (Split, TokenEvalData, QAEvalData, QAExample, QAFeatures, EmbeddingEvalData)}
 
 
 class _Encoder:

@@ -209,9 +209,7 @@ class EncoderTokenizer:
         """Pre-split words (CoNLL): ``word_ids`` map every piece back to its word. A byte-level BPE tokenizer reads
         each word with its leading space (``add_prefix_space``), as in running text: without it "world" alone
         and " world" in a sentence are different pieces (HF asks for ``add_prefix_space=True`` here too)."""
-        if self._words is None:
-            self._words = _with_prefix_space(self.tokenizer, True) or self.tokenizer
-        return self._words.encode_batch([list(w) for w in words], is_pretokenized=True,
+        return self._words_pipeline().encode_batch([list(w) for w in words], is_pretokenized=True,
                                         add_special_tokens=add_special_tokens)
 
     def continuation_table(self) -> np.ndarray:
@@ -272,6 +270,39 @@ class EncoderTokenizer:
             if byte_level:
                 config.update(add_prefix_space=bool(byte_level[0].get("add_prefix_space")), trim_offsets=True)
         return {**config, **roles, "model_max_length": self.model_max_length or 512}
+
+    def save_for_transformers(self, directory: str | Path, words: bool = False, token_types: bool = True) -> None:
+        """The tokenizer files of an export (:meth:`save`'s files), written so that transformers' ``AutoTokenizer``
+        tokenizes exactly as bertlab does: ``tokenizer.json`` holds the very pipeline bertlab runs on the model's
+        inputs, and ``tokenizer_config.json`` names transformers' generic fast tokenizer
+        (``PreTrainedTokenizerFast``), which runs that file as it is. A family's own class would not: transformers 5
+        rebuilds RoBERTa's, XLM-R's, BERT's pipeline from the vocabulary alone (a normalizer dropped, a whitespace
+        split added, ``add_prefix_space`` from its default).
+
+        ``words``: the model reads pre-split words (token classification); bertlab reads each word with its leading
+        space (:meth:`encode_words_batch`), so the pipeline written is that one and ``add_prefix_space`` says so, for
+        ``is_split_into_words=True`` and for raw text alike. ``token_types``: the model takes ``token_type_ids``;
+        without them (DistilBERT, ModernBERT, DeBERTa-v3) ``model_input_names`` leaves them out, as the model's
+        ``forward`` does."""
+        pipeline = self._words_pipeline() if words else self.tokenizer
+        byte_level = _find(json.loads(pipeline.to_str()).get("pre_tokenizer"), "ByteLevel")
+        config = {**self.config, "tokenizer_class": "PreTrainedTokenizerFast"}
+        if byte_level:
+            config["add_prefix_space"] = bool(byte_level[0].get("add_prefix_space"))
+        if self.model_max_length is not None:
+            config["model_max_length"] = self.model_max_length
+        copy = EncoderTokenizer(Tokenizer.from_str(pipeline.to_str()), do_lower_case=self.do_lower_case,
+                                config=config)
+        copy.save(directory)
+        names = ["input_ids", "token_type_ids", "attention_mask"] if token_types else ["input_ids", "attention_mask"]
+        path = Path(directory) / "tokenizer_config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "model_input_names": names}, indent=2) + "\n")
+
+    def _words_pipeline(self) -> Tokenizer:
+        """The pipeline pre-split words go through: a byte-level BPE one adds a space before each word."""
+        if self._words is None:
+            self._words = _with_prefix_space(self.tokenizer, True) or self.tokenizer
+        return self._words
 
     def _tokenizer_class(self) -> str:
         cls = self.tokenizer.id_to_token(self.cls_id)

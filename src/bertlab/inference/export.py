@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.data.tokenizer import holds_tokenizer, load_tokenizer
 from bertlab.inference.layout import (
     HEAD_CONFIG_NAME,
     HEAD_WEIGHTS_NAME,
@@ -179,26 +179,33 @@ def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
 
 
 def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: CheckpointModel) -> list[str]:
-    """The run's tokenizer files into the export, once they are checked to be the ones the checkpoint was
-    trained with (an export ships no other model's tokenizer)."""
-    from bertlab.data.tokenizer import load_tokenizer
-
+    """The one place an export writes its tokenizer files: the run's tokenizer, once it is checked to be the one
+    the checkpoint was trained with (an export ships no other model's tokenizer), written as transformers must
+    read it to tokenize exactly as bertlab does
+    (:meth:`~bertlab.data.tokenizer.EncoderTokenizer.save_for_transformers`): for a model that reads pre-split
+    words (token classification) the words' pipeline, each word read with its leading space;
+    ``model_input_names`` without ``token_type_ids`` for an encoder without segment embeddings."""
     ckpt_path = loaded.path
     if tokenizer_dir is None or not tokenizer_dir.is_dir():
         raise CheckpointError(
             f"no tokenizer for {ckpt_path}: expected the run's tokenizer folder at {tokenizer_dir} "
             "(train.py saves <run_dir>/tokenizer/); pass --tokenizer DIR"
         )
-    check_trusted(ckpt_path, load_tokenizer(tokenizer_dir), recorded=loaded.tokenizer_fingerprint,
-                  folder=tokenizer_dir, run_id=loaded.run_id)
-    copied = []
-    for name in TOKENIZER_FILES:
-        if (tokenizer_dir / name).is_file():
-            shutil.copyfile(tokenizer_dir / name, out_dir / name)
-            copied.append(name)
-    if not copied:
+    if not any((tokenizer_dir / name).is_file() for name in TOKENIZER_FILES) and not holds_tokenizer(tokenizer_dir):
         raise CheckpointError(f"{tokenizer_dir} holds none of {list(TOKENIZER_FILES)}")
-    return copied
+    tokenizer = load_tokenizer(tokenizer_dir)
+    check_trusted(ckpt_path, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tokenizer_dir,
+                  run_id=loaded.run_id)
+    tokenizer.save_for_transformers(out_dir, words=loaded.task.family == "token",
+                                    token_types=takes_token_types(loaded.model.bert.config))
+    return [name for name in TOKENIZER_FILES if (out_dir / name).is_file()]
+
+
+def takes_token_types(config: Any) -> bool:
+    """Whether an encoder has segment embeddings (its transformers class then takes ``token_type_ids``)."""
+    hf = getattr(config, "hf_config", None)  # the generic path: the checkpoint's own config.json
+    size = hf.get("type_vocab_size") if isinstance(hf, dict) else getattr(config, "type_vocab_size", 0)
+    return int(size or 0) > 0
 
 
 # Every name an export writes (HF and ONNX; the ONNX names repeated from inference.onnx_session, which this
@@ -210,15 +217,20 @@ EXPORT_FILES = (CONFIG_NAME, SAFETENSORS_NAME, HEAD_CONFIG_NAME, HEAD_WEIGHTS_NA
 
 def foreign_files(folder: Path) -> list[str]:
     """The entries of ``folder`` no export wrote: not one of :data:`EXPORT_FILES`, not listed in its
-    ``bertlab_export.json``, not named ``bertlab_*`` (bertlab's own records), or not a file."""
+    ``bertlab_export.json``, not named ``bertlab_*`` (bertlab's own records), or a subfolder not listed there
+    with every file in it."""
     listed: set[str] = set()
     try:
         listed = set(json.loads((folder / EXPORT_MARKER).read_text()).get("files") or [])
     except (OSError, ValueError, AttributeError, TypeError):
         pass
+    def listed_dir(p: Path) -> bool:  # a subfolder the export wrote, with every file in it
+        return p.name + "/" in listed and all(
+            f.relative_to(folder).as_posix() + ("/" if f.is_dir() else "") in listed for f in p.rglob("*"))
+
     return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
-                  if not p.is_file() or not (p.name in EXPORT_FILES or p.name in listed or
-                                             p.name.startswith("bertlab_")))
+                  if not (p.is_file() and (p.name in EXPORT_FILES or p.name in listed or p.name.startswith("bertlab_"))
+                          or p.is_dir() and not p.is_symlink() and listed_dir(p)))
 
 
 def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite: bool,
@@ -266,7 +278,9 @@ def check_export_folder(out_dir: Path, ckpt_path: Path, tok_dir: Path, overwrite
 def write_export_marker(folder: Path, kind: str, source: Path) -> None:
     """``bertlab_export.json``, written last: the folder is a complete export of ``source``, holding these files
     (what ``--overwrite`` may replace, and what no other output may write over: runtime.outputs)."""
-    files = sorted(p.name for p in folder.iterdir() if p.is_file()) + [EXPORT_MARKER]
+    # Files by their path in the folder, subfolders as "name/" (a sentence-transformers export's 1_Pooling/).
+    files = sorted(p.relative_to(folder).as_posix() + ("/" if p.is_dir() else "") for p in folder.rglob("*")
+                   if p.is_file() or p.is_dir()) + [EXPORT_MARKER]
     record = {"format": "bertlab-export", "kind": kind, "source": str(source), "files": files}
     (folder / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
 
@@ -295,8 +309,19 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
             replaced_folder(out_dir) as tmp:
         _write_export(loaded, ckpt_path, tmp, tok_dir)
         write_export_marker(tmp, "hf", ckpt_path)
+        check_export(loaded, tok_dir, tmp, shown=out_dir)  # before the swap: a failing export replaces nothing
     log.info("export: %s → %s", ckpt_path, out_dir)
     return out_dir
+
+
+def check_export(loaded: CheckpointModel, tok_dir: Path, out_dir: Path, shown: Path | None = None):
+    """The gate of every Hugging Face export (``python -m bertlab.export`` and ``export=true`` alike):
+    transformers, loading ``out_dir`` the standard way, predicts what the run predicts, or a CheckpointError
+    (:mod:`bertlab.inference.hf_check`) naming ``shown`` (the folder the user asked for, when ``out_dir`` is its
+    temporary twin). Returns the report (``checked`` False when it could not run)."""
+    from bertlab.inference.hf_check import check_transformers_parity
+
+    return check_transformers_parity(loaded, tok_dir, out_dir, shown=shown)
 
 
 def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_dir: Path) -> None:
@@ -338,16 +363,25 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
         (out_dir / HEAD_CONFIG_NAME).write_text(json.dumps(head_info, indent=2) + "\n")
         log.info("export: head %s (pooling=%s, layers=%s, hidden_layers=%d) has no stock transformers class: "
                  "wrote the encoder as %s and the head to %s + %s", type(model.head).__name__,
-                 loaded.head.pooling, loaded.head.layers, loaded.head.hidden_layers, architecture, HEAD_WEIGHTS_NAME,
-                 HEAD_CONFIG_NAME)
+                 getattr(model.head, "pooling", loaded.head.pooling), loaded.head.layers, loaded.head.hidden_layers,
+                 architecture, HEAD_WEIGHTS_NAME, HEAD_CONFIG_NAME)
     save_file(tensors, str(out_dir / SAFETENSORS_NAME), metadata={"format": "pt"})
     (out_dir / CONFIG_NAME).write_text(json.dumps(_hf_config(loaded, architecture), indent=2) + "\n")
     long_text = long_text_record(loaded)
     if long_text is not None:
         (out_dir / LONG_TEXT_NAME).write_text(json.dumps(long_text, indent=2) + "\n")
     head_files = (HEAD_WEIGHTS_NAME, HEAD_CONFIG_NAME) if head_kind is None else ()
-    # Sealed inside the folder being written (export_checkpoint's temporary one), before it is swapped in.
-    seal_export(out_dir, (CONFIG_NAME, SAFETENSORS_NAME, *head_files, *((LONG_TEXT_NAME,) if long_text else ())))
+    st_files: tuple[str, ...] = ()
+    if loaded.task.family == "embedding":  # the encoder folder + sentence-transformers' module files
+        from bertlab.inference.sentence_transformers import write_sentence_transformers_modules
+
+        data = (loaded.hparams.get("config") or {}).get("data") or {}
+        st_files = write_sentence_transformers_modules(out_dir, model.bert.config.hidden_size, model.head.pooling,
+                                                       model.head.normalize, data.get("max_seq_length"))
+    # Sealed inside the folder being written (export_checkpoint's temporary one), before it is swapped in; the
+    # sentence-transformers files too (their pooling and normalisation change what the folder computes).
+    seal_export(out_dir, (CONFIG_NAME, SAFETENSORS_NAME, *head_files, *((LONG_TEXT_NAME,) if long_text else ()),
+                          *st_files))
     log.info("export: %s (%s, %d tensors)", ckpt_path, architecture, len(tensors))
 
 

@@ -85,7 +85,7 @@ def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
         raise DataError(f"{path}: a JSON document; for task family {family} give JSONL (one object a line)")
     if family == "token" and _looks_like_conll(path, lines):
         return "conll"
-    if family in ("sequence", "multiple_choice") and suffix in (".tsv", ".csv") and filled:
+    if family in ("sequence", "multiple_choice", "embedding") and suffix in (".tsv", ".csv") and filled:
         header = [h.strip() for h in filled[0].split("," if suffix == ".csv" else "\t")]
         if settings.text_column in header:
             return "table"

@@ -95,6 +95,8 @@ def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str 
                           "--format onnx writes one)")
     if onnx and backend != "torch":
         return from_onnx_folder(path, tokenizer, backend)
+    if onnx and not is_run:
+        raise ConfigError(onnx_with_torch_message(path))
     if path.is_dir() and (path / "config.json").is_file() and not is_run:
         return from_hf_folder(path, tokenizer)
     if (path.is_file() and path.suffix == ".ckpt") or is_run:
@@ -103,6 +105,24 @@ def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str 
         f"{path}: not a bertlab run dir (with checkpoints/), a .ckpt file or an exported Hugging Face "
         "folder (with config.json): pass one of those to predict with"
     )
+
+
+def onnx_with_torch_message(path: Path) -> str:
+    """What ``--backend torch`` on an ONNX export is told: what the folder is, and what runs it."""
+    import json
+
+    from bertlab.inference.onnx_session import INFO_NAME
+
+    try:
+        source = json.loads((path / INFO_NAME).read_text()).get("source")
+    except (OSError, ValueError):
+        source = None
+    origin = f" (exported from {source})" if source else ""
+    return (f"--backend torch: {path} is an ONNX export{origin}, a graph that onnxruntime runs, not a PyTorch "
+            f"model. Predict with it as it is: python -m bertlab.predict {path} ... --backend onnx (or leave "
+            "--backend out: auto picks the folder's graph; onnx-int8 for its int8 graph). For PyTorch, pass the run "
+            "dir or .ckpt it was exported from" + (f" ({source})" if source else "") + ", or a Hugging Face "
+            "export of that run (python -m bertlab.export RUN OUT)")
 
 
 def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:

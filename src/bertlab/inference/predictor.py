@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("sequence", "token", "qa", "multiple_choice")
+FAMILIES = ("sequence", "token", "qa", "multiple_choice", "embedding")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
 
 
@@ -124,6 +124,8 @@ class Predictor:
         self.labels = labels
         self.settings = settings
         self.source = source
+        if task.family == "embedding":  # every input is one text to embed (a tab inside it is text)
+            settings.pair = False
 
     # ------------------------------------------------------------------------------------------------
     # Loading
@@ -206,6 +208,8 @@ class Predictor:
                 yield from self._token(chunk, size, word_scores)
             elif self.task.family == "multiple_choice":
                 yield from self._choices(chunk, size)
+            elif self.task.family == "embedding":
+                yield from self._embedding(chunk, size)
             else:
                 yield from self._qa(chunk, size)
 
@@ -296,6 +300,26 @@ class Predictor:
                 record.update(label=self.labels[best], score=float(probs[best]),
                               scores={label: float(p) for label, p in zip(self.labels, probs)})
             yield record
+
+    # Embeddings (task=embedding): {"text", "embedding"} per input, the vector as the run computes it
+
+    def _embedding(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
+        s = self.settings
+        texts = []
+        for where, x in chunk:
+            text = x.get(s.text_column, x.get("text")) if isinstance(x, dict) else x
+            if not isinstance(text, str):
+                raise DataError(f"{where}: expected a text, or a dict with {s.text_column!r} or 'text', got "
+                                f"{type(x).__name__}")
+            if not text.strip():
+                raise DataError(f"{where}: the text is empty")
+            texts.append(text.strip())
+        encodings = self.tokenizer.truncated(s.max_seq_length).encode_batch(texts)
+        self._warn_cut(sum(bool(e.overflowing) for e in encodings), "each was embedded from its first "
+                       "max_seq_length tokens, as the run read its data")
+        features = [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
+        for text, vector in zip(texts, self._forward(features, size)):
+            yield {"text": text, "embedding": [float(v) for v in vector]}
 
     # Multiple choice
 

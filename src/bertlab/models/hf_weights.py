@@ -348,16 +348,41 @@ def bertlab_key_to_hf(key: str, head_kind: str | None, spec: FamilySpec = BERT) 
     return spec.heads[head_kind].to_theirs(key)
 
 
+def shared_head_key(hf_key: str | None, new_head: str | None, spec: FamilySpec = BERT) -> str | None:
+    """bertlab's name, in a new head of kind ``new_head``, of a checkpoint tensor (its transformers name) that
+    belongs to the family's pre-training prediction head *and* that ``new_head``'s transformers class holds under
+    the same name (ModernBERT: ``head.dense`` / ``head.norm``, the prediction head every ModernBERT task class
+    starts with); None for any other key. transformers' ``AutoModelFor<Task>.from_pretrained`` of a masked-LM
+    checkpoint loads such tensors by name, so bertlab carries them into a head that otherwise starts new too.
+    Families whose task heads share nothing with their masked-LM head (BERT's ``cls.predictions`` vs
+    ``classifier``) get None for every key."""
+    target = spec.heads.get(new_head or "")
+    if hf_key is None or target is None or new_head in ("mlm", "pretraining"):
+        return None
+    for pretraining in ("mlm", "pretraining"):
+        layout = spec.heads.get(pretraining)
+        if layout is None or hf_key in layout.tied or layout.to_ours(hf_key) is None:
+            continue
+        if any(hf_key == theirs or (theirs.endswith(".") and hf_key.startswith(theirs))
+               for theirs, _ in layout.keys if any(theirs == t for t, _ in target.keys)):
+            return target.to_ours(hf_key)
+    return None
+
+
 def convert_hf_state_dict(
     state: Mapping[str, torch.Tensor], head_kind: str | None, has_pooler: bool, source: str = "checkpoint",
-    spec: FamilySpec = BERT,
+    spec: FamilySpec = BERT, new_head: str | None = None,
 ) -> tuple[dict[str, torch.Tensor], LoadReport]:
-    """A family's checkpoint tensors → bertlab names for a model with this head kind (None = encoder only)."""
+    """A family's checkpoint tensors → bertlab names for a model with this head kind (None = encoder only).
+    ``new_head``: the kind of the model's head when it starts new (the checkpoint's head is another task's): the
+    checkpoint's prediction-head tensors that head shares by name are carried (:func:`shared_head_key`)."""
     normalized, renamed, dropped = normalize_hf_keys(state, spec)
     report = LoadReport(source=source, renamed=renamed, dropped=list(dropped))
     out: dict[str, torch.Tensor] = {}
     for key, tensor in normalized.items():
         ours = hf_key_to_bertlab(key, head_kind, spec)
+        if head_kind is None and ours is None:
+            ours = shared_head_key(key, new_head, spec)
         if ours is not None and ours.startswith("bert.pooler.") and not has_pooler:
             ours = None  # NER/QA/MLM models have no pooler (HF builds them with add_pooling_layer=False)
         if ours is None:

@@ -232,7 +232,7 @@ class OptimConfig:
         self.betas = tuple(self.betas)  # type: ignore[assignment]
 
 
-TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "rtd", "multiple_choice")
+TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "rtd", "multiple_choice", "embedding")
 # Families that pre-train on raw text: their files are plain text (no labels), read, packed and prepared alike.
 RAW_TEXT_FAMILIES = ("mlm", "clm", "rtd")
 # Families whose batches the collator corrupts with masked-LM masking (bertlab.data.mlm.mask_tokens): masked LM,
@@ -264,6 +264,15 @@ class TaskSpec:
     label_all_tokens: bool = False  # token: label continuation pieces too (B-X → I-X)
     prompts: list[str] | None = None  # clm: greedy continuations of these in the run summary / metrics.json
     max_new_tokens: int = 20  # clm: at most this many pieces per continuation
+    # embedding (bi-encoder, docs/embeddings.md): the sentence vector (auto | mean | cls | last; auto = the
+    # checkpoint's sentence-transformers Pooling module, else mean), L2-normalised or not, the
+    # multiple-negatives ranking loss's scale and its passage → query term, and gradient caching's chunk size
+    # (rows embedded with a graph at once; null = the whole batch at once).
+    pooling: str = "auto"
+    normalize: bool = True
+    scale: float = 20.0
+    symmetric: bool = False
+    cache_chunk_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.family not in TASK_FAMILIES:
@@ -339,6 +348,10 @@ class DataConfig:
     stream_threshold_mb: float = 0.0
     nsp_block_documents: int = 1000  # NotNext B comes from another document of the same block
     prep_num_proc: int | None = None  # preparing processes; null = every core this process may use
+    # embedding: the hard-negative column of training files (absent from a file: no hard negatives), and more
+    # passages for retrieval evaluation beyond the validation file's own (one a line, or a table's text column)
+    negative_column: str | None = "negative"
+    corpus_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in ("files", "hub", "sample"):

@@ -35,7 +35,11 @@ from bertlab.runtime.errors import CheckpointError, ConfigError
 CODE_KEYS = ("auto_map", "custom_pipelines")
 # A json file larger than this is no configuration: it is not parsed (and refused, as it cannot be checked).
 MAX_CONFIG_BYTES = 8 * 2**20
-AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoTokenizer")
+AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoTokenizer",
+                # the task classes the export's transformers check loads an export with (inference/hf_check)
+                "AutoModelForSequenceClassification", "AutoModelForTokenClassification",
+                "AutoModelForQuestionAnswering", "AutoModelForMultipleChoice", "AutoModelForMaskedLM",
+                "AutoModelForPreTraining")
 PACKAGE_MODEL_DIR = "model"  # where a checkpoint package (pkg:<package>) keeps its Hugging Face folder
 
 _NO_CODE = ("bertlab never runs code a model folder ships (trust_remote_code is always off)")
@@ -139,6 +143,13 @@ def auto_from_pretrained(auto_class: str, directory: str | Path, error: type[Exc
     transformers = _transformers(error)
     kwargs.update(trust_remote_code=False, local_files_only=True)
     return getattr(transformers, auto_class).from_pretrained(str(directory), **kwargs)
+
+
+def task_pipeline(task: str, model: Any, tokenizer: Any, error: type[Exception] = CheckpointError) -> Any:
+    """``transformers.pipeline(task)`` around a model and tokenizer already loaded (by
+    :func:`auto_from_pretrained`), on the CPU, with ``trust_remote_code=False``."""
+    transformers = _transformers(error)
+    return transformers.pipeline(task, model=model, tokenizer=tokenizer, device="cpu", trust_remote_code=False)
 
 
 def model_from_config(data: Mapping[str, Any], source: str, error: type[Exception] = CheckpointError) -> Any:

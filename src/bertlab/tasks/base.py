@@ -71,6 +71,11 @@ class Family:
     def loss(self, out: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
+    def training_loss(self, forward: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The loss of a training batch, ``forward`` being the module's forward pass. A family that must
+        control how the batch is run (the bi-encoder's gradient caching) overrides this."""
+        return self.loss(forward(batch), batch)
+
     def eval_step(self, out: Any, batch: dict[str, torch.Tensor], state: EvalState) -> None:
         raise NotImplementedError
 

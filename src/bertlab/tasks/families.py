@@ -12,6 +12,7 @@ from typing import Any
 from bertlab.runtime.config import TaskSpec
 from bertlab.tasks.base import EvalState, Family
 from bertlab.tasks.clm import CLMFamily
+from bertlab.tasks.embedding import EmbeddingFamily
 from bertlab.tasks.mlm import MLMFamily
 from bertlab.tasks.multiple_choice import MultipleChoiceFamily
 from bertlab.tasks.qa import QAFamily
@@ -19,12 +20,12 @@ from bertlab.tasks.rtd import RTDFamily
 from bertlab.tasks.sequence import SequenceFamily
 from bertlab.tasks.token import TokenFamily
 
-__all__ = ["FAMILIES", "CLMFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
+__all__ = ["FAMILIES", "CLMFamily", "EmbeddingFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
            "RTDFamily", "SequenceFamily", "TokenFamily", "build_family",
            "logged_metrics"]
 
 FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
-            "rtd": RTDFamily, "multiple_choice": MultipleChoiceFamily}
+            "rtd": RTDFamily, "multiple_choice": MultipleChoiceFamily, "embedding": EmbeddingFamily}
 
 
 def build_family(task: TaskSpec, num_labels: int, labels: list[str] | None, data_cfg: Any) -> Family:

@@ -22,6 +22,7 @@ from bertlab.models.hf_weights import (
     CheckpointError,
     LoadReport,
     architecture_to_head,
+    bertlab_key_to_hf,
     convert_hf_state_dict,
     encoder_config_of,
     load_into,
@@ -30,6 +31,7 @@ from bertlab.models.hf_weights import (
     read_state_dict,
     resolve_checkpoint_dir,
     sentence_transformers_pooling,
+    shared_head_key,
 )
 from bertlab.runtime.config import (
     DEFAULT_MLM_PROBABILITY,
@@ -311,7 +313,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
         same_head = ckpt_head == model.head_kind and ckpt_type == config.model_type
         head_kind = model.head_kind if same_head and init_head == "auto" else None
         state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source,
-                                              spec=spec)
+                                              spec=spec, new_head=None if same_head else model.head_kind)
         load_into(model, state, report)
     elif init_kind == "ckpt":
         report = _load_from_lightning_ckpt(model, init_path, family, head_cfg, keep_head=init_head == "auto")
@@ -476,9 +478,29 @@ def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head
         else:
             log.info("model.init_from: the checkpoint's head is not this run's (%s): a new head", why_not)
     keep = {}
+    shared = {} if take_head else _shared_head_tensors(model, ckpt.get("hyper_parameters") or {}, ckpt_head)
     for k, v in state.items():
         if (k.startswith("bert.") or (take_head and k in ckpt_head)) and k in own:
             keep[k] = v
+        elif k in shared:
+            keep[shared[k][0]] = shared[k][1]
         else:
             report.dropped.append(k)
     return load_into(model, keep, report)
+
+
+def _shared_head_tensors(model: TaskModel, hp: dict[str, Any], ckpt_head: dict[str, Any]) -> dict[str, tuple]:
+    """The tensors of a bertlab checkpoint's head (another task's) that this run's new head takes as
+    transformers would from the same checkpoint exported (``hf_weights.shared_head_key``: ModernBERT's
+    prediction head ``head.dense`` / ``head.norm`` of a masked-LM run): checkpoint key → (our key, tensor)."""
+    model_type = getattr(model.bert.config, "model_type", None)
+    if not ckpt_head or not is_native(model_type) or getattr(model.bert, "generic", False) \
+            or hp.get("head_kind") == model.head_kind:  # a head of this kind that is not taken: all of it new
+        return {}
+    spec, own = family_spec(model_type), model.state_dict()
+    out = {}
+    for key, tensor in ckpt_head.items():
+        ours = shared_head_key(bertlab_key_to_hf(key, hp.get("head_kind"), spec), model.head_kind, spec)
+        if ours is not None and ours in own and own[ours].shape == tensor.shape:
+            out[key] = (ours, tensor)
+    return out

@@ -120,7 +120,7 @@ class BertTaskModule(L.LightningModule):
     # Training
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
-        loss = self.family.loss(self(batch), batch)
+        loss = self.family.training_loss(self, batch)
         self._batches_seen += 1
         # Every rank must take the same branch (a rank that skips while the others step would hang DDP's
         # gradient all-reduce): a non-finite loss on any rank stops, or skips, the batch on all of them.
