@@ -1,0 +1,125 @@
+"""Knowledge distillation: the one place a teacher's outputs join a family's loss.
+
+Every family keeps its own loss (the task loss); :class:`DistilledFamily` wraps it through the same seam
+(``Family.loss``), runs the teacher on the batch without gradients and adds :func:`teacher_term`:
+
+    loss = alpha · task loss + (1 − alpha) · T² · KL(softmax(teacher / T) ‖ softmax(student / T))
+
+taken per example (classification), per token (tagging: the positions the task loss scores, so padding,
+special tokens and ignored word pieces never count), per start and end position (QA: padding masked) and per
+choice (multiple choice: padded choices masked); regression uses the MSE to the teacher's value instead of the
+KL (no T²). The T² keeps the soft term's gradients on the scale of the task loss's whatever T is (Hinton et al.).
+
+The teacher is a plain attribute of the wrapper, never a submodule of the LightningModule: it is not in the
+optimizer, not in ``state_dict`` and so in no checkpoint or export. It stays in eval mode with
+``requires_grad=False`` and follows the student's device on the first batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.data.tags import IGNORE_INDEX
+from bertlab.runtime.config import DistillConfig
+
+# A masked position's logit: its probability is exactly 0 in float32 at any temperature the schema allows.
+MASKED = -1e9
+
+
+def soft_kl(student: torch.Tensor, teacher: torch.Tensor, temperature: float,
+            mask: torch.Tensor | None = None) -> torch.Tensor:
+    """T² · KL(softmax(teacher/T) ‖ softmax(student/T)) over the last dimension, averaged over the positions
+    ``mask`` keeps (all when None)."""
+    t = F.log_softmax(teacher.float() / temperature, dim=-1)
+    s = F.log_softmax(student.float() / temperature, dim=-1)
+    kl = (t.exp() * (t - s)).sum(-1)
+    if mask is not None:
+        kl = kl[mask]
+    if kl.numel() == 0:  # nothing to compare (a batch of windows without a scored token): no teacher term
+        return student.sum() * 0.0
+    return temperature ** 2 * kl.mean()
+
+
+def teacher_term(family: str, regression: bool, student: torch.Tensor, teacher: torch.Tensor,
+                 batch: dict[str, torch.Tensor], temperature: float) -> torch.Tensor:
+    """The teacher's term of the loss for a task ``family`` (see the module's docstring)."""
+    if family == "sequence":
+        if regression:
+            return F.mse_loss(student.float().squeeze(-1), teacher.float().squeeze(-1))
+        return soft_kl(student, teacher, temperature)
+    if family == "token":
+        return soft_kl(student, teacher, temperature, mask=batch["labels"] != IGNORE_INDEX)
+    if family == "qa":  # (B, T, 2): a distribution over positions for the start, and one for the end
+        if "attention_mask" in batch:
+            pad = ~batch["attention_mask"].bool()[..., None]
+            student, teacher = student.float().masked_fill(pad, MASKED), teacher.float().masked_fill(pad, MASKED)
+        return (soft_kl(student[..., 0], teacher[..., 0], temperature)
+                + soft_kl(student[..., 1], teacher[..., 1], temperature)) / 2
+    if family == "multiple_choice":  # (B, C): a distribution over an example's choices
+        if "choice_mask" in batch:
+            keep = batch["choice_mask"]
+            student, teacher = student.float().masked_fill(~keep, MASKED), teacher.float().masked_fill(~keep, MASKED)
+        return soft_kl(student, teacher, temperature)
+    raise ValueError(f"task family {family!r} has no distillation loss")
+
+
+def distillation_loss(task_loss: torch.Tensor, family: str, regression: bool, student: torch.Tensor,
+                      teacher: torch.Tensor, batch: dict[str, torch.Tensor], alpha: float,
+                      temperature: float) -> torch.Tensor:
+    """alpha · task loss + (1 − alpha) · the teacher's term."""
+    if alpha == 1.0:
+        return task_loss
+    return alpha * task_loss + (1.0 - alpha) * teacher_term(family, regression, student, teacher, batch,
+                                                            temperature)
+
+
+def freeze_teacher(teacher: nn.Module) -> nn.Module:
+    """The teacher as it must stay: eval mode (no dropout), no parameter that can get a gradient."""
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def parameter_checksum(model: nn.Module) -> str:
+    """A hash of every parameter of ``model`` (name, shape, dtype and values): the same before and after
+    training exactly when nothing updated it (update_scope.json's ``teacher`` section)."""
+    digest = hashlib.sha256()
+    for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+        digest.update(f"{name}:{tuple(p.shape)}:{p.dtype}".encode())
+        digest.update(p.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class DistilledFamily:
+    """A task family whose training loss also learns from ``teacher``; everything else (head, evaluation,
+    scores, val/loss) is the wrapped family's, so a distilled run scores exactly as a plain one."""
+
+    def __init__(self, inner: Any, teacher: nn.Module, settings: DistillConfig):
+        self.inner = inner
+        self.teacher = freeze_teacher(teacher)
+        self.settings = settings
+
+    def __getattr__(self, name: str) -> Any:  # head, eval_step, score, task, labels, ...: the family's own
+        return getattr(self.__dict__["inner"], name)
+
+    def teacher_outputs(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+        first = next(self.teacher.parameters(), None)
+        if first is not None and first.device != device:
+            self.teacher.to(device)
+        self.teacher.eval()  # whatever a caller did to it: the teacher never runs dropout
+        with torch.no_grad():
+            return self.teacher(batch, **self.inner.head_kwargs(batch))
+
+    def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        task_loss = self.inner.loss(out, batch)
+        if self.settings.alpha == 1.0:
+            return task_loss
+        teacher = self.teacher_outputs(batch, out.device)
+        return distillation_loss(task_loss, self.inner.task.family, self.inner.task.regression, out, teacher,
+                                 batch, self.settings.alpha, self.settings.temperature)

@@ -1,0 +1,185 @@
+"""Knowledge distillation (docs/distillation.md): the loss against a direct implementation of the formula, every
+head, the teacher never updated and never saved, student_layers initialisation, and the bad teachers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertlab.data.tags import IGNORE_INDEX
+from bertlab.runtime.config import DistillConfig
+from bertlab.tasks.distill import distillation_loss, teacher_term
+
+TINY = ("model=bert_tiny", "trainer.max_steps=2", "data.batch_size=4", "data.eval_batch_size=8",
+        "data.max_train_samples=8", "data.max_eval_samples=8", "test=false")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The formula, written out with plain loops (no shared code with tasks/distill.py)
+
+
+def _kl(p_logits, q_logits, T):
+    """T² · Σ p log(p/q), p = softmax(teacher/T), q = softmax(student/T), one distribution."""
+    p = torch.softmax(torch.tensor(p_logits, dtype=torch.float64) / T, -1)
+    q = torch.softmax(torch.tensor(q_logits, dtype=torch.float64) / T, -1)
+    return float(T * T * (p * (p.log() - q.log())).sum())
+
+
+@pytest.mark.parametrize("T", [1.0, 2.0, 4.5])
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+def test_sequence_loss_is_the_formula(T, alpha):
+    torch.manual_seed(0)
+    s, t = torch.randn(5, 3), torch.randn(5, 3)
+    labels = torch.tensor([0, 2, 1, 1, 0])
+    task = F.cross_entropy(s, labels)
+    want = alpha * float(task) + (1 - alpha) * sum(_kl(t[i].tolist(), s[i].tolist(), T) for i in range(5)) / 5
+    got = distillation_loss(task, "sequence", False, s, t, {"labels": labels}, alpha, T)
+    assert float(got) == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_regression_uses_mse_to_the_teacher():
+    s, t = torch.randn(6, 1), torch.randn(6, 1)
+    got = teacher_term("sequence", True, s, t, {}, temperature=3.0)  # no T² for a regression
+    assert float(got) == pytest.approx(float(((s - t) ** 2).mean()), rel=1e-6)
+
+
+def test_token_loss_counts_only_the_scored_tokens():
+    torch.manual_seed(1)
+    s, t = torch.randn(2, 5, 4), torch.randn(2, 5, 4)
+    labels = torch.tensor([[IGNORE_INDEX, 1, IGNORE_INDEX, 3, IGNORE_INDEX],  # [CLS], word, piece, word, [SEP]
+                           [IGNORE_INDEX, 0, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]])  # + padding
+    kept = [(0, 1), (0, 3), (1, 1)]
+    want = sum(_kl(t[b, i].tolist(), s[b, i].tolist(), 2.0) for b, i in kept) / len(kept)
+    assert float(teacher_term("token", False, s, t, {"labels": labels}, 2.0)) == pytest.approx(want, rel=1e-5)
+    # What sits in a masked position never matters: padding logits can be anything.
+    s2, t2 = s.clone(), t.clone()
+    s2[1, 2:] = 1e3
+    t2[0, 0] = -1e3
+    assert float(teacher_term("token", False, s2, t2, {"labels": labels}, 2.0)) == pytest.approx(want, rel=1e-5)
+
+
+def test_qa_loss_is_per_start_and_end_over_real_positions():
+    torch.manual_seed(2)
+    s, t = torch.randn(2, 6, 2), torch.randn(2, 6, 2)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
+    want = 0.0
+    for end in (0, 1):
+        want += sum(_kl(t[b, : int(mask[b].sum()), end].tolist(), s[b, : int(mask[b].sum()), end].tolist(), 3.0)
+                    for b in range(2)) / 2 / 2
+    got = teacher_term("qa", False, s, t, {"attention_mask": mask}, 3.0)
+    assert float(got) == pytest.approx(want, rel=1e-5)
+
+
+def test_multiple_choice_loss_is_over_real_choices():
+    torch.manual_seed(3)
+    s, t = torch.randn(2, 4), torch.randn(2, 4)
+    keep = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    want = (_kl(t[0].tolist(), s[0].tolist(), 2.0) + _kl(t[1, :2].tolist(), s[1, :2].tolist(), 2.0)) / 2
+    got = teacher_term("multiple_choice", False, s, t, {"choice_mask": keep}, 2.0)
+    assert float(got) == pytest.approx(want, rel=1e-5)
+
+
+def test_the_teacher_term_is_zero_when_student_equals_teacher_and_has_gradients():
+    s = torch.randn(3, 5, requires_grad=True)
+    assert float(teacher_term("sequence", False, s, s.detach(), {}, 2.0)) == pytest.approx(0.0, abs=1e-6)
+    teacher_term("sequence", False, s, torch.randn(3, 5), {}, 2.0).backward()
+    assert s.grad is not None and s.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("bad", [{"alpha": 1.5}, {"alpha": -0.1}, {"temperature": 0.0}, {"temperature": -1.0},
+                                 {"teacher": "x", "student_layers": [2, 0]}, {"student_layers": [0, 1]},
+                                 {"teacher": "x", "student_layers": [0, 0]}, {"teacher": "x", "student_layers": []}])
+def test_settings_are_checked(bad):
+    from bertlab.runtime.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="distill"):
+        DistillConfig(**bad)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Whole runs on the fixtures (tiny random models)
+
+
+@pytest.fixture(scope="module")
+def sst2_teacher(tmp_path_factory):
+    from conftest import run_train
+
+    run_dir = tmp_path_factory.mktemp("teacher") / "run"
+    run_train([*TINY, "task=sst2", "model.num_hidden_layers=4", "export=true"], run_dir)
+    return run_dir
+
+
+def _state(path: Path) -> dict[str, torch.Tensor]:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    return ckpt["state_dict"]
+
+
+def test_distilled_run_never_updates_or_saves_the_teacher(train_run, tmp_path, sst2_teacher):
+    from bertlab.training.checkpoint_files import run_dir_checkpoint
+
+    before = {k: v.clone() for k, v in _state(run_dir_checkpoint(sst2_teacher)).items()}
+    m = train_run(*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "distill.alpha=0.3", "export=true")
+    assert m["val"]["num_examples"] == 8
+    after = _state(run_dir_checkpoint(sst2_teacher))
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())
+    teacher = scope["teacher"]
+    assert teacher["updated"] is False and teacher["in_optimizer"] == 0 and teacher["trainable"] == 0
+    assert teacher["checksum_before"] == teacher["checksum_after"] and teacher["parameters"] > 0
+    # The student's checkpoint and export hold the student only (2 layers; the teacher has 4).
+    state = _state(Path(m["best_checkpoint"]))
+    assert all(k.startswith("model.") for k in state)
+    assert not any(k.startswith("model.bert.encoder.layer.2.") for k in state)
+    config = json.loads((tmp_path / "run" / "export" / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2
+
+
+def test_student_layers_copy_the_teachers_layers(tmp_path, sst2_teacher):
+    from conftest import compose
+
+    from bertlab.inference.loading import load
+    from bertlab.inference.teacher import load_teacher
+    from bertlab.runtime.config import HeadConfig
+    from bertlab.tasks.families import build_family
+    from bertlab.training.build import build_student
+
+    teacher = load(sst2_teacher, backend="torch")
+    loaded = load_teacher(DistillConfig(teacher=str(sst2_teacher), student_layers=[0, 2]), teacher.task)
+    cfg = compose(["model=bert_tiny"], tmp_path / "x")
+    family = build_family(teacher.task, 2, teacher.labels, None)
+    student = build_student(loaded.model, [0, 2], dict(cfg.model), HeadConfig(), family)
+    t_state, s_state = loaded.model.state_dict(), student.state_dict()
+    assert student.bert.config.num_hidden_layers == 2
+    for key, value in s_state.items():
+        src = key.replace("encoder.layer.1.", "encoder.layer.2.")
+        assert torch.equal(value, t_state[src]), key
+    # Before any training: the student's hidden states are the teacher's after layers 0 and 2 copied in order.
+    ids = torch.tensor([[2, 40, 41, 42, 3]])
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    student.eval()
+    with torch.no_grad():
+        emb = loaded.model.bert.embeddings(ids, token_type_ids=batch["token_type_ids"])
+        assert emb is not None
+        assert torch.allclose(student(batch), _through(loaded.model, batch, [0, 2]), atol=1e-5)
+
+
+def _through(model, batch, layers):
+    """The teacher's logits when only ``layers`` of its stack run (a copy without the others)."""
+    import copy
+
+    clone = copy.deepcopy(model)
+    clone.bert.encoder.layer = torch.nn.ModuleList(clone.bert.encoder.layer[i] for i in layers)
+    clone.bert.config.num_hidden_layers = len(layers)
+    with torch.no_grad():
+        return clone(batch)
+
+
+def test_student_layers_run_trains_and_exports(train_run, tmp_path, sst2_teacher):
+    m = train_run(*TINY, "task=sst2", f"distill.teacher={sst2_teacher / 'export'}", "distill.student_layers=[1,3]",
+                  "export=true")
+    config = json.loads((tmp_path / "run" / "export" / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and m["val"]["num_examples"] == 8
