@@ -162,8 +162,6 @@ def test_student_layers_copy_the_teachers_layers(tmp_path, sst2_teacher):
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
     student.eval()
     with torch.no_grad():
-        emb = loaded.model.bert.embeddings(ids, token_type_ids=batch["token_type_ids"])
-        assert emb is not None
         assert torch.allclose(student(batch), _through(loaded.model, batch, [0, 2]), atol=1e-5)
 
 
@@ -183,3 +181,121 @@ def test_student_layers_run_trains_and_exports(train_run, tmp_path, sst2_teacher
                   "export=true")
     config = json.loads((tmp_path / "run" / "export" / "config.json").read_text())
     assert config["num_hidden_layers"] == 2 and m["val"]["num_examples"] == 8
+
+
+class _FixedTeacher(torch.nn.Module):
+    """A teacher that answers the same logits for any batch (and records how it was called)."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.logits = logits
+        self.calls = []
+
+    def forward(self, batch, **head_kwargs):
+        self.calls.append((self.training, torch.is_grad_enabled(), head_kwargs))
+        return self.logits + self.weight
+
+
+def test_the_family_wrapper_adds_the_teacher_term_and_keeps_everything_else():
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks.distill import DistilledFamily
+    from bertlab.tasks.families import build_family
+
+    inner = build_family(TaskSpec(name="t", family="multiple_choice"), 0, None, None)
+    teacher_logits = torch.randn(3, 4)
+    teacher = _FixedTeacher(teacher_logits)
+    family = DistilledFamily(inner, teacher, DistillConfig(teacher="x", alpha=0.25, temperature=3.0))
+    student = torch.randn(3, 4, requires_grad=True)
+    batch = {"labels": torch.tensor([0, 3, 1]), "input_ids": torch.zeros(3, 4, 7, dtype=torch.long),
+             "choice_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)}
+    teacher.train()  # whatever a caller did: the teacher runs in eval mode, without gradients
+    got = family.loss(student, batch)
+    want = 0.25 * inner.loss(student, batch) + 0.75 * teacher_term("multiple_choice", False, student, teacher_logits,
+                                                                   batch, 3.0)
+    assert float(got) == pytest.approx(float(want), rel=1e-6)
+    assert teacher.calls == [(False, False, {"num_choices": 4})]
+    assert not teacher.weight.requires_grad
+    got.backward()
+    assert student.grad is not None and teacher.weight.grad is None
+    # Head, evaluation and scores are the family's own.
+    assert family.head_kind == inner.head_kind and family.eval_step.__func__ is type(inner).eval_step
+
+
+# Every head: a tiny 3-layer teacher of the task, then a student built from two of its layers, trained with it.
+HEADS = {"sst2": "sequence", "mrpc": "pair", "stsb": "regression", "conll2003": "token", "squad": "qa",
+         "swag": "multiple choice"}
+
+
+@pytest.mark.parametrize("task", list(HEADS))
+def test_every_head_distils(train_run, tmp_path, task):
+    teacher_run = tmp_path / "teacher"
+    train_run(*TINY, f"task={task}", "model.num_hidden_layers=3", name="teacher")
+    m = train_run(*TINY, f"task={task}", f"distill.teacher={teacher_run}", "distill.student_layers=[0,2]",
+                  "distill.alpha=0.5", "distill.temperature=2.0", name="student")
+    assert m["val"]["num_examples"] > 0
+    scope = json.loads((tmp_path / "student" / "update_scope.json").read_text())
+    assert scope["teacher"]["updated"] is False
+    assert scope["totals"]["encoder"]["changed"] > 0  # the student trained
+    state = _state(Path(m["best_checkpoint"]))
+    assert not any(".encoder.layer.2." in k for k in state)  # two layers: the student's, not the teacher's three
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Bad teachers: one paragraph each, before the first step
+
+
+def _refused(train_run, *overrides, match):
+    from bertlab.runtime.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match) as err:
+        train_run(*TINY, *overrides, name="bad")
+    text = str(err.value)
+    assert "\n" not in text and "distill" in text
+    return text
+
+
+def test_a_teacher_folder_that_does_not_exist(train_run, tmp_path):
+    _refused(train_run, "task=sst2", f"distill.teacher={tmp_path / 'nowhere'}", match="no such file or folder")
+
+
+def test_a_folder_that_is_no_teacher(train_run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    _refused(train_run, "task=sst2", f"distill.teacher={tmp_path / 'empty'}", match="cannot be read as a teacher")
+
+
+@pytest.mark.parametrize("task", ["cola", "conll2003", "stsb", "mlm"])
+def test_a_teacher_of_another_task(train_run, sst2_teacher, task):
+    _refused(train_run, f"task={task}", f"distill.teacher={sst2_teacher}", match="task=|a mlm task")
+
+
+def test_an_export_of_another_family_is_refused_too(train_run, sst2_teacher):
+    # A stock-head export records no task name: its family still tells a token task from a sequence one.
+    _refused(train_run, "task=wnut17", f"distill.teacher={sst2_teacher / 'export'}", match="is a sequence teacher")
+
+
+@pytest.mark.parametrize("labels,match", [('["1","0"]', "another order"), ('["neg","pos"]', "other labels"),
+                                          ('["0","1","2"]', "other labels")])
+def test_a_teacher_with_other_labels(train_run, sst2_teacher, labels, match):
+    text = _refused(train_run, "task=sst2", f"task.labels={labels}", f"distill.teacher={sst2_teacher}",
+                    match=match)
+    assert "labels" in text
+
+
+def test_a_teacher_with_another_vocabulary(train_run, tmp_path, sst2_teacher):
+    from bertlab.data.tokenizer import tokenizer_for
+
+    folder = tmp_path / "other_tokenizer"
+    tokenizer_for(None, lambda: ["a small other vocabulary", "with other words"] * 50, vocab_size=120).save(folder)
+    _refused(train_run, "task=sst2", f"model.tokenizer={folder}", f"distill.teacher={sst2_teacher}",
+             match="tokenizer")
+
+
+def test_student_layers_beyond_the_teacher(train_run, sst2_teacher):
+    _refused(train_run, "task=sst2", f"distill.teacher={sst2_teacher}", "distill.student_layers=[0,7]",
+             match="layers 0..3")
+
+
+def test_windows_longer_than_the_teacher_reads(train_run, sst2_teacher):
+    _refused(train_run, "task=sst2", f"distill.teacher={sst2_teacher}", "data.max_seq_length=600",
+             match="position table")

@@ -88,10 +88,12 @@ def load_teacher(settings: DistillConfig, task: TaskSpec) -> Teacher:
     # family, regression and the labels (Teacher.check) say what its outputs mean.
     named = theirs.name != theirs.family
     if (theirs.family, theirs.regression) != (task.family, task.regression) or (named and theirs.name != task.name):
+        trained = (f"was trained for task={theirs.name} ({_kind(theirs)})" if named else
+                   f"is a {_kind(theirs)} teacher (an export with a stock head records no task name)")
         raise ConfigError(
-            f"distill.teacher={settings.teacher} was trained for task={theirs.name} ({_kind(theirs)}), but this "
-            f"run is task={task.name} ({_kind(task)}): a teacher's outputs only teach a student of the same task. "
-            f"Distil a teacher of task={task.name}, or run this task with task={theirs.name}")
+            f"distill.teacher={settings.teacher} {trained}, but this run is task={task.name} ({_kind(task)}): a "
+            f"teacher's outputs only teach a student of the same task. Distil a teacher of task={task.name}"
+            + (f", or run this task with task={theirs.name}" if named else ""))
     teacher = Teacher(loaded.model, loaded.tokenizer, theirs, loaded.labels, str(path))
     log.info("distill: teacher %s (%s parameters, %.1f MiB, eval mode, no gradients; alpha=%s, temperature=%s)",
              path, f"{teacher.parameter_count():,}", teacher.megabytes(), settings.alpha, settings.temperature)
