@@ -124,6 +124,7 @@ def test_distilled_run_never_updates_or_saves_the_teacher(train_run, tmp_path, s
     before = {k: v.clone() for k, v in _state(run_dir_checkpoint(sst2_teacher)).items()}
     m = train_run(*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "distill.alpha=0.3", "export=true")
     assert m["val"]["num_examples"] == 8
+    assert m["distill"]["alpha"] == 0.3 and m["distill"]["teacher_parameters"] > m["params"]["total"]
     after = _state(run_dir_checkpoint(sst2_teacher))
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())

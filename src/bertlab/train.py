@@ -480,6 +480,7 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
         "labels": None if task.regression else datamodule.labels,
         "positive_label": positive_label(task, datamodule.labels),
         "params": {"total": num_parameters(module.model), "trainable": num_parameters(module.model, True)},
+        "distill": _distill_block(cfg, module),
         "val": clean(metrics.get("val", {})),
         "train": train_block,
         "timing": throughput.timing(),
@@ -505,6 +506,15 @@ def positive_label(task: TaskSpec, labels: list[str] | None) -> str | None:
     return labels[1] if task.family == "sequence" and not task.regression and labels and len(labels) == 2 else None
 
 
+def _distill_block(cfg: DictConfig, module: BertTaskModule) -> dict[str, Any] | None:
+    """metrics.json's record of distillation: the teacher, its size and the settings (None: no teacher)."""
+    settings = _plain(cfg.get("distill")) or {}
+    if not settings.get("teacher"):
+        return None
+    teacher = getattr(module.family, "teacher", None)
+    return {**settings, "teacher_parameters": num_parameters(teacher) if teacher is not None else None}
+
+
 def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer,
                   encoder: str = "") -> str:
     """The run's resolved choices in one line: what a reader of the log needs to know it ran what they meant."""
@@ -518,6 +528,11 @@ def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, pol
         label_text = task.family
     accelerator = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
     model = f"{cfg.model.get('name')} ({encoder})" if encoder else cfg.model.get("name")
+    distill = cfg.get("distill") or {}
+    if distill.get("teacher"):
+        layers = distill.get("student_layers")
+        student = f"the teacher's layers {list(layers)}" if layers else model
+        model = f"{student} distilled from {distill.teacher} (alpha {distill.alpha}, T {distill.temperature})"
     return (f"task={task.name} ({label_text}) · model={model} · freeze={policy} · seed={cfg.seed} · "
             f"{accelerator} × {trainer.num_devices * trainer.num_nodes}, precision {trainer.precision}")
 
