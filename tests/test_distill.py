@@ -300,3 +300,56 @@ def test_student_layers_beyond_the_teacher(train_run, sst2_teacher):
 def test_windows_longer_than_the_teacher_reads(train_run, sst2_teacher):
     _refused(train_run, "task=sst2", f"distill.teacher={sst2_teacher}", "data.max_seq_length=600",
              match="position table")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The teacher's outputs kept (memory, then a safetensors file): the same loss as the live teacher
+
+
+@pytest.mark.parametrize("family,shape,mask_key", [("sequence", (3, 2), None), ("token", (3, 6, 5), "attention_mask"),
+                                                   ("qa", (3, 6, 2), "attention_mask"),
+                                                   ("multiple_choice", (3, 4), "choice_mask")])
+def test_kept_teacher_outputs_give_the_live_loss(tmp_path, family, shape, mask_key):
+    from bertlab.data.safe_cache import load_tree
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks.distill import DistilledFamily, TeacherOutputs
+    from bertlab.tasks.families import build_family
+
+    torch.manual_seed(4)
+    inner = build_family(TaskSpec(name="t", family=family), 5 if family == "token" else 2, None, None)
+    teacher_logits = torch.randn(*shape)
+    batch = {"index": torch.tensor([7, 3, 5]), "labels": torch.tensor([1, 0, 1])}
+    if family == "token":
+        batch["labels"] = torch.tensor([[-100, 1, 2, -100, -100, -100], [-100, 0, 4, 3, 1, -100],
+                                        [-100, 2, -100, -100, -100, -100]])
+    if family == "qa":
+        batch.update(start_positions=torch.tensor([1, 2, 0]), end_positions=torch.tensor([2, 3, 0]))
+    if mask_key == "attention_mask":
+        batch[mask_key] = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
+        teacher_logits = teacher_logits.masked_fill(~batch[mask_key].bool()[..., None], 123.0)  # padding: anything
+    if mask_key == "choice_mask":
+        batch.update(choice_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool),
+                     input_ids=torch.zeros(3, 4, 2, dtype=torch.long))
+    settings = DistillConfig(teacher="x", alpha=0.4, temperature=2.5)
+    student = torch.randn(*shape)
+    live = DistilledFamily(inner, _FixedTeacher(teacher_logits), settings).loss(student, batch)
+    path = tmp_path / "teacher_outputs.safetensors"
+    writer = DistilledFamily(inner, _FixedTeacher(teacher_logits), settings, TeacherOutputs(path, num_features=3))
+    assert float(writer.loss(student, batch)) == pytest.approx(float(live), rel=1e-6)  # live, then written
+    assert path.is_file() and sorted(load_tree(path)["index"].tolist()) == [3, 5, 7]
+    never = _FixedTeacher(teacher_logits * 0 + 99.0)  # a reader whose teacher would answer otherwise
+    reader = DistilledFamily(inner, never, settings, TeacherOutputs(path, num_features=3))
+    assert float(reader.loss(student, batch)) == pytest.approx(float(live), rel=1e-6)
+    assert never.calls == []  # the file answered
+
+
+def test_a_second_run_reads_the_teachers_outputs_and_trains_alike(train_run, tmp_path, sst2_teacher):
+    both = (*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "trainer.max_steps=-1", "trainer.max_epochs=2")
+    live = train_run(*both, "distill.cache=false", name="live")
+    first = train_run(*both, name="first")  # epoch 1 runs the teacher and writes its outputs, epoch 2 reads them
+    files = list((tmp_path / "cache" / "teacher_outputs").glob("sst2-*.safetensors"))
+    assert len(files) == 1
+    second = train_run(*both, name="second")  # reads them from the first step
+    for run in (first, second):
+        for key in ("loss", "accuracy"):
+            assert run["val"][key] == pytest.approx(live["val"][key], abs=1e-5)

@@ -20,6 +20,7 @@ from typing import Any
 from bertlab.data.tokenizer import BertTokenizer
 from bertlab.runtime.config import DISTILL_FAMILIES, DataConfig, DistillConfig, TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+from bertlab.tasks.distill import TeacherOutputs, parameter_checksum
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,16 @@ class Teacher:
 
     def megabytes(self) -> float:
         return sum(p.numel() * p.element_size() for p in self.model.parameters()) / 2**20
+
+    def output_cache(self, datamodule: Any, data: DataConfig) -> TeacherOutputs:
+        """Where the teacher's outputs on this run's training split are kept: in memory, and in
+        ``<data.cache_dir>/teacher_outputs/`` under the teacher's checksum and the split's key (its files, data
+        and task settings, ``data.max_seq_length`` among them, and the tokenizer)."""
+        path = None
+        if data.cache_dir is not None:
+            key = f"{self.task.name}-{parameter_checksum(self.model)}-{datamodule.split_key('train')}"
+            path = Path(data.cache_dir) / "teacher_outputs" / f"{key}.safetensors"
+        return TeacherOutputs(path, len(datamodule.splits["train"].features))
 
     def check(self, labels: list[str] | None, tokenizer: BertTokenizer, data: DataConfig) -> None:
         """Refuse a teacher whose labels, vocabulary or position table do not fit the student's run."""

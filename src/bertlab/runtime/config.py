@@ -291,6 +291,9 @@ class DistillConfig:
     temperature: float = 2.0
     # Build the student from the teacher: its embeddings, these layers (in this order) and its head (DistilBERT).
     student_layers: list[int] | None = None
+    # Keep the teacher's outputs on the training split: computed in the first epoch, read in the next ones and
+    # by later runs of the same teacher and data (a safetensors file under data.cache_dir).
+    cache: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self, "distill")

@@ -224,6 +224,7 @@ SETTINGS: dict[str, Setting] = {
     "distill.alpha": S(FRACTION, "the weight of the task loss (1 - alpha weighs the teacher's term)",
                        hint="DistilBERT-style runs use 0.5; 0 = the teacher only"),
     "distill.temperature": S(POSITIVE_FLOAT, "the distillation temperature", hint="e.g. 2.0; 1.0 = plain softmax"),
+    "distill.cache": S(BOOL, "keeping the teacher's outputs on the training split"),
     "distill.student_layers": S(LAYER_LIST, "the teacher layers the student is built from",
                                 null="the student is what model= says"),
     # model: BERT (conf/model/bert_*.yaml, minilm_l6.yaml) and recurrent encoders (bilstm, gru, lstm)

@@ -18,14 +18,20 @@ optimizer, not in ``state_dict`` and so in no checkpoint or export. It stays in 
 from __future__ import annotations
 
 import hashlib
+import logging
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertlab.data.safe_cache import CacheCorrupt, load_tree, save_tree
 from bertlab.data.tags import IGNORE_INDEX
 from bertlab.runtime.config import DistillConfig
+
+log = logging.getLogger(__name__)
 
 # A masked position's logit: its probability is exactly 0 in float32 at any temperature the schema allows.
 MASKED = -1e9
@@ -96,14 +102,66 @@ def parameter_checksum(model: nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
+class TeacherOutputs:
+    """The teacher's outputs on the training split, one row per feature (``batch["index"]``), kept in memory as
+    they are computed and written once every feature has one: a safetensors file (never a pickle) whose name
+    holds the teacher's checksum and the training split's key (its files, the data and task settings with
+    ``data.max_seq_length``, and the tokenizer), so a changed teacher or data never reads another's outputs.
+
+    A row is what the loss reads of one example: its real tokens (tagging, QA: the padding is cut, as the batch's
+    padding is masked in the loss anyway), its real choices (multiple choice), or its logits (classification,
+    regression). Batches are rebuilt from the rows, padded with zeros where the loss masks."""
+
+    def __init__(self, path: Path | None, num_features: int):
+        self.path, self.num_features = path, num_features
+        self.rows: dict[int, np.ndarray] = {}
+        self.saved = False
+        if path is not None and path.is_file():
+            try:
+                stored = load_tree(path)
+                self.rows = dict(zip(stored["index"].tolist(), stored["rows"]))
+                self.saved = True
+                log.info("distill: the teacher's outputs for %d training features read from %s", len(self.rows), path)
+            except (CacheCorrupt, KeyError, TypeError) as err:
+                log.warning("distill: teacher-output cache %s is unreadable (%s); the teacher runs again", path, err)
+
+    def lookup(self, index: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
+        """The batch's teacher outputs shaped as the student's ``like``, or None when a row is missing."""
+        keys = index.tolist()
+        if not all(k in self.rows for k in keys):
+            return None
+        out = torch.zeros(like.shape, dtype=torch.float32)
+        for i, k in enumerate(keys):
+            row = torch.from_numpy(self.rows[k])
+            out[i][tuple(slice(0, n) for n in row.shape)] = row
+        return out.to(like.device)
+
+    def store(self, index: torch.Tensor, outputs: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
+        if self.saved or outputs.shape[0] != index.shape[0]:  # one row per feature, or no cache
+            return
+        outputs = outputs.detach().float().cpu()
+        real = batch.get("attention_mask") if outputs.dim() == 3 else batch.get("choice_mask")
+        lengths = real.sum(-1).tolist() if real is not None and real.dim() == 2 else None
+        for i, k in enumerate(index.tolist()):
+            row = outputs[i] if lengths is None else outputs[i, : int(lengths[i])]
+            self.rows[k] = row.numpy().copy()
+        if self.path is not None and len(self.rows) >= self.num_features:
+            keys = sorted(self.rows)
+            save_tree(self.path, {"index": np.asarray(keys, dtype=np.int64), "rows": [self.rows[k] for k in keys]})
+            self.saved = True
+            log.info("distill: the teacher's outputs for %d training features written to %s", len(keys), self.path)
+
+
 class DistilledFamily:
     """A task family whose training loss also learns from ``teacher``; everything else (head, evaluation,
     scores, val/loss) is the wrapped family's, so a distilled run scores exactly as a plain one."""
 
-    def __init__(self, inner: Any, teacher: nn.Module, settings: DistillConfig):
+    def __init__(self, inner: Any, teacher: nn.Module, settings: DistillConfig,
+                 cache: TeacherOutputs | None = None):
         self.inner = inner
         self.teacher = freeze_teacher(teacher)
         self.settings = settings
+        self.cache = cache  # None: the teacher runs on every batch
 
     def __getattr__(self, name: str) -> Any:  # head, eval_step, score, task, labels, ...: the family's own
         return getattr(self.__dict__["inner"], name)
@@ -120,6 +178,10 @@ class DistilledFamily:
         task_loss = self.inner.loss(out, batch)
         if self.settings.alpha == 1.0:
             return task_loss
-        teacher = self.teacher_outputs(batch, out.device)
+        teacher = self.cache.lookup(batch["index"], out) if self.cache is not None else None
+        if teacher is None:
+            teacher = self.teacher_outputs(batch, out.device)
+            if self.cache is not None:
+                self.cache.store(batch["index"], teacher, batch)
         return distillation_loss(task_loss, self.inner.task.family, self.inner.task.regression, out, teacher,
                                  batch, self.settings.alpha, self.settings.temperature)
