@@ -353,3 +353,46 @@ def test_a_second_run_reads_the_teachers_outputs_and_trains_alike(train_run, tmp
     for run in (first, second):
         for key in ("loss", "accuracy"):
             assert run["val"][key] == pytest.approx(live["val"][key], abs=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# data.distill_file: unlabelled texts that learn from the teacher alone
+
+
+@pytest.mark.parametrize("regression", [False, True])
+def test_unlabelled_examples_count_in_the_teacher_term_only(regression):
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks.distill import DistilledFamily
+    from bertlab.tasks.families import build_family
+
+    torch.manual_seed(5)
+    inner = build_family(TaskSpec(name="t", family="sequence", regression=regression), 1 if regression else 3,
+                         None, None)
+    width = 1 if regression else 3
+    student, teacher_logits = torch.randn(4, width), torch.randn(4, width)
+    none = float("nan") if regression else IGNORE_INDEX
+    labels = torch.tensor([0.5, none, 1.5, none]) if regression else torch.tensor([2, none, 0, none])
+    family = DistilledFamily(inner, _FixedTeacher(teacher_logits), DistillConfig(teacher="x", alpha=0.3))
+    got = family.loss(student, {"labels": labels, "index": torch.arange(4)})
+    keep = torch.tensor([True, False, True, False])
+    want = 0.3 * inner.loss(student[keep], {"labels": labels[keep]}) + 0.7 * teacher_term(
+        "sequence", regression, student, teacher_logits, {}, 2.0)
+    assert float(got) == pytest.approx(float(want), rel=1e-6)
+    # A batch of unlabelled texts only: the teacher's term alone, never NaN.
+    unlabelled = DistilledFamily(inner, _FixedTeacher(teacher_logits[1::2]), DistillConfig(teacher="x", alpha=0.3))
+    only = unlabelled.loss(student[1::2], {"labels": labels[1::2], "index": torch.arange(2)})
+    assert torch.isfinite(only)
+
+
+def test_distill_file_joins_the_training_split(train_run, sst2_teacher):
+    m = train_run(*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "data.distill_file=sst2/test.tsv",
+                  "trainer.max_steps=4")
+    assert m["data"]["train_examples"] == 8 + 8  # 8 labelled (max_train_samples) + the file's 8 texts
+    assert m["train"]["steps"] == 4
+
+
+def test_distill_file_needs_a_teacher_and_a_sequence_task(train_run, tmp_path, sst2_teacher):
+    _refused(train_run, "task=sst2", "data.distill_file=sst2/test.tsv", match="distillation teacher")
+    train_run(*TINY, "task=conll2003", name="conll_teacher")
+    _refused(train_run, "task=conll2003", "data.distill_file=conll2003/eng.testa",
+             f"distill.teacher={tmp_path / 'conll_teacher'}", match="classification and regression tasks only")

@@ -180,6 +180,9 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     distill = build_typed(DistillConfig, _plain(cfg.get("distill")) or {}, "distill")
     # Loaded before any work (a bad teacher is refused in seconds); an evaluation needs it only to build the student.
     teacher = load_teacher(distill, task) if distill.enabled and (cfg.train or distill.student_layers) else None
+    if data_cfg.distill_file and not distill.enabled:
+        raise ConfigError(f"data.distill_file={data_cfg.distill_file}: unlabelled texts are labelled by a "
+                          "distillation teacher only: set distill.teacher=<run dir or export> or remove the file")
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
     # the configuration and the training files, built before the data module that uses it.

@@ -325,6 +325,9 @@ class DataConfig:
     val_extra_files: dict[str, str] | None = None
     test_file: str | None = None
     predict_file: str | None = None
+    # Distillation (docs/distillation.md): unlabelled texts in the training file's format that join the training
+    # split with the teacher's soft labels only (sequence tasks; needs distill.teacher).
+    distill_file: str | None = None
     batch_size: int = 32  # per device
     eval_batch_size: int = 64  # per device
     max_seq_length: int = 128

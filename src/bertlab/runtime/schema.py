@@ -158,6 +158,7 @@ SETTINGS: dict[str, Setting] = {
     "data.group_by_length": S(BOOL, "whether training batches are grouped by length"),
     "data.pad_to_multiple_of": S(POSITIVE_INT, "the multiple batches are padded to",
                                  null="8 under mixed precision on a GPU, none otherwise", hint="1 = no padding"),
+    "data.distill_file": S(TEXT, "the unlabelled texts the distillation teacher labels", null="none"),
     "data.cache_dir": S(WRITABLE_DIR, "the cache folder (paths.cache_dir)", null="no cache"),
     "data.text_column": S(COLUMN, "the text column"),
     "data.text_pair_column": S(COLUMN, "the second text's column", null="single texts"),

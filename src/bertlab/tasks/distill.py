@@ -174,8 +174,21 @@ class DistilledFamily:
         with torch.no_grad():
             return self.teacher(batch, **self.inner.head_kwargs(batch))
 
+    def task_loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The family's loss over the examples that have a label: the texts of ``data.distill_file`` have none
+        (IGNORE_INDEX, NaN for regression; classification and regression only) and learn from the teacher alone."""
+        labels = batch.get("labels")
+        if self.inner.task.family != "sequence" or labels is None:
+            return self.inner.loss(out, batch)
+        has_label = ~torch.isnan(labels) if labels.is_floating_point() else labels != IGNORE_INDEX
+        if bool(has_label.all()):
+            return self.inner.loss(out, batch)
+        if not bool(has_label.any()):
+            return out.sum() * 0.0
+        return self.inner.loss(out[has_label], {**batch, "labels": labels[has_label]})
+
     def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        task_loss = self.inner.loss(out, batch)
+        task_loss = self.task_loss(out, batch)
         if self.settings.alpha == 1.0:
             return task_loss
         teacher = self.cache.lookup(batch["index"], out) if self.cache is not None else None
