@@ -396,3 +396,27 @@ def test_distill_file_needs_a_teacher_and_a_sequence_task(train_run, tmp_path, s
     train_run(*TINY, "task=conll2003", name="conll_teacher")
     _refused(train_run, "task=conll2003", "data.distill_file=conll2003/eng.testa",
              f"distill.teacher={tmp_path / 'conll_teacher'}", match="classification and regression tasks only")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# With the rest of bertlab: resume, evaluation only, freeze policies
+
+
+def test_a_student_layers_run_resumes_and_evaluates(train_run, tmp_path, sst2_teacher):
+    both = (*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "distill.student_layers=[0,3]")
+    first = train_run(*both, name="student")
+    ckpt = tmp_path / "student" / "checkpoints" / "last.ckpt"
+    # The student-shaped model (2 of the teacher's 4 layers) takes the checkpoint back: no shape mismatch.
+    resumed = train_run(*both, "trainer.max_steps=4", f"ckpt_path={ckpt}", name="student")
+    assert resumed["train"]["resumed_from_step"] == 2 and resumed["val"]["num_examples"] == 8
+    again = train_run(*both, "train=false", f"ckpt_path={first['best_checkpoint']}", name="eval")
+    assert again["val"] == first["val"]
+
+
+@pytest.mark.parametrize("policy", ["lora", "bottom_k"])
+def test_freeze_policies_apply_to_the_student(train_run, tmp_path, sst2_teacher, policy):
+    m = train_run(*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "distill.student_layers=[0,2]",
+                  f"freeze={policy}", *(["freeze.k=1"] if policy == "bottom_k" else []))
+    scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())
+    assert scope["policy"] == policy and scope["frozen_changed"] == [] and scope["teacher"]["updated"] is False
+    assert m["params"]["trainable"] < m["params"]["total"]

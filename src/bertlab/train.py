@@ -298,7 +298,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
-    if teacher is not None and distill.cache and trainer.world_size == 1:  # one process sees every feature
+    if teacher is not None and distill.cache and trains and trainer.world_size == 1:  # one process sees every feature
         module.family.cache = teacher.output_cache(datamodule, data_cfg)
     if trains:  # before anything is written: Lightning would refuse it when fit starts
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
