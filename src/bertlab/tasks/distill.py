@@ -187,6 +187,12 @@ class DistilledFamily:
             return out.sum() * 0.0
         return self.inner.loss(out[has_label], {**batch, "labels": labels[has_label]})
 
+    def training_loss(self, forward: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training step's loss goes through :meth:`loss` (task term + teacher term). Defined here, not
+        reached through ``__getattr__``: the wrapped family's own ``training_loss`` would call its own ``loss``
+        and leave the teacher out."""
+        return self.loss(forward(batch), batch)
+
     def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         task_loss = self.task_loss(out, batch)
         if self.settings.alpha == 1.0:
