@@ -216,3 +216,10 @@ def test_outputs_inside_a_run_folder_are_refused(emb_run, tmp_path, capsys):
     with pytest.raises(SystemExit):
         retrieve(emb_run, tmp_path, "--mine-negatives", "2", str(DATA / "corpus.tsv"))
     assert "the corpus file" in capsys.readouterr().err
+
+
+def test_a_pretraining_run_is_refused_as_not_an_embedding_model(tmp_path, capsys):
+    run = tmp_path / "mlm_run"  # fresh case: a model that predict refuses too, refused here in retrieve's words
+    run_train(["model=bert_tiny", "task=mlm", "task.nsp=false", "trainer.max_steps=1"], run)
+    msg = fails(capsys, run, tmp_path)
+    assert "a mlm model (task mlm), not an embedding model" in msg and "task=embedding" in msg

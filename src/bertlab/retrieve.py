@@ -83,14 +83,12 @@ def _retrieve(args, out: Path, mine) -> None:
     import torch
 
     from bertlab.inference import retrieve as r
-    from bertlab.inference.predictor import Predictor
     from bertlab.tasks.retrieval import search
 
     corpus_ids, corpus_texts = r.read_texts(Path(args.corpus), args.id_column, args.text_column, "passage")
     query_ids, query_texts = r.read_texts(Path(args.queries), args.id_column, args.text_column, "query")
     qrels = r.read_qrels(Path(args.qrels), query_ids, corpus_ids) if args.qrels else None
-    predictor = Predictor.from_run(args.model, device=args.device or "auto", batch_size=args.batch_size)
-    r.check_embedding_model(predictor)
+    predictor = r.load_embedding_model(args.model, args.device, args.batch_size)
     size = int(args.batch_size or predictor.settings.batch_size)
     progress = not args.no_progress
     with writing(out, "the retrieval outputs", "give --out a folder on a disk with room"):

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bertlab.data.readers import BadExamplePolicy, DataError, read_table, read_text_lines
-from bertlab.inference.predictor import Predictor
+from bertlab.inference.predictor import Predictor, _default_device
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import atomic_path
 from bertlab.runtime.fingerprints import RECORD_NAME, file_digest
@@ -187,12 +187,23 @@ def embed_in_batches(predictor: Predictor, texts: list[str], batch_size: int, pr
     return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
 
-def check_embedding_model(predictor: Predictor) -> None:
-    if predictor.task.family != "embedding":
+def load_embedding_model(model: str | Path, device: str | None, batch_size: int | None) -> Predictor:
+    """The predictor of ``model`` as ``bertlab.predict`` loads it, refused unless it is an embedding model (a
+    classifier, a tagger, a pre-training run ...: one paragraph naming its task, before any embedding)."""
+    from bertlab.inference import loading
+
+    loaded = loading.load(model)
+    if loaded.task.family != "embedding":
         raise ConfigError(
-            f"{predictor.source}: a {predictor.task.family} model (task {predictor.task.name}), not an embedding "
-            "model; bertlab.retrieve searches with the embeddings of a task=embedding run or its export. Give "
-            "such a run (python train.py task=embedding ...)")
+            f"{loaded.source}: a {loaded.task.family} model (task {loaded.task.name}), not an embedding model; "
+            "bertlab.retrieve searches with the embeddings of a task=embedding run or its export. Give such a run "
+            "(python train.py task=embedding ...)")
+    predictor = Predictor(*loaded)
+    if batch_size is not None:
+        predictor.settings.batch_size = int(batch_size)
+    if device is None:
+        device = None if predictor.onnx else _default_device()
+    return predictor.to(device) if device is not None else predictor
 
 
 # ----------------------------------------------------------------------------------------------------------
