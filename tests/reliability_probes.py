@@ -6,7 +6,8 @@ in a scratch folder, each probe's exit status and the line bertlab printed, chec
     .venv/bin/python tests/reliability_probes.py --keep /tmp/probes   # keep the scratch folder
 
 Exit status 0 when every probe behaved as expected. Not collected by pytest (the same cases are tested in
-tests/test_safe_cache.py, test_targets.py, test_resume.py, test_run_dir.py and test_bad_input_round2.py).
+tests/test_safe_cache.py, test_targets.py, test_resume.py, test_run_dir.py, test_bad_input_round2.py and
+test_reliability_tracebacks.py).
 """
 
 from __future__ import annotations
@@ -186,6 +187,42 @@ def probes(work: Path) -> list[Probe]:
                 f"data.text_column={column}", "trainer.enable_progress_bar=false"]
 
     jsonl_rows = "".join(json.dumps({"sentence": f"film {i}", "label": i % 2}) + "\n" for i in range(8))
+    # Files from elsewhere and from earlier runs (docs/reliability.md): one probe per reader.
+    models = work / "models"
+    tiny_bert = {"model_type": "bert", "vocab_size": 8, "hidden_size": 32, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "intermediate_size": 37, "max_position_embeddings": 64}
+
+    def model_folder(name: str, vocab: str, **config) -> Callable[[Path], None]:
+        def setup(_: Path) -> None:
+            _write(models / name / "config.json", json.dumps({**tiny_bert, **config}))
+            _write(models / name / "vocab.txt", vocab)
+        return setup
+
+    bert_vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nfilm\ngood\n"
+
+    def cut_run_file(name: str, file: str) -> Callable[[Path], None]:
+        def setup(_: Path) -> None:
+            (work / "runs" / name / "checkpoints").mkdir(parents=True, exist_ok=True)
+            _write(work / "runs" / name / file, '{"fingerprint": "0f3c", "best_checkpoint": "/x/ch')
+            _write(work / "in.txt", "a good film\n")
+        return setup
+
+    auto = ["model=auto", "task=sst2", "trainer.max_epochs=1", "logger=csv", "trainer.enable_progress_bar=false"]
+    files = [
+        Probe("files-config-json-absurd", [*auto, f"model.pretrained={models / 'absurd'}", run("file-absurd")], 1,
+              "config.json: hidden_size=32 is not divisible by num_attention_heads=5",
+              setup=model_folder("absurd", bert_vocab, num_attention_heads=5)),
+        Probe("files-config-json-huge", [*auto, f"model.pretrained={models / 'huge'}", run("file-huge")], 1,
+              "more than this machine's memory", setup=model_folder("huge", bert_vocab, vocab_size=10**13)),
+        Probe("files-vocab-foreign", [*auto, f"model.pretrained={models / 'foreign'}", run("file-foreign")], 1,
+              "vocab.txt: not a BERT WordPiece vocabulary", setup=model_folder("foreign", "<s>\n<pad>\n</s>\n<unk>\n")),
+        Probe("files-run-record-cut", [*TINY, run("file-record")], 1,
+              "holds a run whose record",
+              setup=cut_run_file("file-record", ".bertlab-run.json")),
+        Probe("files-metrics-cut", [str(work / "runs" / "file-metrics"), str(work / "in.txt")], 1,
+              "metrics.json: the run's metrics.json (it names the run's best checkpoint) is damaged",
+              setup=cut_run_file("file-metrics", "metrics.json"), module="bertlab.predict"),
+    ]
     kinds = [
         Probe("kind-label-spellings-merged", [*generic("kinds-labels"), run("kind-labels")], 0, "best checkpoint:",
               setup=kind_files("kinds-labels", spelled, sst2_dev),
@@ -394,6 +431,7 @@ def probes(work: Path) -> list[Probe]:
         refused("val-check-past-the-epoch", ["trainer.val_check_interval=1000"],
                 "trainer.val_check_interval=1000 batches is past the end of an epoch", record=False),
         *kinds,
+        *files,
     ]
 
 

@@ -152,7 +152,7 @@ def test_folders_a_command_fills_are_never_a_run_or_an_export_or_inside_one(worl
     from bertlab.runtime.run_dir import claim_run_dir, release_run_dir
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    import doc_figures
+    import doc_figures_lib as doc_figures
     import make_samples
 
     target = world["root"] / rel

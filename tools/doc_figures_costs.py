@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from doc_figures import FigureError, Record, Step, conditions_line
+from doc_figures_lib import FigureError, Record, Step, conditions_line
 
 _LEFT = re.compile(r"estimated: ~?(.+?) to go at step (\d+) of (\d+)")
 

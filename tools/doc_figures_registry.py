@@ -8,7 +8,8 @@ import re
 import shlex
 from collections.abc import Callable
 
-from doc_figures import (
+from doc_figures_costs import Command, CostRow, Probe, render_table, skip_of, steps_of
+from doc_figures_lib import (
     Fact,
     Figure,
     FigureError,
@@ -20,7 +21,6 @@ from doc_figures import (
     conditions_line,
     rounded,
 )
-from doc_figures_costs import Command, CostRow, Probe, render_table, skip_of, steps_of
 
 # ---------------------------------------------------------------- text helpers
 

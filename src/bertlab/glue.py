@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.analysis.runs import CompareError, Run, default_group_keys, find_runs
-from bertlab.runtime.errors import ConfigError, OutputError
+from bertlab.runtime.errors import ConfigError, OutputError, RecordError
 from bertlab.runtime.files import writing
 from bertlab.runtime.outputs import refuse_folder_in_bertlab_folders, refuse_replacing_bertlab_files
 from bertlab.runtime.paths import existing_path, missing_message, typed_path
+from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,8 @@ def glue_table(dirs: list[Path], out: Path | None = None, missing: dict[str, str
     for d in dirs:
         path = Path(d) / MISSING_FILE
         if path.is_file():
-            recorded.update(json.loads(path.read_text()))
+            recorded.update(read_record(path, "the record of GLUE tasks without data", "Delete it and run "
+                                        "bertlab.glue again (it is written anew)"))
     missing = {**recorded, **(missing or {}), **unscored}
     rows = [rows_by_task[t] for t in TASKS if t in rows_by_task]
     missing = {t: missing.get(t, "not run") for t in TASKS if t not in rows_by_task}
@@ -409,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
             dirs, out = args.dirs, args.out
         with writing(out or dirs[0], "the GLUE table", "pass --out <a folder on a disk with room>"):
             table = glue_table(dirs, out)
-    except (CompareError, OutputError) as err:
+    except (CompareError, OutputError, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print_table(table)

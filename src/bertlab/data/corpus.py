@@ -147,16 +147,19 @@ def plan_shards(paths: Sequence[Path], fmt: str, shard_bytes: int) -> list[list[
 
 
 def _line_number(path: Path, offset: int) -> int:
-    """The 1-based number of the line holding byte ``offset`` (read only to report an error)."""
-    count = 0
+    """The 1-based number of the line that starts at byte ``offset``, lines counted as :func:`_piece_lines` and
+    ``rawtext`` break them (LF, CR LF and CR): the number an editor shows (read only to report an error)."""
+    breaks, after_cr = 0, False
     with open(path, "rb") as f:
         while offset > 0:
-            chunk = f.read(min(offset, 1 << 20))
-            if not chunk:
+            block = f.read(min(offset, 1 << 20))
+            if not block:
                 break
-            count += chunk.count(b"\n")
-            offset -= len(chunk)
-    return count + 1
+            breaks += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+            breaks -= after_cr and block.startswith(b"\n")  # a CR LF cut by the block boundary is one break
+            after_cr = block.endswith(b"\r")
+            offset -= len(block)
+    return breaks + 1
 
 
 def _piece_lines(path: Path, start: int, end: int) -> Iterator[str]:
@@ -170,13 +173,14 @@ def _piece_lines(path: Path, start: int, end: int) -> Iterator[str]:
             if not chunk:
                 return
             raw = chunk[3:] if pos == 0 and chunk.startswith(b"\xef\xbb\xbf") else chunk
-            for part in raw.splitlines() or [b""]:
+            # A chunk ends at LF only: lines ended by a lone CR inside it are lines of their own (k counts them).
+            for k, part in enumerate(raw.splitlines() or [b""]):
                 try:
                     yield part.decode("utf-8")
                 except UnicodeDecodeError as err:
                     raise DataError(
-                        f"{path}:{_line_number(path, pos)}: not valid UTF-8 ({err.reason} at byte {err.start} of "
-                        "the line); re-encode the file as UTF-8") from None
+                        f"{path}:{_line_number(path, pos) + k}: not valid UTF-8 ({err.reason} at byte {err.start} "
+                        "of the line); re-encode the file as UTF-8") from None
             pos += len(chunk)
 
 

@@ -72,7 +72,9 @@ from bertlab.data.mlm import (
 )
 from bertlab.data.readers import DataError
 from bertlab.data.tokenizer import BertTokenizer, content_hash
+from bertlab.runtime.errors import RecordError
 from bertlab.runtime.files import cache_lock
+from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +294,12 @@ def prepare(paths: Sequence[Path], tokenizer: BertTokenizer, cache_dir: str | os
     final = prepared_dir(cache_dir, split, key)
     with cache_lock(final):
         if (final / "meta.json").is_file():
-            return final
+            try:
+                read_meta(final)
+                return final
+            except DataError as err:  # a cache: prepared anew, as a damaged features cache is rebuilt
+                log.warning("%s; it is removed and prepared again", err)
+                shutil.rmtree(final, ignore_errors=True)
         for stale in final.parent.glob(f"{final.name}.tmp*"):
             # Under the lock nobody else is preparing this key: an earlier version's unfinished preparation.
             shutil.rmtree(stale, ignore_errors=True)
@@ -320,9 +327,17 @@ def _prepare_into(work: Path, paths: list[Path], tokenizer: BertTokenizer, setti
     shards = plan_shards(paths, settings["fmt"], settings["shard_bytes"])
     done: dict[int, dict[str, Any]] = {}
     for marker in out.glob("*.json"):
-        index = int(marker.stem)
-        if index < len(shards) and (out / f"{index:05d}.arrow").is_file():
-            done[index] = json.loads(marker.read_text())
+        index = int(marker.stem) if marker.stem.isdigit() else -1
+        if 0 <= index < len(shards) and (out / f"{index:05d}.arrow").is_file():
+            try:
+                counts = read_record(marker, "a prepared shard's marker", "", shape=MARKER_SHAPE,
+                                     required=tuple(MARKER_SHAPE))
+                if counts["shard"] != index:
+                    raise RecordError(f"{marker}: key 'shard' is {counts['shard']}, not {index}")
+                done[index] = counts
+            except RecordError as err:  # a marker cut short or edited: its shard is prepared again
+                log.warning("%s; shard %d is prepared again", str(err).rstrip(". "), index)
+                marker.unlink()
     for leftover in out.glob("*.tmp*"):
         leftover.unlink()  # a shard or marker half-written when the preparation was interrupted
     pending = [i for i in range(len(shards)) if i not in done]
@@ -412,7 +427,7 @@ class ArrowExamples:
         self.folder = Path(folder)
         self.nsp = nsp
         self.limit = limit
-        self.meta = json.loads((self.folder / "meta.json").read_text())
+        self.meta = read_meta(self.folder)
         self._files = [self.folder / name for name in self.meta["shard_files"]]
         self._chunks = [c for k, path in enumerate(self._files) for c in _record_batches(k, path)]
         starts = np.cumsum([0] + [c.rows for c in self._chunks])
@@ -484,6 +499,26 @@ class _Chunk:
     @property
     def rows(self) -> int:
         return len(self.offsets) - 1
+
+
+# A shard's marker (examples/NNNNN.json) and a preparation's meta.json: the keys bertlab reads back, and their types.
+MARKER_SHAPE = {"shard": int, "bytes": int, "documents": int, "examples": int, "is_next": int}
+META_SHAPE = {"shard_files": list, "examples": int, "documents": int, "settings": dict}
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    """A preparation's ``meta.json``, every problem a :class:`DataError` naming the file and key (and saying to
+    prepare the corpus anew); its shard files must be files of the folder."""
+    path = Path(folder) / "meta.json"
+    fix = f"Delete {folder} and run again to prepare the corpus anew"
+    meta = read_record(path, "the prepared corpus's record", fix, shape=META_SHAPE, required=("shard_files",),
+                       error=DataError)
+    odd = [f for f in meta["shard_files"] if not isinstance(f, str) or ".." in Path(f).parts or Path(f).is_absolute()]
+    missing = [f for f in meta["shard_files"] if f not in odd and not (Path(folder) / f).is_file()]
+    if odd or missing:
+        what = f"names {odd[0]!r}, not a file of the folder" if odd else f"names {missing[0]!r}, which is missing"
+        raise DataError(f"{path}: key 'shard_files' {what}. {fix}")
+    return meta
 
 
 def _prepare_again(path: Path, problem: str) -> DataError:

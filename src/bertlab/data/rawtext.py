@@ -11,7 +11,8 @@ Two formats:
   tokenized it (``@-@``, ``<unk>``, spaced punctuation); titles and headings are not sentences.
 
 Errors name the file: a missing file raises ``FileNotFoundError``, bytes that are not UTF-8 raise
-``ValueError`` with the line number, a corpus without any sentence raises ``ValueError``.
+:class:`~bertlab.runtime.errors.DataError` (a ``ValueError``) with the line number, a corpus without any sentence
+raises ``DataError``: the command lines print them as one paragraph, never a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
+
+from bertlab.runtime.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +149,7 @@ def _lines(path: PathLike) -> Iterator[tuple[int, str]]:
                 try:
                     yield number, raw.decode("utf-8")
                 except UnicodeDecodeError as err:
-                    raise ValueError(
+                    raise DataError(
                         f"{p}:{number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
                         "re-encode the file as UTF-8"
                     ) from None
@@ -227,7 +230,8 @@ def _wikitext_documents(path: PathLike) -> list[list[str]]:
 def _require_nonempty(documents: list[list[str]], paths: Sequence[PathLike]) -> list[list[str]]:
     if not documents:
         names = ", ".join(str(p) for p in paths)
-        raise ValueError(f"empty corpus: no sentences in {names}")
+        raise DataError(f"empty corpus: no sentences in {names}: give the corpus text (documents separated by blank "
+                        "lines, or WikiText articles)")
     return documents
 
 

@@ -64,8 +64,10 @@ class BadExamplePolicy:
             log.warning("skipping bad example: %s", message)
 
 
-def read_text(path: Path) -> str:
-    """The text of a UTF-8 file (a BOM is ignored); non-UTF-8 bytes are an error naming the line."""
+def read_text(path: Path, cr_ends_lines: bool = False) -> str:
+    """The text of a UTF-8 file (a BOM is ignored); non-UTF-8 bytes are an error naming the line, counted as the
+    file's reader counts them: at ``\n`` (JSON Lines, CoNLL), or also at a lone ``\r`` (``cr_ends_lines``: CSV
+    and TSV, which the csv module splits there too)."""
     check_readable(path)
     try:
         raw = path.read_bytes()
@@ -74,7 +76,8 @@ def read_text(path: Path) -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
+        before = raw[: err.start]
+        line = before.count(b"\n") + 1 + (before.count(b"\r") - before.count(b"\r\n") if cr_ends_lines else 0)
         raise DataError(
             f"{path}:{line}: bytes that are not UTF-8 ({raw[err.start:err.start + 4]!r}); "
             "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
@@ -145,7 +148,7 @@ def _delimited_records(path: Path, suffix: str) -> tuple[list[tuple[int, list[st
     swallowed into one cell); TSV is read unquoted, as GLUE's files are."""
     tsv = suffix != ".csv"
     _allow_long_cells()
-    text = read_text(path)
+    text = read_text(path, cr_ends_lines=True)
     # The csv module reads the text itself (newline=""): a quoted CSV cell keeps its newlines, and only
     # \n, \r\n and \r end a record (never U+2028, U+0085 or a form feed).
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",",

@@ -31,9 +31,10 @@ from tokenizers import Tokenizer, processors
 from bertlab.data.spm import SPM_NAME, tokenizer_from_spm_folder
 from bertlab.data.templates import Template, template_of
 from bertlab.data.vocab import KINDS, SPECIAL_TOKENS, bert_template, build_vocabulary, wordpiece_from_vocab
-from bertlab.runtime.errors import TokenizerError
+from bertlab.runtime.errors import TokenizerError, user_error_types
 from bertlab.runtime.files import CACHE_FIX, cache_lock, write_failure, write_failure_message
 from bertlab.runtime.model_folders import auto_from_pretrained
+from bertlab.runtime.records import json_kind
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,12 @@ class EncoderTokenizer:
         spec = json.loads(self.tokenizer.to_str())
         self.kind = str(spec.get("model", {}).get("type", ""))
         vocab = self.tokenizer.get_vocab()
+        unk = spec.get("model", {}).get("unk_token")
+        if isinstance(unk, str) and unk not in vocab:
+            # tokenizers would fail on the first unknown word ("Missing [UNK] token from the vocabulary").
+            raise TokenizerError(f"the tokenizer's {self.kind} model names {unk!r} as its unknown token, but its "
+                                 f"vocabulary of {len(vocab)} tokens has no such token: every word it cannot split "
+                                 "would fail to encode")
         self.roles = {role: self._role(role, vocab, spec) for role in ROLES}
         if self.tokenizer.post_processor is None and self.roles["cls"] and self.roles["sep"]:
             self.tokenizer.post_processor = _default_template(self.roles["cls"], self.roles["sep"], vocab)
@@ -337,8 +344,19 @@ def _default_template(cls: str, sep: str, vocab: dict[str, int]):
     return processors.RobertaProcessing((sep, vocab[sep]), (cls, vocab[cls]))
 
 
+# tokenizer_config.json keys bertlab reads, and the JSON types they may have (null: as if absent).
+_CONFIG_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "do_lower_case": ((bool,), "true or false"), "add_prefix_space": ((bool,), "true or false"),
+    "model_max_length": ((int, float), "a number"),
+    **{f"{role}_token": ((str, dict), "a token (a string, or an object with its content)")
+       for role in ("cls", "sep", "pad", "mask", "unk", "bos", "eos")},
+}
+
+
 def _read_config(directory: Path) -> dict[str, Any]:
-    """``tokenizer_config.json`` over ``special_tokens_map.json`` (either may be absent)."""
+    """``tokenizer_config.json`` over ``special_tokens_map.json`` (either may be absent); a key bertlab reads
+    with a value of another JSON type (``"do_lower_case": "no"``, which would read as true) is an error naming
+    the file and the key."""
     config: dict[str, Any] = {}
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
         path = directory / name
@@ -350,11 +368,35 @@ def _read_config(directory: Path) -> dict[str, Any]:
                 raise ValueError(f"a JSON object was expected, got {type(data).__name__}")
         except (OSError, ValueError) as err:
             raise TokenizerError(f"{path} could not be read: {type(err).__name__}: {err}") from None
+        for key, (types, expected) in _CONFIG_TYPES.items():
+            value = data.get(key)
+            if value is not None and (not isinstance(value, types) or isinstance(value, bool) is not (bool in types)):
+                raise TokenizerError(f"{path}: {key}={json.dumps(value)} is {json_kind(value)} where {expected} is "
+                                     "expected. Correct the value or restore the file from a copy of the tokenizer")
         config.update(data)
     return config
 
 
 def load_tokenizer(directory: str | Path) -> EncoderTokenizer:
+    """The tokenizer of a folder (see :func:`_load`); every problem with it, also one the ``tokenizers`` library
+    meets while the tokenizer is set up (a foreign or broken vocabulary), is a :class:`TokenizerError` naming the
+    folder or its file, never a traceback."""
+    directory = Path(directory)
+    try:
+        return _load(directory)
+    except TokenizerError as err:
+        text = str(err)
+        raise TokenizerError(text if str(directory) in text else f"{directory}: {text}") from None
+    except Exception as err:  # the tokenizers library raises plain Exceptions; a KeyError of a foreign vocabulary
+        if isinstance(err, user_error_types()):
+            raise
+        raise TokenizerError(
+            f"{directory}: its tokenizer cannot be used ({type(err).__name__}: {err}): its files are damaged or "
+            "not those of an encoder's tokenizer. Restore them from a copy of the model, or pass "
+            "model.tokenizer=<a folder with a good tokenizer.json or vocab.txt>") from None
+
+
+def _load(directory: Path) -> EncoderTokenizer:
     """``tokenizer.json`` when present, else ``vocab.txt`` (WordPiece, lower-casing as the checkpoint says), else
     the slow tokenizer files HF's AutoTokenizer converts (``vocab.json`` + ``merges.txt``, a SentencePiece
     ``*.model``; a DeBERTa-v3 ``spm.model`` is converted by
@@ -363,7 +405,6 @@ def load_tokenizer(directory: str | Path) -> EncoderTokenizer:
 
     Any file that cannot be read as such (damaged, truncated, not JSON, unreadable) is a :class:`TokenizerError`
     naming it."""
-    directory = Path(directory)
     config = _read_config(directory)
     lowercase = config.get("do_lower_case")
     tok_json = directory / "tokenizer.json"

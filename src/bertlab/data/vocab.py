@@ -21,6 +21,8 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from bertlab.runtime.errors import TokenizerError
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 KINDS = ("wordpiece", "bpe", "unigram")
@@ -43,14 +45,50 @@ def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:
     return tokenizer
 
 
+# The tokens a BERT WordPiece vocab.txt must hold (bertlab's template and unknown words need them).
+WORDPIECE_REQUIRED = ("[CLS]", "[SEP]", "[UNK]")
+
+
 def wordpiece_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Tokenizer:
-    vocab = {}
-    for i, line in enumerate(Path(vocab_file).read_text(encoding="utf-8").splitlines()):
-        vocab.setdefault(line.rstrip("\n"), i)
+    """BERT's WordPiece tokenizer of a ``vocab.txt`` (one token a line, its id the line's index, as transformers'
+    BertTokenizer reads it). A file that is no BERT vocabulary (a JSON ``vocab.json``, SentencePiece's
+    ``token<TAB>score`` lines, RoBERTa's ``<s>`` tokens, an empty file) is a :class:`TokenizerError` that says what
+    it looks like, not a ``KeyError``."""
+    text = Path(vocab_file).read_text(encoding="utf-8")
+    # Lines end at \n, \r\n or \r, as transformers reads vocab.txt (not at U+2028, U+0085 or a form feed,
+    # which str.splitlines would take as line ends and so shift every later id).
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        vocab.setdefault(line, i)
+    missing = [token for token in WORDPIECE_REQUIRED if token not in vocab]
+    if missing:
+        raise TokenizerError(f"{vocab_file}: not a BERT WordPiece vocabulary: it has no {', '.join(missing)} token{'s' if len(missing) > 1 else ''}"
+                             f"{_looks_like(lines)}. A vocab.txt holds one WordPiece token a line with BERT's special "
+                             "tokens; give the folder the tokenizer.json of its model (or pass model.tokenizer=<a "
+                             "folder with the right tokenizer>)")
     tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)),
                                lowercase)
     tokenizer.post_processor = bert_template(vocab["[CLS]"], vocab["[SEP]"])
     return tokenizer
+
+
+def _looks_like(lines: list[str]) -> str:
+    """What a vocab.txt that is no WordPiece vocabulary looks like, for the error message."""
+    filled = [line for line in lines if line.strip()]
+    if not filled:
+        return " (the file is empty)"
+    if sum("\t" in line for line in filled[:50]) > len(filled[:50]) // 2:
+        return " (its lines are token<TAB>score: a SentencePiece vocabulary)"
+    if filled[0].lstrip().startswith("{"):
+        return " (it holds JSON: a BPE vocab.json renamed?)"
+    if filled[0].startswith("#version") or all(len(line.split(" ")) == 2 for line in filled[:50]):
+        return " (its lines are pairs: BPE merges, merges.txt?)"
+    if any(token in filled for token in ROBERTA_SPECIALS):
+        return " (it holds <s>, </s>, ...: the vocabulary of a RoBERTa- or XLM-R-style tokenizer)"
+    return ""
 
 
 def build_wordpiece(texts: list[str], vocab_size: int, lowercase: bool, min_frequency: int) -> Tokenizer:

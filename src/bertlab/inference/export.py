@@ -56,6 +56,7 @@ from bertlab.runtime.outputs import (
     refuse_folder_in_bertlab_folders,
 )
 from bertlab.runtime.paths import existing_path
+from bertlab.runtime.records import read_record, record_object
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
 
@@ -223,6 +224,7 @@ def foreign_files(folder: Path) -> list[str]:
         listed = set(json.loads((folder / EXPORT_MARKER).read_text()).get("files") or [])
     except (OSError, ValueError, AttributeError, TypeError):
         pass
+
     def listed_dir(p: Path) -> bool:  # a subfolder the export wrote, with every file in it
         return p.name + "/" in listed and all(
             f.relative_to(folder).as_posix() + ("/" if f.is_dir() else "") in listed for f in p.rglob("*"))
@@ -416,9 +418,25 @@ def long_text_record(loaded: CheckpointModel) -> dict[str, Any] | None:
             "window_pooling": loaded.head.window_pooling, "note": note}
 
 
+EXPORT_FIX = "Export the run again (python -m bertlab.export <run> <folder>), or restore the folder from a copy"
+
+
 def _long_text_record(path: Path) -> dict[str, Any]:
     file = path / LONG_TEXT_NAME
-    return json.loads(file.read_text()) if file.is_file() else {}
+    if not file.is_file():
+        return {}
+    return read_record(file, "the export's long-text record", EXPORT_FIX, error=CheckpointError,
+                       shape={"long_text": str, "max_seq_length": (int, type(None)), "window_pooling": str,
+                              "window_stride": (int, type(None)), "max_windows_per_batch": (int, type(None))})
+
+
+def _head_record(file: Path) -> tuple[TaskSpec, HeadConfig, list[str] | None, dict[str, Any]]:
+    """bertlab's head file of an export (task, head settings, labels), every problem naming the file and key."""
+    info = read_record(file, "the export's head file", EXPORT_FIX, error=CheckpointError, required=("task", "head"),
+                       shape={"task": dict, "head": dict, "labels": (list, type(None)), "encoder_has_pooler": bool})
+    task = record_object(TaskSpec, info, "task", file, EXPORT_FIX, CheckpointError)
+    head = record_object(HeadConfig, info, "head", file, EXPORT_FIX, CheckpointError)
+    return task, head, info.get("labels"), info
 
 
 def long_text_settings(path: Path) -> dict[str, Any]:
@@ -456,8 +474,7 @@ def load_native_export(path: Path) -> tuple[TaskModel | None, TaskSpec | None, l
     architecture = (hf.get("architectures") or [spec.base_architecture])[0]
     custom = path / HEAD_CONFIG_NAME
     if custom.is_file():
-        info = json.loads(custom.read_text())
-        task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+        task, head_cfg, labels, info = _head_record(custom)
         head_kind, has_pooler = None, bool(info.get("encoder_has_pooler"))
     else:
         head_kind = architecture_to_head(architecture)[1]
@@ -505,8 +522,7 @@ def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | No
     if not (path / HEAD_CONFIG_NAME).is_file():
         raise CheckpointError(f"{path}: a generic-path folder without bertlab's head file ({HEAD_CONFIG_NAME}): "
                               "bertlab predicts with exports of its own runs")
-    info = json.loads((path / HEAD_CONFIG_NAME).read_text())
-    task, head_cfg, labels = TaskSpec(**info["task"]), HeadConfig(**info["head"]), info.get("labels")
+    task, head_cfg, labels, _ = _head_record(path / HEAD_CONFIG_NAME)
     num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
     model = with_head(AutoEncoder.from_pretrained(path), head_cfg,
                       build_family(task, num_labels, labels, None).build_head, None)

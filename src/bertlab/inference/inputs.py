@@ -3,13 +3,14 @@ JSON record per input, and ``predict=true`` of train.py (records for ``data.pred
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import logging
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
 from bertlab.data.validate import missing_column
@@ -25,15 +26,27 @@ log = logging.getLogger(__name__)
 # Reading inputs
 
 
-def _lines(stream: TextIO, name: str, first: int = 1) -> Iterator[tuple[int, str]]:
-    """(line number, line without its newline) of a text stream; bytes that are not UTF-8 name their line."""
+def _lines(stream: TextIO | BinaryIO, name: str, first: int = 1) -> Iterator[tuple[int, str]]:
+    """(line number, line without its line end) of a stream, lines broken where Python's text mode breaks them
+    (LF, CR LF, CR). Bytes are decoded line by line, so bytes that are not UTF-8 name their own line: a text
+    stream decodes ahead in blocks and would blame the line it stood on, up to thousands of lines earlier."""
+    binary = stream if not isinstance(stream, io.TextIOBase) else getattr(stream, "buffer", None)
     number = first - 1
-    try:
+    if binary is None:  # a text stream without bytes under it (io.StringIO): already decoded
         for number, line in enumerate(stream, first):
             yield number, line.rstrip("\r\n")
-    except UnicodeDecodeError:
-        raise DataError(f"{name}:{number + 1}: bytes that are not UTF-8; re-encode the file as UTF-8 (e.g. iconv "
-                        "-f latin1 -t utf-8)") from None
+        return
+    for chunk in binary:  # binary iteration breaks at LF only: a CR LF pair stays in one chunk
+        if number == first - 1 and chunk.startswith(b"\xef\xbb\xbf"):
+            chunk = chunk[3:]  # a UTF-8 byte-order mark is not text
+        for part in chunk.splitlines() or [b""]:
+            number += 1
+            try:
+                yield number, part.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(f"{name}:{number}: bytes that are not UTF-8 ({part[err.start:err.start + 4]!r} at "
+                                f"byte {err.start} of the line); re-encode the file as UTF-8 (e.g. iconv -f latin1 "
+                                "-t utf-8)") from None
 
 
 def _head(path: Path, limit: int = 200) -> list[str]:
@@ -134,7 +147,7 @@ def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt:
         count = sum(1 for line in f if line.strip())
 
     def stream() -> Iterator[tuple[str, Any]]:
-        with open(path, encoding="utf-8-sig") as f:
+        with open(path, "rb") as f:
             yield from _from_lines(_lines(f, str(path)), str(path), fmt)
 
     return stream(), count

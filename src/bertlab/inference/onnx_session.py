@@ -9,7 +9,6 @@ export, quantizing it and its quality gate are :mod:`bertlab.inference.onnx`.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ import numpy as np
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.outputs import ONNX_INFO
+from bertlab.runtime.records import read_record, record_object
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,13 @@ def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = No
     onnx-int8, or auto (int8 when the folder has an int8 graph whose check passed or was forced, else fp32).
     An int8 graph without that record (:func:`unchecked_int8`) is never served: auto takes fp32 and says why,
     onnx-int8 is refused."""
-    info = json.loads((path / INFO_NAME).read_text())
+    fix = "Export the run again (python -m bertlab.export <run> <folder> --format onnx), or restore the folder"
+    info = read_record(path / INFO_NAME, "the ONNX folder's manifest", fix, error=CheckpointError, required=("task",),
+                       shape={"task": dict, "files": dict, "labels": (list, type(None)), "data": (dict, type(None))})
     files = info.get("files") or {}
+    if not all(isinstance(v, str) for v in files.values()):
+        raise CheckpointError(f"{path / INFO_NAME}: key 'files' names a graph by something else than a file name. "
+                              f"{fix}")
     name = files.get("fp32", ONNX_NAME)
     if backend in ("onnx-int8", "auto"):
         why = unchecked_int8(path, info)
@@ -147,7 +152,7 @@ def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = No
                                   "with --quantize int8 to have the int8 graph checked on the run's dev set")
         elif "int8" in files:
             log.warning("%s: %s; predicting with the fp32 graph %s", path, why, name)
-    task = TaskSpec(**info["task"])
+    task = record_object(TaskSpec, info, "task", path / INFO_NAME, fix, CheckpointError)
     return OnnxSession(path / name, task.family, threads), task, info.get("labels"), info.get("data") or {}
 
 

@@ -43,11 +43,13 @@ from torch import nn
 
 from bertlab.models.families import FamilySpec, encoder_refusal, family_spec, is_native, supported_list
 from bertlab.models.families.bert import BERT
-from bertlab.runtime.config import ConfigError, EncoderConfig
+from bertlab.models.families.config_file import check_generic, read_family_config
+from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
 from bertlab.runtime.model_folders import check_folder
 from bertlab.runtime.paths import missing_message, typed_path
+from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +151,7 @@ def encoder_config_of(data: dict, path: Path) -> EncoderConfig:
     model_type = data.get("model_type") or "bert"
     if not is_native(model_type):
         raise CheckpointError(not_native_message(model_type, str(path), data))
-    try:
-        return family_spec(model_type).read_config(data, str(path))
-    except (ConfigError, TypeError) as err:
-        raise CheckpointError(str(err)) from err
+    return read_family_config(family_spec(model_type), data, path)
 
 
 def read_config_json(directory: Path) -> dict:
@@ -164,12 +163,17 @@ def read_config_json(directory: Path) -> dict:
     # A folder whose model is its own code is not the model bertlab would build (the keys only: transformers is
     # not imported here; the generic path checks the classes too, before calling it).
     check_folder(directory, classes=False)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} does not hold a JSON object")
+    data = read_record(path, "the model's config.json", "Restore it from an intact copy of the folder (or download "
+                       "the model again)", error=CheckpointError)
+    if not isinstance(data.get("model_type", ""), str):
+        raise CheckpointError(f"{path}: model_type={data['model_type']!r} is a JSON {type(data['model_type']).__name__}"
+                              " where the name of the model's family is expected (e.g. \"bert\"): restore config.json "
+                              "from an intact copy of the folder")
+    model_type = data.get("model_type") or "bert"
+    if not is_native(model_type) and encoder_refusal(model_type, data) is None:
+        from bertlab.models.families.generic import GenericEncoderConfig
+
+        check_generic(data, path, GenericEncoderConfig)  # before transformers allocates what it describes
     return data
 
 
@@ -203,10 +207,11 @@ def sentence_transformers_pooling(directory: Path) -> str | None:
 
 
 def read_hf_config(directory: Path) -> dict:
-    """An export folder's config.json ({} without one), refused as :func:`read_config_json` refuses a folder."""
-    path = directory / CONFIG_NAME
-    check_folder(directory, classes=False)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """An export folder's config.json ({} without one), read and refused as :func:`read_config_json` does."""
+    if not (directory / CONFIG_NAME).is_file():
+        check_folder(directory, classes=False)
+        return {}
+    return read_config_json(directory)
 
 
 def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
@@ -216,11 +221,7 @@ def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
     if single.is_file():
         return _read_safetensors(single), str(single)
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        state: dict[str, torch.Tensor] = {}
-        for shard in shards:
-            state.update(_read_safetensors(directory / shard))
-        return state, str(index)
+        return _read_sharded(directory, index), str(index)
     legacy = directory / TORCH_NAME
     if legacy.is_file():
         try:
@@ -234,6 +235,39 @@ def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], str]:
     raise CheckpointError(
         f"no weights in {directory}: looked for {SAFETENSORS_NAME}, {SAFETENSORS_INDEX} and {TORCH_NAME}"
     )
+
+
+_SHARDS_FIX = ("Download the checkpoint again (an interrupted download leaves a folder with some shards), or restore "
+               "the folder from an intact copy")
+
+
+def _read_sharded(directory: Path, index: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a sharded checkpoint: every shard ``model.safetensors.index.json`` names, each a file of the
+    folder, and every tensor the index lists found in its shard (an incomplete folder is an error naming the index
+    and what it lacks, not a ``KeyError`` or a model loaded with holes)."""
+    record = read_record(index, "the index of the sharded weights", _SHARDS_FIX, required=("weight_map",),
+                         shape={"weight_map": dict}, error=CheckpointError)
+    weight_map: dict[str, Any] = record["weight_map"]
+    odd = [key for key, shard in weight_map.items()
+           if not isinstance(shard, str) or not shard or Path(shard).name != shard]
+    if not weight_map or odd:
+        what = "names no tensor" if not weight_map else \
+            f"gives tensor {odd[0]!r} the shard {weight_map[odd[0]]!r}, which is not a file name of this folder"
+        raise CheckpointError(f"{index}: key 'weight_map' {what}. {_SHARDS_FIX}")
+    shards = sorted(set(weight_map.values()))
+    absent = [shard for shard in shards if not (directory / shard).is_file()]
+    if absent:
+        raise CheckpointError(f"{index} names {len(absent)} of its {len(shards)} shard files that {directory} lacks "
+                              f"({', '.join(absent[:3])}{', …' if len(absent) > 3 else ''}). {_SHARDS_FIX}")
+    state: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        state.update(_read_safetensors(directory / shard))
+    lacking = [key for key in weight_map if key not in state]
+    if lacking:
+        raise CheckpointError(f"{index} lists {len(lacking)} tensors its shards do not hold ({lacking[0]!r} in "
+                              f"{weight_map[lacking[0]]}{', …' if len(lacking) > 1 else ''}): a shard is incomplete "
+                              f"or from another download. {_SHARDS_FIX}")
+    return state
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:

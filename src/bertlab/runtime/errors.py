@@ -25,6 +25,12 @@ class TokenizerError(ValueError):
     """A tokenizer folder or file cannot be read or does not fit the model."""
 
 
+class RecordError(ValueError):
+    """A JSON record file (a run's record, metrics.json, an export's manifest, a prepared corpus's markers) that
+    cannot be read as bertlab wrote it; the message names the file, the key and what to do
+    (``bertlab.runtime.records.read_record``)."""
+
+
 class OutputError(OSError):
     """An output file cannot be written (full disk, quota, read-only file system, permission); the message
     names the file, the disk's free space and what to do (``bertlab.runtime.files.writing``)."""
@@ -43,7 +49,7 @@ class JobStopped(Exception):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (DataError, ConfigError, CheckpointError, NonFiniteLossError,
-                                                 TokenizerError, OutputError)
+                                                 TokenizerError, OutputError, RecordError)
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:

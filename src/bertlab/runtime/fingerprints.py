@@ -30,7 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.errors import CheckpointError, RecordError
+from bertlab.runtime.records import read_record as read_json_record
 
 log = logging.getLogger(__name__)
 
@@ -75,21 +76,16 @@ def write_record(folder: str | Path, tokenizer: Any, files: Iterable[str] = ()) 
 
 def read_record(folder: str | Path) -> dict[str, Any] | None:
     """A folder's fingerprint record (None: the folder has none, written before fingerprints or not by
-    bertlab); a record that cannot be read is refused, as a changed file would be."""
+    bertlab); a record that cannot be read is refused, as a changed file would be (``runtime.records``: the file
+    and the key at fault in one paragraph)."""
     path = Path(folder) / RECORD_NAME
     if not path.is_file():
         return None
-    try:
-        record = json.loads(path.read_text())
-        if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
-            raise ValueError("not a fingerprint record")
-    except (OSError, ValueError) as err:
-        raise CheckpointError(
-            f"{path} cannot be read ({err}): it holds the fingerprints bertlab checks the folder's tokenizer and "
-            f"weights against, so {Path(folder)} is not used. Write the folder again from its run (python -m "
-            "bertlab.export RUN OUT --overwrite for an export; a run's tokenizer/ is written when the run starts)"
-        ) from err
-    return record
+    return read_json_record(
+        path, "the record of fingerprints", f"It holds the fingerprints bertlab checks the folder's tokenizer and "
+        f"weights against, so {Path(folder)} is not used (its record cannot be read). Write the folder again from its "
+        "run (python -m bertlab.export RUN OUT --overwrite for an export; a run's tokenizer/ is written when the run "
+        "starts)", shape={"files": dict, "tokenizer": str}, required=("files",), error=CheckpointError)
 
 
 def recorded_run_id(run_dir: str | Path | None) -> str | None:
@@ -97,10 +93,10 @@ def recorded_run_id(run_dir: str | Path | None) -> str | None:
     if run_dir is None:
         return None
     try:
-        record = json.loads((Path(run_dir) / RUN_RECORD).read_text())
-    except (OSError, ValueError):
+        record = read_json_record(Path(run_dir) / RUN_RECORD, "the run's record", "")
+    except RecordError:  # damaged: the claim of the run dir says so, in its own words
         return None
-    return record.get("run_id") if isinstance(record, dict) else None
+    return record.get("run_id")
 
 
 def _check_run(checkpoint: Path, run_id: str | None) -> None:

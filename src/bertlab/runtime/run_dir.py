@@ -52,6 +52,7 @@ from bertlab.runtime.fingerprints import (
     vocabulary_fingerprint,
 )
 from bertlab.runtime.outputs import RUN_LOCK, RUN_MARKER, refuse_folder_in_bertlab_folders
+from bertlab.runtime.records import read_record
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,12 @@ SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "model.init_head": {("<unset>", "auto"), ("<unset>", "new")},
                  "model.model_type": {("<unset>", "bert")},
                  "data.max_windows_per_example": {("<unset>", 128)}}
+# The run record's keys and their types (config: the training configuration the check compares).
+RECORD_SHAPE = {"fingerprint": str, "status": str, "config": dict, "pid": int, "host": str, "started": str}
+RECORD_FIX = ("bertlab cannot tell which configuration the run in {run_dir} had, so it cannot check that this run "
+              "continues it. If this is that run with the same settings, delete the damaged record and resume with "
+              "ckpt_path=last (a folder without a record is accepted for a resume); otherwise give this run its own "
+              "folder (leave hydra.run.dir unset), or pass overwrite_run_dir=true to delete the old run's outputs")
 RESUME_LENGTH_KEYS = {f"trainer.{k}" for k in ("max_epochs", "max_steps", "min_epochs", "min_steps", "max_time")}
 # What a run writes into its folder (Hydra's own .hydra/ and train.log are Hydra's business).
 OUTPUTS = ("checkpoints", "tokenizer", "metrics.json", "update_scope.json", "export", "onnx", "predictions", "csv",
@@ -231,12 +238,22 @@ def claim_run_dir(run_dir: Path, cfg: Any) -> None:
     release_log_files(write=True)
 
 
+def read_run_record(run_dir: Path) -> dict[str, Any] | None:
+    """The record of the run in ``run_dir`` (None: it has none); a record cut short, emptied, edited or replaced
+    is a :class:`ConfigError` naming the file and the key at fault (``runtime.records.read_record``)."""
+    marker = Path(run_dir) / MARKER
+    if not marker.is_file():
+        return None
+    return read_record(marker, "the record of the run in this folder", RECORD_FIX.format(run_dir=run_dir),
+                       shape=RECORD_SHAPE, required=("config",), error=ConfigError)
+
+
 def _in_use_message(run_dir: Path) -> str:
     try:
-        other = json.loads((run_dir / MARKER).read_text())
-        who = (f" (pid {other['pid']} on {other['host']}, started {other['started']})"
+        other = read_run_record(run_dir) or {}
+        who = (f" (pid {other.get('pid')} on {other.get('host')}, started {other.get('started')})"
                if other.get("status") == "running" else "")
-    except (OSError, ValueError, KeyError, TypeError):
+    except ConfigError:
         who = ""
     return (f"hydra.run.dir={run_dir} is in use: another run is running in it now{who}. Two runs in one folder "
             "would write the same checkpoints and mix their logs. Wait for that run to end (then resume with "
@@ -472,8 +489,10 @@ def finish_run_dir(run_dir: Path) -> None:
         return
     marker = Path(run_dir) / MARKER
     try:
-        record = json.loads(marker.read_text())
-    except (OSError, ValueError):
+        record = read_run_record(run_dir)
+    except ConfigError:  # replaced while the run ran: the run's results stand, the record says nothing more
+        return
+    if record is None:
         return
     record["status"] = "finished"
     write_text_atomic(marker, json.dumps(record, indent=1, default=str) + "\n")

@@ -4,13 +4,13 @@ start-up); :mod:`bertlab.training.checkpoints` writes them and re-exports these.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bertlab.runtime.errors import CheckpointError
+from bertlab.runtime.records import read_record
 
 LAST = "last.ckpt"
 
@@ -42,7 +42,11 @@ def run_dir_checkpoint(run_dir: str | Path) -> Path | None:
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
-        best = find_recorded(run_dir, json.loads(metrics.read_text()).get("best_checkpoint"))
+        record = read_record(metrics, "the run's metrics.json (it names the run's best checkpoint)",
+                             f"Restore it from a copy, or pass the checkpoint itself ({run_dir / 'checkpoints'}/"
+                             "<name>.ckpt) instead of the run dir", shape={"best_checkpoint": (str, type(None))},
+                             error=CheckpointError)
+        best = find_recorded(run_dir, record.get("best_checkpoint"))
         if best is not None:
             return best
     last = last_checkpoint(run_dir)

@@ -123,7 +123,9 @@ def spec_of(config: EncoderConfig) -> FamilySpec:
 
 def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> EncoderConfig:
     """A native family's config.json → ``EncoderConfig`` (the family from its model_type; BERT if it has none)."""
-    return family_spec(data.get("model_type") or "bert").read_config(data, source)
+    from bertlab.models.families.config_file import read_family_config
+
+    return read_family_config(family_spec(data.get("model_type") or "bert"), data, source)
 
 
 __all__ = ["FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
