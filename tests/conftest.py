@@ -14,6 +14,13 @@ FIXTURE_DATA = FIXTURES / "data"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Several workers share the cores (make test: one a core): one thread each, for the in-process runs and the
+    # subprocesses they start, instead of every worker's torch and onnxruntime using every core.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def compose(overrides: list[str], run_dir: Path, data_dir: Path = FIXTURE_DATA):

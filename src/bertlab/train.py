@@ -30,10 +30,11 @@ from bertlab.data.windows import window_bound_text
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
+from bertlab.inference.teacher import load_teacher
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
 from bertlab.runtime.checks import check_epoch_length, preflight
-from bertlab.runtime.config import DataConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
+from bertlab.runtime.config import DataConfig, DistillConfig, FreezeConfig, HeadConfig, OptimConfig, TaskSpec
 from bertlab.runtime.console import (
     AutoLogInterval,
     ProgressBar,
@@ -51,10 +52,12 @@ from bertlab.runtime.paths import existing_path, refuse_chdir
 from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
+from bertlab.tasks.distill import DistilledFamily
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
 from bertlab.training.build import (
     build_model,
+    build_student,
     build_tokenizer,
     init_dir_for_tokenizer,
     resolve_head_config,
@@ -174,6 +177,12 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     # The head pools a long document's windows (data.long_text=windows): it records how, for every reload.
     head_cfg = dataclasses.replace(head_cfg, window_pooling=model_cfg.get("window_pooling") or "max")
     task = resolve_task_defaults(task, model_cfg)  # task.mlm_probability=null → the encoder family's rate
+    distill = build_typed(DistillConfig, _plain(cfg.get("distill")) or {}, "distill")
+    # Loaded before any work (a bad teacher is refused in seconds); an evaluation needs it only to build the student.
+    teacher = load_teacher(distill, task) if distill.enabled and (cfg.train or distill.student_layers) else None
+    if data_cfg.distill_file and not distill.enabled:
+        raise ConfigError(f"data.distill_file={data_cfg.distill_file}: unlabelled texts are labelled by a "
+                          "distillation teacher only: set distill.teacher=<run dir or export> or remove the file")
 
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
     # the configuration and the training files, built before the data module that uses it.
@@ -181,13 +190,26 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     # A checkpoint to resume or evaluate brings its run's tokenizer: a scratch WordPiece vocabulary trained
     # again (in another process, with another cache) can differ, as the trainer breaks ties at random.
     tokenizer_from = model_cfg.get("init_from") or _checkpoint_file(cfg.get("ckpt_path"), run_dir)
-    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from),
-                                lambda: files.training_texts(max_bytes=model_cfg.get("vocab_train_bytes")),
-                                data_cfg.cache_dir)
+    if teacher is not None and teacher.gives_tokenizer(model_cfg, distill):  # the ids the teacher reads
+        tokenizer = teacher.tokenizer
+    else:
+        tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(tokenizer_from),
+                                    lambda: files.training_texts(max_bytes=model_cfg.get("vocab_train_bytes")),
+                                    data_cfg.cache_dir)
     datamodule = TaskDataModule(task, data_cfg, tokenizer, seed=cfg.seed)
 
     family = build_family(task, datamodule.num_labels, datamodule.labels, data_cfg)
-    model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
+    if teacher is not None:  # its labels, vocabulary and positions must fit this run (docs/distillation.md)
+        teacher.check(datamodule.labels, tokenizer, data_cfg)
+        if head_cfg.cache_features:
+            raise ConfigError("distill.teacher and head.cache_features=true: the teacher reads the tokens the "
+                              "cached features replace; set head.cache_features=false")
+    if teacher is not None and distill.student_layers is not None:
+        model, load_report = build_student(teacher.model, distill.student_layers, model_cfg, head_cfg, family), None
+    else:
+        model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
+    if teacher is not None:  # the teacher's term joins the family's loss; the teacher is in no checkpoint
+        family = DistilledFamily(family, teacher.model, distill)
     preflight(task, data_cfg, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
@@ -202,7 +224,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         "freeze": dataclasses.asdict(freeze_cfg),
         "model_name": model_cfg.get("name"),
         # Where the frozen weights come from: LoRA checkpoints store only what trained plus this reference.
-        "base_weights": model_cfg.get("pretrained") or model_cfg.get("init_from"),
+        "base_weights": None if distill.student_layers else model_cfg.get("pretrained") or model_cfg.get("init_from"),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
     feature_extraction_s = None
@@ -276,6 +298,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
+    if teacher is not None and distill.cache and trains and trainer.world_size == 1:  # one process sees every feature
+        module.family.cache = teacher.output_cache(datamodule, data_cfg)
     if trains:  # before anything is written: Lightning would refuse it when fit starts
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
                            trainer.world_size, datamodule.train_batches())
@@ -461,6 +485,7 @@ def _metrics_json(cfg, task, data_cfg, datamodule, module, throughput, train_blo
         "labels": None if task.regression else datamodule.labels,
         "positive_label": positive_label(task, datamodule.labels),
         "params": {"total": num_parameters(module.model), "trainable": num_parameters(module.model, True)},
+        "distill": _distill_block(cfg, module),
         "val": clean(metrics.get("val", {})),
         "train": train_block,
         "timing": throughput.timing(),
@@ -486,6 +511,15 @@ def positive_label(task: TaskSpec, labels: list[str] | None) -> str | None:
     return labels[1] if task.family == "sequence" and not task.regression and labels and len(labels) == 2 else None
 
 
+def _distill_block(cfg: DictConfig, module: BertTaskModule) -> dict[str, Any] | None:
+    """metrics.json's record of distillation: the teacher, its size and the settings (None: no teacher)."""
+    settings = _plain(cfg.get("distill")) or {}
+    if not settings.get("teacher"):
+        return None
+    teacher = getattr(module.family, "teacher", None)
+    return {**settings, "teacher_parameters": num_parameters(teacher) if teacher is not None else None}
+
+
 def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, policy: str, trainer: L.Trainer,
                   encoder: str = "") -> str:
     """The run's resolved choices in one line: what a reader of the log needs to know it ran what they meant."""
@@ -499,6 +533,11 @@ def _choices_line(cfg: DictConfig, task: TaskSpec, labels: list[str] | None, pol
         label_text = task.family
     accelerator = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
     model = f"{cfg.model.get('name')} ({encoder})" if encoder else cfg.model.get("name")
+    distill = cfg.get("distill") or {}
+    if distill.get("teacher"):
+        layers = distill.get("student_layers")
+        student = f"the teacher's layers {list(layers)}" if layers else model
+        model = f"{student} distilled from {distill.teacher} (alpha {distill.alpha}, T {distill.temperature})"
     return (f"task={task.name} ({label_text}) · model={model} · freeze={policy} · seed={cfg.seed} · "
             f"{accelerator} × {trainer.num_devices * trainer.num_nodes}, precision {trainer.precision}")
 

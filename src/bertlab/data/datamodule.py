@@ -29,6 +29,7 @@ from bertlab.data.features import (
     qa_split,
     sequence_split,
     token_split,
+    with_unlabelled,
 )
 from bertlab.data.files import DataFiles
 from bertlab.data.readers import DataError
@@ -147,6 +148,8 @@ class TaskDataModule(L.LightningDataModule):
         files = path if isinstance(path, list) else [path]
         if self.task.family == "embedding" and self.cfg.corpus_file and split != "train":
             files = [*files, self.resolve(self.cfg.corpus_file)]  # retrieval's corpus: part of the split
+        if split == "train" and self.cfg.distill_file:  # its unlabelled texts join the training features
+            files = [*files, self.resolve(self.cfg.distill_file)]
         settings = json.dumps({"data": asdict(self.cfg), "task": asdict(self.task), "labels": self.labels,
                                "seed": self.seed, "split": split, "v": _CACHE_VERSION},
                               sort_keys=True, default=str)
@@ -221,8 +224,19 @@ class TaskDataModule(L.LightningDataModule):
         family = self.task.family
         label_map = self._label_map()
         if family == "sequence":
-            return sequence_split(split, path, self.cfg, self.tokenizer, label_map, self.task.regression,
-                                  labelled=labelled, max_examples=limit)
+            built = sequence_split(split, path, self.cfg, self.tokenizer, label_map, self.task.regression,
+                                   labelled=labelled, max_examples=limit)
+            if train and self.cfg.distill_file:  # unlabelled texts: the teacher's soft labels only
+                extra = sequence_split("distill", self.resolve(self.cfg.distill_file), self.cfg, self.tokenizer,
+                                       None, self.task.regression, labelled=False)
+                log.info("data.distill_file: %d unlabelled texts join the %d training examples (the teacher's soft "
+                         "labels only)", extra.num_examples, built.num_examples)
+                built = with_unlabelled(built, extra, self.task.regression)
+            return built
+        if train and self.cfg.distill_file:
+            raise ConfigError(f"data.distill_file={self.cfg.distill_file}: unlabelled texts are read for "
+                              f"classification and regression tasks only, not for task={self.task.name} "
+                              f"({family}); remove data.distill_file")
         if family == "token":
             return token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
         if family == "qa":

@@ -7,6 +7,7 @@ windows for QA). Over-long inputs are not bad input: they are truncated (or wind
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -19,6 +20,7 @@ import numpy as np
 from bertlab.data.documents import encode_documents
 from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
+from bertlab.data.tags import IGNORE_INDEX
 from bertlab.data.tokenizer import BertTokenizer
 from bertlab.data.validate import (
     LabelSpellings,
@@ -146,6 +148,20 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertToken
                 feature["labels"] = labels.id(ex.label, ex.where)
         features.append(feature)
     return Split(name, features, len(examples), policy.skipped, **asdict(long))
+
+
+def with_unlabelled(train: Split, extra: Split, regression: bool) -> Split:
+    """The training split and ``extra``'s unlabelled features (``data.distill_file``), numbered after it. Their
+    label says "none" (IGNORE_INDEX, or NaN for regression): only a distillation teacher's term learns from them
+    (:mod:`bertlab.tasks.distill`)."""
+    features = list(train.features)
+    for i, feature in enumerate(extra.features):
+        features.append({**feature, "index": len(train.features) + i,
+                         "labels": float("nan") if regression else IGNORE_INDEX})
+    return dataclasses.replace(train, features=features, num_examples=train.num_examples + extra.num_examples,
+                               skipped=train.skipped + extra.skipped, truncated=train.truncated + extra.truncated,
+                               windowed=train.windowed + extra.windowed,
+                               extra_windows=train.extra_windows + extra.extra_windows)
 
 
 def _finite_regression_labels(examples, policy: BadExamplePolicy):

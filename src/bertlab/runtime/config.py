@@ -286,6 +286,40 @@ class TaskSpec:
         check_fields(self, "task")
 
 
+DISTILL_FAMILIES = ("sequence", "token", "qa", "multiple_choice")  # the families whose outputs a teacher can give
+
+
+@dataclass
+class DistillConfig:
+    """Knowledge distillation (``distill.*``, docs/distillation.md): a trained teacher's outputs join the task
+    loss, ``alpha`` · task loss + (1 − ``alpha``) · T² · KL(teacher ‖ student) at temperature T (MSE to the
+    teacher's value for regression). ``teacher`` is None: no distillation."""
+
+    teacher: str | None = None  # a bertlab run dir, a .ckpt file or an exported folder (export=true)
+    alpha: float = 0.5  # the task loss's weight; 1 - alpha weighs the teacher's term
+    temperature: float = 2.0
+    # Build the student from the teacher: its embeddings, these layers (in this order) and its head (DistilBERT).
+    student_layers: list[int] | None = None
+    # Keep the teacher's outputs on the training split: computed in the first epoch, read in the next ones and
+    # by later runs of the same teacher and data (a safetensors file under data.cache_dir).
+    cache: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self, "distill")
+        if self.student_layers is not None:
+            self.student_layers = [int(x) for x in self.student_layers]
+            if sorted(set(self.student_layers)) != self.student_layers:
+                raise ConfigError(f"distill.student_layers={self.student_layers}: give the teacher's layers to "
+                                  "copy in increasing order, each once (e.g. distill.student_layers=[0,2,4])")
+            if self.teacher is None:
+                raise ConfigError("distill.student_layers copies layers of the teacher: set distill.teacher=<run "
+                                  "dir or exported folder> too")
+
+    @property
+    def enabled(self) -> bool:
+        return self.teacher is not None
+
+
 @dataclass
 class DataConfig:
     """The data module's settings (``data.*``); a relative file is looked for from the directory the command was
@@ -300,6 +334,9 @@ class DataConfig:
     val_extra_files: dict[str, str] | None = None
     test_file: str | None = None
     predict_file: str | None = None
+    # Distillation (docs/distillation.md): unlabelled texts in the training file's format that join the training
+    # split with the teacher's soft labels only (sequence tasks; needs distill.teacher).
+    distill_file: str | None = None
     batch_size: int = 32  # per device
     eval_batch_size: int = 64  # per device
     max_seq_length: int = 128

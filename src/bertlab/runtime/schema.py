@@ -70,6 +70,8 @@ BOOL = Kind("bool", "true or false", lambda v: isinstance(v, bool))
 TEXT = Kind("text", "a text", lambda v: isinstance(v, str) and v != "")
 TEXT_LIST = Kind("text_list", "a non-empty list of names", lambda v: isinstance(v, (list, tuple)) and len(v) > 0
                  and all(isinstance(x, str) and x for x in v))
+LAYER_LIST = Kind("layer_list", "a non-empty list of layer indices (0 or more), e.g. [0,2,4]",
+                  lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(_int(x) and x >= 0 for x in v))
 BETAS = Kind("betas", "a pair of numbers in [0, 1), e.g. [0.9, 0.999]",
              lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(PROB.accepts(x) for x in v))
 BATCHES = Kind("batches", "0 or a positive integer (that many batches) or a fraction in [0.0, 1.0] (of the "
@@ -156,6 +158,7 @@ SETTINGS: dict[str, Setting] = {
     "data.group_by_length": S(BOOL, "whether training batches are grouped by length"),
     "data.pad_to_multiple_of": S(POSITIVE_INT, "the multiple batches are padded to",
                                  null="8 under mixed precision on a GPU, none otherwise", hint="1 = no padding"),
+    "data.distill_file": S(TEXT, "the unlabelled texts the distillation teacher labels", null="none"),
     "data.cache_dir": S(WRITABLE_DIR, "the cache folder (paths.cache_dir)", null="no cache"),
     "data.text_column": S(COLUMN, "the text column"),
     "data.text_pair_column": S(COLUMN, "the second text's column", null="single texts"),
@@ -225,6 +228,15 @@ SETTINGS: dict[str, Setting] = {
                                null="no gradient caching"),
     "task.temperature": S(POSITIVE_FLOAT, "the temperature the generator's replacements are sampled at (task=rtd)",
                           hint="1.0 = its own distribution"),
+    # distillation (conf/distill/none.yaml, docs/distillation.md)
+    "distill.teacher": S(TEXT, "the teacher (a run dir, a .ckpt file or an exported folder)",
+                         null="no distillation"),
+    "distill.alpha": S(FRACTION, "the weight of the task loss (1 - alpha weighs the teacher's term)",
+                       hint="DistilBERT-style runs use 0.5; 0 = the teacher only"),
+    "distill.temperature": S(POSITIVE_FLOAT, "the distillation temperature", hint="e.g. 2.0; 1.0 = plain softmax"),
+    "distill.cache": S(BOOL, "keeping the teacher's outputs on the training split"),
+    "distill.student_layers": S(LAYER_LIST, "the teacher layers the student is built from",
+                                null="the student is what model= says"),
     # model: BERT (conf/model/bert_*.yaml, minilm_l6.yaml) and recurrent encoders (bilstm, gru, lstm)
     "model.vocab_size": S(POSITIVE_INT, "the vocabulary size"),
     "model.vocab_train_bytes": S(POSITIVE_INT, "the raw-text sample the vocabulary is trained on, in bytes",

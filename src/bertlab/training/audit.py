@@ -23,6 +23,7 @@ from torch import nn
 from bertlab.models.encoder import layer_stack_path
 from bertlab.models.lora import ADAPTER_PARAMETER_NAMES
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
+from bertlab.tasks.distill import parameter_checksum
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class ScopeAudit:
         self._rows: list[dict[str, Any]] = []
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._steps_recorded = 0
+        self.teacher: dict[str, Any] | None = None  # a distillation teacher's audit (UpdateScopeAuditCallback)
 
     def _track(self) -> list[_Tracked]:
         tracked: list[_Tracked] = []
@@ -279,6 +281,8 @@ class ScopeAudit:
             "parameters": params,
             "checkpoints": {label: dict(s) for label, s in self._checkpoints.items()},
             "tensors": [dict(r) for r in self._rows],
+            # distillation: the teacher's size and checksums before / after (never updated: "updated": false)
+            **({"teacher": dict(self.teacher)} if self.teacher is not None else {}),
         }
 
     def write(self, path: str | Path) -> Path:
@@ -312,6 +316,7 @@ class UpdateScopeAuditCallback(pl.Callback):
         self.audit: ScopeAudit | None = None
         self._start_step = 0
         self._first_step_done = False
+        self._teacher: nn.Module | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         plan = getattr(pl_module, "freeze_plan", None)
@@ -321,6 +326,11 @@ class UpdateScopeAuditCallback(pl.Callback):
             policy=plan.policy if plan is not None else "unknown", encoder_prefix="bert", head_prefix="head",
         )
         self.audit.start()
+        self._teacher = _teacher_of(pl_module)
+        if self._teacher is not None:
+            self.audit.teacher = {"parameters": sum(p.numel() for p in self._teacher.parameters()),
+                                  "trainable": sum(p.numel() for p in self._teacher.parameters() if p.requires_grad),
+                                  "checksum_before": parameter_checksum(self._teacher)}
         self._start_step = trainer.global_step
         self._first_step_done = False
 
@@ -346,9 +356,24 @@ class UpdateScopeAuditCallback(pl.Callback):
 
     def _finish(self, trainer: pl.Trainer) -> None:
         assert self.audit is not None
+        teacher = self.audit.teacher
+        if teacher is not None and self._teacher is not None:
+            optimized = {id(p) for g in (trainer.optimizers[0].param_groups if trainer.optimizers else [])
+                         for p in g["params"]}
+            teacher["checksum_after"] = parameter_checksum(self._teacher)
+            teacher["in_optimizer"] = sum(p.numel() for p in self._teacher.parameters() if id(p) in optimized)
+            teacher["updated"] = teacher["checksum_after"] != teacher["checksum_before"] or teacher["in_optimizer"] > 0
         if trainer.is_global_zero:
             self.audit.write(self.output_path)
             log.info("update scope written to %s", self.output_path)
         self.audit.check(raise_on_frozen_change=self.fail_on_frozen_change)
+        if teacher is not None and teacher.get("updated"):
+            raise FrozenTensorChanged(f"the distillation teacher changed during training (update_scope.json: "
+                                      f"{teacher}): it must only be read; this is a bug in bertlab, please report it")
+
+
+def _teacher_of(pl_module: pl.LightningModule) -> nn.Module | None:
+    """The distillation teacher a module's family runs (``tasks.distill.DistilledFamily``), or None."""
+    return getattr(getattr(pl_module, "family", None), "teacher", None)
 
 

@@ -15,6 +15,7 @@ import torch
 from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
+from bertlab.models.encoder import layer_stack_path
 from bertlab.models.families import family_spec, is_native, supported_list
 from bertlab.models.families.generic import AutoEncoder, GenericEncoderConfig
 from bertlab.models.heads import TaskModel
@@ -298,9 +299,7 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
     if spec is not None and family.task.family == "mlm" and family.task.nsp and not spec.nsp:
         raise ConfigError(f"task.nsp=true: {spec.display} was pre-trained without next-sentence prediction and has "
                           "no NSP head in transformers; pre-train it with masked LM alone (task.nsp=false)")
-    execution = ExecutionConfig.from_model_cfg(model_cfg)
-    kernels = Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
-                      cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
+    execution, kernels = _execution(model_cfg)
     model = assemble(config, head_cfg, family.build_head, family.stock_head_kind(head_cfg),
                      add_pooling_layer=needs_pooler(config, family.task.family, head_cfg, family.task.nsp),
                      unpad=execution.unpad, kernels=kernels)
@@ -504,3 +503,55 @@ def _shared_head_tensors(model: TaskModel, hp: dict[str, Any], ckpt_head: dict[s
         if ours is not None and ours in own and own[ours].shape == tensor.shape:
             out[key] = (ours, tensor)
     return out
+
+
+def _execution(model_cfg: dict[str, Any]) -> tuple[ExecutionConfig, Kernels]:
+    """How the encoder ``model.*`` asks for runs: the execution settings and the kernels they choose."""
+    execution = ExecutionConfig.from_model_cfg(model_cfg)
+    return execution, Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
+                              cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
+
+
+def build_student(teacher: TaskModel, layers: list[int], model_cfg: dict[str, Any], head_cfg: HeadConfig,
+                  family: Family) -> TaskModel:
+    """``distill.student_layers`` (DistilBERT's initialisation): the teacher's family and width with the chosen
+    layers, renumbered 0.. in the order given; the embeddings (and pooler) copied, and the head too when it is
+    the teacher's (same tensors: the labels were checked equal). ``model.*`` still chooses how it runs."""
+    config = teacher.bert.config
+    why = ("the generic path's encoders" if isinstance(config, GenericEncoderConfig) else
+           "ModernBERT, whose layers are global or local by their position" if config.model_type == "modernbert"
+           else "LoRA teachers (export the teacher first: python -m bertlab.export merges the adapters)"
+           if any("lora_" in k for k in teacher.state_dict()) else None)
+    if why is not None:
+        raise ConfigError(f"distill.student_layers: copying a teacher's layers is not supported for {why}; build "
+                          "the student with model= instead and remove distill.student_layers")
+    if max(layers) >= config.num_hidden_layers:
+        raise ConfigError(f"distill.student_layers={layers}: the teacher has layers 0..{config.num_hidden_layers - 1}"
+                          " only; choose among them (e.g. every other one)")
+    execution, kernels = _execution(model_cfg)
+    student = assemble(dataclasses.replace(config, num_hidden_layers=len(layers)), head_cfg, family.build_head,
+                       family.stock_head_kind(head_cfg), add_pooling_layer=getattr(teacher.bert, "pooler", None)
+                       is not None, unpad=execution.unpad, kernels=kernels)
+    stack = f"bert.{layer_stack_path(teacher.bert)}."
+    new_index = {old: new for new, old in enumerate(layers)}
+    state: dict[str, torch.Tensor] = {}
+    for key, value in teacher.state_dict().items():
+        if key.startswith(stack):
+            old, rest = key[len(stack):].split(".", 1)
+            if int(old) in new_index:
+                state[f"{stack}{new_index[int(old)]}.{rest}"] = value
+        else:
+            state[key] = value
+    own = student.state_dict()
+    own_head = {k: v.shape for k, v in own.items() if k.startswith("head.")}
+    same_head = own_head == {k: v.shape for k, v in state.items() if k.startswith("head.")}
+    keep = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape
+            and (k.startswith("bert.") or same_head)}
+    report = load_into(student, keep, LoadReport(source="distill.teacher"))
+    log.info("distill.student_layers=%s: the student is the teacher's %s with %d of its %d layers (%s); the head "
+             "%s. %s", layers, config.model_type, len(layers), config.num_hidden_layers,
+             ", ".join(f"{old}→{new}" for old, new in new_index.items()),
+             "is the teacher's" if same_head else "starts new (not the teacher's head)", report.summary())
+    if execution.compile:
+        student.bert.compile(dynamic=True)
+    return student
