@@ -187,6 +187,13 @@ class DistilledFamily:
             return out.sum() * 0.0
         return self.inner.loss(out[has_label], {**batch, "labels": labels[has_label]})
 
+    def training_loss(self, forward: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training step's seam (``Family.training_loss``, what training.module calls): the student's outputs
+        through :meth:`loss`, teacher term included. Without it ``__getattr__`` handed the step to the wrapped
+        family, whose loss has no teacher: every distilled run trained as a plain one. A family with a training
+        step of its own (task=embedding's chunked loss) is not in DISTILL_FAMILIES."""
+        return self.loss(forward(batch), batch)
+
     def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         task_loss = self.task_loss(out, batch)
         if self.settings.alpha == 1.0:
