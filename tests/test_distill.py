@@ -442,3 +442,20 @@ def test_freeze_policies_apply_to_the_student(train_run, tmp_path, sst2_teacher,
     scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())
     assert scope["policy"] == policy and scope["frozen_changed"] == [] and scope["teacher"]["updated"] is False
     assert m["params"]["trainable"] < m["params"]["total"]
+
+
+def test_the_training_step_goes_through_the_teacher_term():
+    """The module asks a family for ``training_loss(forward, batch)``: a distilled family answers with its own
+    loss (task + teacher), not the wrapped family's (task only), whatever hooks the base family gains."""
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks.distill import DistilledFamily
+    from bertlab.tasks.families import build_family
+
+    torch.manual_seed(3)
+    inner = build_family(TaskSpec(name="t", family="sequence"), 3, None, None)
+    student, teacher_logits = torch.randn(4, 3), torch.randn(4, 3)
+    batch = {"labels": torch.tensor([0, 1, 2, 0]), "index": torch.arange(4)}
+    family = DistilledFamily(inner, _FixedTeacher(teacher_logits), DistillConfig(teacher="x", alpha=0.3))
+    got = family.training_loss(lambda b: student, batch)
+    assert torch.allclose(got, family.loss(student, batch))
+    assert not torch.allclose(got, inner.training_loss(lambda b: student, batch))

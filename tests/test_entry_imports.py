@@ -39,6 +39,8 @@ CASES = {
     "export --help": ["-m", "bertlab.export", "--help"],
     "export, missing argument": ["-m", "bertlab.export", "only_one"],
     "compare --help": ["-m", "bertlab.compare", "--help"],
+    "retrieve --help": ["-m", "bertlab.retrieve", "--help"],
+    "retrieve, no --corpus": ["-m", "bertlab.retrieve", "run_dir", "--queries", "q.tsv"],
     "glue --help": ["-m", "bertlab.glue", "--help"],
 }
 

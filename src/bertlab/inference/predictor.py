@@ -314,12 +314,18 @@ class Predictor:
             if not text.strip():
                 raise DataError(f"{where}: the text is empty")
             texts.append(text.strip())
-        encodings = self.tokenizer.truncated(s.max_seq_length).encode_batch(texts)
+        for text, vector in zip(texts, self.embed_texts(texts, size)):
+            yield {"text": text, "embedding": [float(v) for v in vector]}
+
+    def embed_texts(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
+        """(N, D) float32: each text's embedding as the run computes it (an embedding model only), texts
+        longer than ``max_seq_length`` tokens cut there (counted in a warning), ``batch_size`` per forward."""
+        encodings = self.tokenizer.truncated(self.settings.max_seq_length).encode_batch(texts)
         self._warn_cut(sum(bool(e.overflowing) for e in encodings), "each was embedded from its first "
                        "max_seq_length tokens, as the run read its data")
         features = [{"input_ids": e.ids, "token_type_ids": e.type_ids, "index": i} for i, e in enumerate(encodings)]
-        for text, vector in zip(texts, self._forward(features, size)):
-            yield {"text": text, "embedding": [float(v) for v in vector]}
+        vectors = self._forward(features, batch_size)
+        return np.stack(vectors).astype(np.float32) if vectors else np.zeros((0, 0), dtype=np.float32)
 
     # Multiple choice
 

@@ -188,10 +188,9 @@ class DistilledFamily:
         return self.inner.loss(out[has_label], {**batch, "labels": labels[has_label]})
 
     def training_loss(self, forward: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The training step's seam (``Family.training_loss``, what training.module calls): the student's outputs
-        through :meth:`loss`, teacher term included. Without it ``__getattr__`` handed the step to the wrapped
-        family, whose loss has no teacher: every distilled run trained as a plain one. A family with a training
-        step of its own (task=embedding's chunked loss) is not in DISTILL_FAMILIES."""
+        """The training step's loss goes through :meth:`loss` (task term + teacher term). Defined here, not
+        reached through ``__getattr__``: the wrapped family's own ``training_loss`` would call its own ``loss``
+        and leave the teacher out."""
         return self.loss(forward(batch), batch)
 
     def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:

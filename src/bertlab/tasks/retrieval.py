@@ -43,8 +43,6 @@ def retrieval_scores(scores: torch.Tensor, indices: torch.Tensor, relevant: list
     """The measures of :data:`RETRIEVAL_MEASURES` for a run (``scores`` / ``indices``: each query's retrieved
     corpus positions, best first) against ``relevant`` (each query's relevant corpus positions), by ir_measures.
     ``passage_ids`` name the corpus positions; ``query_ids`` the queries (default ``q<k>``)."""
-    import ir_measures
-
     query_ids = query_ids or [f"q{k}" for k in range(len(relevant))]
     if len(query_ids) != len(relevant) or scores.shape[0] != len(relevant):
         raise ValueError("retrieval_scores: one run row and one relevance list per query")
@@ -58,6 +56,15 @@ def retrieval_scores(scores: torch.Tensor, indices: torch.Tensor, relevant: list
                             f"corpus of {len(passage_ids)} passages")
         qrels[qid] = {passage_ids[p]: 1 for p in rel}
         run[qid] = {passage_ids[int(i)]: float(s) for s, i in zip(scores[q].tolist(), indices[q].tolist())}
+    return run_scores(qrels, run)
+
+
+def run_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The measures of :data:`RETRIEVAL_MEASURES`, by ir_measures, of ``run`` ({query id: {doc id: score}})
+    against ``qrels`` ({query id: {doc id: relevance}}, graded: a relevance above 0 is relevant). The mean is
+    over the queries of the run: the caller decides which queries are scored."""
+    import ir_measures
+
     measures = [ir_measures.parse_measure(m) for m in RETRIEVAL_MEASURES.values()]
     values = ir_measures.calc_aggregate(measures, qrels, run)
     return {name: float(values[ir_measures.parse_measure(m)]) for name, m in RETRIEVAL_MEASURES.items()}

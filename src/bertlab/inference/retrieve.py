@@ -1,0 +1,278 @@
+"""Dense retrieval with an embedding model (``python -m bertlab.retrieve``): read a corpus, queries and relevance
+judgements, embed (the corpus's embeddings saved and reused), search, write a TREC run file, score it, and mine
+hard negatives for the next training round.
+
+Rules, each stated where a user reads it (docs/embeddings.md "Retrieval command"):
+
+- Corpus and queries are TSV/CSV/JSONL tables with an id and a text column. An empty id or text is an error
+  naming file and line. An id given twice with the *same* text is one row (counted in a log line); with
+  different texts it is an error naming both lines: a run file could not say which one it retrieved.
+- Qrels: TREC qrels (``qid iteration docid relevance``, whitespace-separated) or a TSV of (qid, docid,
+  relevance), a header line optional. A relevance above 0 is relevant, 0 or less judged not relevant. A query
+  or doc id the queries or corpus do not hold is an error (the judgements belong to other files).
+- A query with no relevant passage in the qrels is left out of the metrics, counted and logged, and the count
+  is written beside them (``queries_without_relevant``): never scored as a silent zero. No scorable query at
+  all is an error.
+- Mined negatives: for each query with a relevant passage, its first relevant passage is the positive (the
+  most relevant; ties: the first in the qrels) and the ``N`` best-ranked passages that are not judged relevant,
+  after skipping the first ``skip`` ranks (near-duplicates of the positive the qrels missed sit there), are the
+  negatives: one (text, text_pair, negative) row each, what ``task=embedding`` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from bertlab.data.readers import BadExamplePolicy, DataError, read_table, read_text_lines
+from bertlab.inference.predictor import Predictor, _default_device
+from bertlab.runtime.errors import ConfigError
+from bertlab.runtime.files import atomic_path
+from bertlab.runtime.fingerprints import RECORD_NAME, file_digest
+
+log = logging.getLogger(__name__)
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.onnx", "model.int8.onnx")
+CACHE_FORMAT = 1
+
+
+class _Strict(BadExamplePolicy):
+    """Every bad row is an error, with this command's advice (not ``data.on_bad_example``, a training key)."""
+
+    def bad(self, message: str) -> None:
+        raise DataError(f"{message}. Every row needs a non-empty id and text; fix or remove that row")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_texts(path: Path, id_column: str, text_column: str, what: str) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a corpus or query table, one row per id (module docstring: duplicate ids)."""
+    rows = read_table(Path(path), text_column, None, id_column, _Strict())
+    ids: list[str] = []
+    texts: list[str] = []
+    first: dict[str, tuple[int, str]] = {}  # id → (its row, where it was read)
+    repeated = 0
+    for row in rows:
+        key = str(row.label)
+        if key in first:
+            if texts[first[key][0]] != row.text:
+                raise DataError(
+                    f"{row.where}: {what} id {key!r} is given twice with different texts (first at "
+                    f"{first[key][1]}); a run file names passages by id, so each id must name one text. Give one "
+                    "of the rows another id, or remove it")
+            repeated += 1
+            continue
+        first[key] = (len(ids), row.where)
+        ids.append(key)
+        texts.append(row.text)
+    if repeated:
+        log.info("%s: %d rows repeat an earlier row's id and text: read once", path, repeated)
+    if not ids:
+        raise DataError(f"{path}: no {what} rows; give a table with {id_column!r} and {text_column!r} columns")
+    return ids, texts
+
+
+def read_qrels(path: Path, query_ids: Iterable[str], doc_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+    """{query id: {doc id: relevance}} of a TREC qrels file or a (qid, docid, relevance) TSV (module docstring);
+    ids the queries or the corpus lack are an error that names the first few and counts them."""
+    known_q, known_d = set(query_ids), set(doc_ids)
+    qrels: dict[str, dict[str, int]] = {}
+    unknown_q: list[tuple[str, int]] = []
+    unknown_d: list[tuple[str, int]] = []
+    for number, line in enumerate(read_text_lines(Path(path)), 1):
+        if not line.strip():
+            continue
+        cells = line.split("\t") if "\t" in line else line.split()
+        cells = [c.strip() for c in cells]
+        if len(cells) == 4:
+            qid, _, docid, rel = cells
+        elif len(cells) == 3:
+            qid, docid, rel = cells
+        else:
+            raise DataError(f"{path}:{number}: {len(cells)} columns; a qrels line is 'qid iteration docid "
+                            "relevance' (TREC) or 'qid<TAB>docid<TAB>relevance'")
+        if not re.fullmatch(r"[+-]?\d+", rel):
+            if not qrels and not unknown_q and not unknown_d:
+                continue  # a header line
+            raise DataError(f"{path}:{number}: the relevance {rel!r} is not a whole number")
+        if qid not in known_q:
+            unknown_q.append((qid, number))
+        if docid not in known_d:
+            unknown_d.append((docid, number))
+        qrels.setdefault(qid, {})[docid] = int(rel)
+    for kind, unknown, where in (("query", unknown_q, "--queries"), ("passage", unknown_d, "--corpus")):
+        if unknown:
+            shown = ", ".join(f"{i!r} (line {n})" for i, n in unknown[:3])
+            raise DataError(f"{path}: {len(unknown)} judgement(s) name a {kind} id that {where} does not hold: "
+                            f"{shown}{' ...' if len(unknown) > 3 else ''}; the qrels belong to other files, or "
+                            f"{where} is missing rows. Give the matching files (ids compare as text)")
+    if not qrels:
+        raise DataError(f"{path}: no relevance judgements")
+    return qrels
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Embeddings, saved and reused
+
+
+def model_fingerprint(source: str | Path) -> str:
+    """A hash of the weights a prediction reads: a checkpoint's bytes, or an export's fingerprint record (the
+    digests of its files, checked when it was loaded), else its weight files' bytes."""
+    path = Path(source)
+    if path.is_file():
+        return file_digest(path)
+    record = path / RECORD_NAME
+    if record.is_file():
+        return hashlib.sha256(record.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    for name in WEIGHT_FILES:
+        if (path / name).is_file():
+            h.update(file_digest(path / name).encode())
+    return h.hexdigest()
+
+
+def corpus_embeddings(predictor: Predictor, ids: list[str], texts: list[str], corpus: Path, out: Path,
+                      columns: tuple[str, str], batch_size: int, progress: bool) -> tuple[np.ndarray, bool]:
+    """The corpus's (N, D) embeddings and whether they were loaded: ``out/corpus-<key>.npy`` (+ ``.json``, the
+    ids and what the key is made of) where an earlier call saved them for the same model (fingerprint), corpus
+    file (SHA-256), columns, max_seq_length and backend; else embedded in batches and saved."""
+    parts = {"format": CACHE_FORMAT, "model": model_fingerprint(predictor.source), "corpus": file_digest(corpus),
+             "columns": list(columns), "max_seq_length": predictor.settings.max_seq_length,
+             "backend": "onnx" if predictor.onnx else "torch"}
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    npy, meta = out / f"corpus-{key}.npy", out / f"corpus-{key}.json"
+    if npy.is_file() and meta.is_file():
+        try:
+            saved = json.loads(meta.read_text(encoding="utf-8"))
+            emb = np.load(npy)
+            if saved.get("key") == parts and saved.get("ids") == ids and emb.shape[0] == len(ids):
+                log.info("corpus embeddings: loaded %s (%d passages; same model and corpus file)", npy, len(ids))
+                return emb, True
+        except (OSError, ValueError):
+            pass
+        log.info("corpus embeddings: %s does not match the corpus: embedding again", npy)
+    emb = embed_in_batches(predictor, texts, batch_size, progress, "corpus")
+    with atomic_path(npy) as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, emb)
+    with atomic_path(meta) as tmp:  # written last: a .npy without its .json is never read
+        tmp.write_text(json.dumps({"key": parts, "source": str(predictor.source), "corpus_file": str(corpus),
+                                   "ids": ids}), encoding="utf-8")
+    log.info("corpus embeddings: %d passages embedded, saved to %s", len(ids), npy)
+    return emb, False
+
+
+def embed_in_batches(predictor: Predictor, texts: list[str], batch_size: int, progress: bool,
+                     what: str) -> np.ndarray:
+    """(N, D) float32 embeddings of ``texts``, ``batch_size`` per forward pass, a progress bar on stderr."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    step = batch_size * 16  # texts per call: the predictor sorts each call's texts by length
+    parts = []
+    with tqdm(total=len(texts), unit=f" {what} texts", file=sys.stderr, disable=not progress,
+              dynamic_ncols=True) as bar:
+        for start in range(0, len(texts), step):
+            parts.append(predictor.embed_texts(texts[start:start + step], batch_size))
+            bar.update(len(parts[-1]))
+    return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+
+
+def load_embedding_model(model: str | Path, device: str | None, batch_size: int | None) -> Predictor:
+    """The predictor of ``model`` as ``bertlab.predict`` loads it, refused unless it is an embedding model (a
+    classifier, a tagger, a pre-training run ...: one paragraph naming its task, before any embedding)."""
+    from bertlab.inference import loading
+
+    loaded = loading.load(model)
+    if loaded.task.family != "embedding":
+        raise ConfigError(
+            f"{loaded.source}: a {loaded.task.family} model (task {loaded.task.name}), not an embedding model; "
+            "bertlab.retrieve searches with the embeddings of a task=embedding run or its export. Give such a run "
+            "(python train.py task=embedding ...)")
+    predictor = Predictor(*loaded)
+    if batch_size is not None:
+        predictor.settings.batch_size = int(batch_size)
+    if device is None:
+        device = None if predictor.onnx else _default_device()
+    return predictor.to(device) if device is not None else predictor
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The run: TREC file, metrics, negatives
+
+
+def write_trec_run(path: Path, query_ids: list[str], doc_ids: list[str], scores: np.ndarray,
+                   indices: np.ndarray, tag: str) -> None:
+    """``qid Q0 docid rank score tag`` per retrieved passage, ranks from 1, best first."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for q, qid in enumerate(query_ids):
+            for rank, (i, s) in enumerate(zip(indices[q], scores[q]), 1):
+                f.write(f"{qid} Q0 {doc_ids[int(i)]} {rank} {float(s):.6f} {tag}\n")
+
+
+def run_dict(query_ids: list[str], doc_ids: list[str], scores: np.ndarray,
+             indices: np.ndarray) -> dict[str, dict[str, float]]:
+    return {qid: {doc_ids[int(i)]: float(s) for i, s in zip(indices[q], scores[q])}
+            for q, qid in enumerate(query_ids)}
+
+
+def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], top_k: int) -> dict[str, float]:
+    """The measures over the queries with a relevant passage (module docstring), with the counts."""
+    from bertlab.tasks.retrieval import run_scores
+
+    scored = [q for q in run if any(r > 0 for r in qrels.get(q, {}).values())]
+    without = len(run) - len(scored)
+    if without:
+        log.warning("%d of %d queries have no relevant passage in the qrels: left out of the metrics (not scored "
+                    "as 0)", without, len(run))
+    if not scored:
+        raise DataError("no query has a relevant passage (relevance above 0) in the qrels: there is nothing to "
+                        "score. Give qrels that judge passages of --corpus relevant to queries of --queries")
+    if top_k < 100:
+        log.warning("--top-k %d: recall_at_100 counts the relevant passages among the top %d only", top_k, top_k)
+    values = run_scores({q: qrels[q] for q in scored}, {q: run[q] for q in scored})
+    return {**values, "queries_scored": len(scored), "queries_without_relevant": without}
+
+
+def mine_negatives(qrels: dict[str, dict[str, int]], query_ids: list[str], query_texts: list[str],
+                   doc_ids: list[str], doc_texts: list[str], indices: np.ndarray, count: int,
+                   skip: int) -> list[tuple[str, str, str]]:
+    """(query, positive, negative) rows (module docstring: the rule)."""
+    rows = []
+    position = {d: i for i, d in enumerate(doc_ids)}
+    for q, qid in enumerate(query_ids):
+        judged = qrels.get(qid, {})
+        relevant = [d for d, r in judged.items() if r > 0]
+        if not relevant:
+            continue
+        positive = max(relevant, key=lambda d: judged[d])  # max keeps the first of equal grades
+        taken = 0
+        for i in indices[q][skip:]:
+            doc = doc_ids[int(i)]
+            if judged.get(doc, 0) > 0:
+                continue
+            rows.append((query_texts[q], doc_texts[position[positive]], doc_texts[int(i)]))
+            taken += 1
+            if taken == count:
+                break
+    return rows
+
+
+def write_triples(path: Path, rows: list[tuple[str, str, str]]) -> None:
+    """A TSV of text, text_pair and negative columns (tabs and line breaks inside a text become spaces)."""
+    def cell(text: str) -> str:
+        return " ".join(text.split())
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write("text\ttext_pair\tnegative\n")
+        for row in rows:
+            f.write("\t".join(cell(t) for t in row) + "\n")
