@@ -223,6 +223,28 @@ def test_the_family_wrapper_adds_the_teacher_term_and_keeps_everything_else():
     assert family.head_kind == inner.head_kind and family.eval_step.__func__ is type(inner).eval_step
 
 
+
+def test_the_training_step_reaches_the_teacher_through_every_loss_seam():
+    """training.module computes the step's loss through Family.training_loss (task=embedding's chunked loss
+    overrides it); the wrapper's __getattr__ must not hand that, or any other loss seam a family has, to the
+    wrapped family, whose loss has no teacher term (distilled runs then trained as plain ones)."""
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks.base import Family
+    from bertlab.tasks.distill import DistilledFamily
+    from bertlab.tasks.families import build_family
+
+    seams = [name for name in dir(Family) if "loss" in name and callable(getattr(Family, name))]
+    assert "training_loss" in seams
+    assert [name for name in seams if name not in vars(DistilledFamily)] == []
+    inner = build_family(TaskSpec(name="t", family="sequence"), 3, None, None)
+    teacher = _FixedTeacher(torch.randn(2, 3))
+    family = DistilledFamily(inner, teacher, DistillConfig(teacher="x", alpha=0.5, temperature=2.0))
+    student, batch = torch.randn(2, 3), {"labels": torch.tensor([0, 2]), "input_ids": torch.zeros(2, 5)}
+    got = family.training_loss(lambda b: student, batch)
+    assert len(teacher.calls) == 1
+    assert float(got) == pytest.approx(float(family.loss(student, batch)), rel=1e-6)
+    assert float(got) != pytest.approx(float(inner.training_loss(lambda b: student, batch)), rel=1e-6)
+
 # Every head: a tiny 3-layer teacher of the task, then a student built from two of its layers, trained with it.
 HEADS = {"sst2": "sequence", "mrpc": "pair", "stsb": "regression", "conll2003": "token", "squad": "qa",
          "swag": "multiple choice"}

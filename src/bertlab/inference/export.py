@@ -224,6 +224,7 @@ def foreign_files(folder: Path) -> list[str]:
         listed = set(json.loads((folder / EXPORT_MARKER).read_text()).get("files") or [])
     except (OSError, ValueError, AttributeError, TypeError):
         pass
+
     def listed_dir(p: Path) -> bool:  # a subfolder the export wrote, with every file in it
         return p.name + "/" in listed and all(
             f.relative_to(folder).as_posix() + ("/" if f.is_dir() else "") in listed for f in p.rglob("*"))
