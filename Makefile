@@ -36,7 +36,7 @@ test: $(STAMP) ## run the unit tests on every core (no network, no ../shared nee
 	$(BIN)/python -m pytest -m "not shared" -n $(TEST_JOBS) --dist loadfile $(ARGS)
 
 test-shared: $(STAMP) ## run the tests that need ../shared/data (real datasets)
-	$(BIN)/python -m pytest -m shared -n $(TEST_JOBS) --dist loadfile $(ARGS)
+	$(BIN)/python -m pytest -m shared $(ARGS)
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check src tests benchmarks experiments tools train.py
