@@ -175,20 +175,25 @@ def _perturb_logits(path, by: float) -> None:
     onnx.save(model, str(path))
 
 
+def _export_graphs_off_by(monkeypatch, delta: float) -> None:
+    """Every graph the export writes from now on has its logits moved by ``delta`` (a graph that differs)."""
+    real = bonnx.export_graph
+
+    def broken(model, task, path, **kwargs):
+        inputs = real(model, task, path, **kwargs)
+        _perturb_logits(path, delta)
+        return inputs
+
+    monkeypatch.setattr(bonnx, "export_graph", broken)
+
+
 @pytest.mark.parametrize("name", ["sequence", "span"])
 def test_export_fails_on_a_graph_that_differs_from_pytorch(runs, tmp_path, monkeypatch, capsys, name):
     """A graph off by 1e-3 (ten times the limit): the command exits 1 with the figures, and the folder is not an
     export (no graph, no bertlab record; the report says what was measured); --force does not keep it."""
     from bertlab.export import main
 
-    real = bonnx.export_graph
-
-    def broken(model, task, path, **kwargs):
-        inputs = real(model, task, path, **kwargs)
-        _perturb_logits(path, 1e-3)
-        return inputs
-
-    monkeypatch.setattr(bonnx, "export_graph", broken)
+    _export_graphs_off_by(monkeypatch, 1e-3)
     out = tmp_path / "onnx"
     with pytest.raises(SystemExit) as exit_:
         main([str(runs(name)), str(out), "--format", "onnx", "--quantize", "int8", "--force"])
@@ -205,14 +210,7 @@ def test_export_fails_on_a_graph_that_differs_from_pytorch(runs, tmp_path, monke
 
 def test_the_dev_set_comparison_gates_too(runs, tmp_path, monkeypatch):
     """The dev-set comparison is a gate of its own (a graph wrong only on what the dev set holds)."""
-    real = bonnx.export_graph
-
-    def broken(model, task, path, **kwargs):
-        inputs = real(model, task, path, **kwargs)
-        _perturb_logits(path, 1e-3)
-        return inputs
-
-    monkeypatch.setattr(bonnx, "export_graph", broken)
+    _export_graphs_off_by(monkeypatch, 1e-3)
     monkeypatch.setattr(bonnx, "check_graph", lambda *a, **k: {"passed": True, "lengths": [8], "cases": 1,
                                                                 "max_abs_diff": 0.0})
     out = tmp_path / "onnx"
