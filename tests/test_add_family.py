@@ -102,7 +102,9 @@ def test_the_parity_tests_take_every_family_of_the_registry(camembert, tmp_path)
                  parity.test_encoder_from_pretrained_folder):
         marks = [m for m in test.pytestmark if m.name == "parametrize" and m.args[0] == "model_type"]
         assert marks and marks[0].args[1] is parity.NATIVE
-    assert [t for t in families() if t != "camembert"] == parity.NATIVE
+    # The registry when test_families was imported (with the new line when imported now, without it when collected
+    # before this test patched it).
+    assert [t for t in parity.NATIVE if t != "camembert"] == [t for t in families() if t != "camembert"]
     for head_kind in parity.HEAD_KINDS:
         parity.test_stock_heads_equal_transformers("camembert", head_kind, "true")
         parity.test_export_names_are_the_family_class_names("camembert", head_kind)
