@@ -175,6 +175,8 @@ def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
         config["num_labels"] = len(loaded.labels)
     if loaded.head.dropout is not None and loaded.model.head_kind == "sequence":
         config["classifier_dropout"] = loaded.head.dropout
+    if loaded.task.rerank:  # sentence_transformers.CrossEncoder.predict returns the raw score, as bertlab's
+        config["sentence_transformers"] = {"activation_fn": "torch.nn.modules.linear.Identity"}
     return config
 
 

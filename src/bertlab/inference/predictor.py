@@ -301,6 +301,16 @@ class Predictor:
                               scores={label: float(p) for label, p in zip(self.labels, probs)})
             yield record
 
+    def score_pairs(self, pairs: list[tuple[str, str]], batch_size: int | None = None) -> np.ndarray:
+        """(N,) float32: a one-output sequence model's score of each (query, passage) pair (a reranker,
+        task=rerank: the relevance logit), read as the run read its pairs; ``batch_size`` pairs per forward."""
+        if self.task.family != "sequence" or not self.task.regression:
+            raise ConfigError(f"{self.source}: a {self.task.family} model (task {self.task.name}) gives no single "
+                              "score per (query, passage) pair; a reranker is a task=rerank run or its export")
+        features = self._sequence_features([(q, p) for q, p in pairs])
+        scores = [float(row[0]) for row in self._forward(features, batch_size)]
+        return np.asarray(scores, dtype=np.float32)
+
     # Embeddings (task=embedding): {"text", "embedding"} per input, the vector as the run computes it
 
     def _embedding(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
