@@ -15,6 +15,7 @@ from bertlab.data.readers import BadExamplePolicy
 from bertlab.inference.predictor import Predictor, _default_device
 from bertlab.runtime.config import DataConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
+from bertlab.runtime.paths import existing_path, typed_path
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,10 @@ def first_stage_run(task: TaskSpec, data: DataConfig, files: DataFiles, run_dir:
     an evaluation or an export gate later reads the same candidates). A TREC file or no first stage: as given."""
     if not task.rerank or task.first_stage is None:
         return task
-    source = files.resolve(task.first_stage, "task.first_stage")
+    source = typed_path(task.first_stage)
     if not is_model_source(source):
-        return task
+        return task  # a TREC run file: the data module reads it
+    source = existing_path(source, "task.first_stage", ConfigError)
     import torch
 
     from bertlab.data.rerank import retrieval_universe
