@@ -127,7 +127,8 @@ def _retrieve(args, out: Path, mine) -> None:
         if qrels is not None:
             metrics = r.score(qrels, r.run_dict(query_ids, corpus_ids, scores, indices), args.top_k)
             if reranker is not None:  # before and after reranking, over the same candidates
-                metrics = {"first_stage": r.score(qrels, r.run_dict(query_ids, corpus_ids, *first_stage), args.top_k),
+                metrics = {"first_stage": r.score(qrels, r.run_dict(query_ids, corpus_ids, *first_stage), args.top_k,
+                                                   warn=False),
                            "reranked": metrics}
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
             print(json.dumps(metrics))
