@@ -192,7 +192,8 @@ class TaskDataModule(L.LightningDataModule):
         return size > self.cfg.stream_threshold_mb * 1e6
 
     def _streamed_split(self, split: str, path) -> Split:
-        from bertlab.data.pretrain import ArrowExamples, prepare
+        from bertlab.data.prepared import ArrowExamples
+        from bertlab.data.pretrain import prepare
 
         paths = path if isinstance(path, list) else [path]
         folder = prepare(paths, self.tokenizer, self.cfg.cache_dir, split=split,
