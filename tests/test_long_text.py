@@ -23,6 +23,7 @@ from bertlab.data.tokenizer import train_tokenizer
 from bertlab.data.windows import window_bounds
 from bertlab.inference.export import export_checkpoint, load_checkpoint_model
 from bertlab.inference.predictor import Predictor
+from bertlab.inference.tasks import sequence
 from bertlab.models.assemble import assemble, needs_pooler
 from bertlab.models.families import families, family_spec
 from bertlab.models.heads import WindowPooling
@@ -310,7 +311,7 @@ def _evaluated(run_dir: Path) -> dict[int, np.ndarray]:
 
 
 def _predicted(predictor: Predictor, name: str) -> list[np.ndarray]:
-    return predictor._forward(predictor._sequence_features(_dev(name)))
+    return sequence.forward(predictor, sequence.features(predictor, _dev(name)), predictor.settings.batch_size)
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -392,7 +393,7 @@ def test_a_long_document_gets_one_record(runs):
     text = " ".join(t.strip() for t, _ in _dev("max"))  # every dev sentence in one document
     record = predictor(text)
     assert record["text"] == text and math.isclose(sum(record["scores"].values()), 1.0, rel_tol=1e-6)
-    features = predictor._sequence_features([(text, None)])
+    features = sequence.features(predictor, [(text, None)])
     assert len(features[0]["input_ids"]) > 10  # read in windows, not cut
 
 

@@ -54,6 +54,7 @@ from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, loa
     is_onnx_folder,
     load_onnx_folder,
 )
+from bertlab.inference.tasks import ONNX_FAMILIES, PREDICTION_TASKS
 from bertlab.models.heads import TaskModel
 from bertlab.models.lora import lora_modules, merge_lora
 from bertlab.runtime.config import TaskSpec
@@ -64,7 +65,7 @@ log = logging.getLogger(__name__)
 
 REPORT_NAME = "export_report.json"
 OPSET = 17
-FAMILIES = ("sequence", "token", "qa", "multiple_choice")
+FAMILIES = ONNX_FAMILIES  # the families an ONNX export covers: the table's (inference.tasks)
 
 
 class QualityGateError(CheckpointError):
@@ -94,7 +95,7 @@ def reads_segments(model: TaskModel) -> bool:
 
 
 def output_names(family: str) -> list[str]:
-    return ["start_logits", "end_logits"] if family == "qa" else ["logits"]
+    return PREDICTION_TASKS[family].output_names
 
 
 class _Graph(nn.Module):
@@ -103,16 +104,17 @@ class _Graph(nn.Module):
     def __init__(self, model: TaskModel, family: str, inputs: list[str]):
         super().__init__()
         self.model, self.family, self.inputs = model, family, inputs
+        self.output = PREDICTION_TASKS[family].output
 
     def forward(self, *tensors: torch.Tensor):
         batch = dict(zip(self.inputs, tensors))
         input_ids = batch["input_ids"]
-        if self.family == "multiple_choice":
+        if self.output == "choices":
             return self.model(batch, num_choices=input_ids.shape[1])  # (B, C)
         if "window_doc" in batch:  # rows are windows of documents: (N, C), one row per document
             return self.model(batch, window_doc=row_documents(batch.pop("window_doc"), input_ids.shape[0]))
         out = self.model(batch)
-        if self.family == "qa":
+        if self.output == "spans":
             return out[..., 0], out[..., 1]  # (B, T) each
         return out
 
@@ -147,21 +149,22 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
         raise ConfigError(f"ONNX export needs a transformer encoder; {type(model.bert).__name__} has no graph form")
     model = plain_model(model).eval()
     segments = reads_segments(model)
-    windows = windows and task.family == "sequence"
+    kind = PREDICTION_TASKS[task.family]
+    windows = windows and kind.windows
+    choices = kind.output == "choices"
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else []) + \
         (["window_doc"] if windows else [])
-    shape = (2, 2, 8) if task.family == "multiple_choice" else (3 if windows else 2, 8)
+    shape = (2, 2, 8) if choices else (3 if windows else 2, 8)
     vocab = int(model.bert.config.vocab_size)
     ids = torch.randint(min(5, vocab - 1), vocab, shape)
     mask = torch.ones_like(ids)
     mask[1, ..., 6:] = 0  # padding in the example batch
     args = (ids, mask) + ((torch.zeros_like(ids),) if segments else ()) + \
         ((torch.tensor([0, 0, 1]),) if windows else ())  # two documents, the first of two windows
-    axes = {0: "batch", 1: "choices", 2: "sequence"} if task.family == "multiple_choice" else \
-        {0: "batch", 1: "sequence"}
-    outputs = output_names(task.family)
-    out_axes = {0: "batch", 1: "choices"} if task.family == "multiple_choice" else \
-        ({0: "documents" if windows else "batch"} if task.family == "sequence" else {0: "batch", 1: "sequence"})
+    axes = {0: "batch", 1: "choices", 2: "sequence"} if choices else {0: "batch", 1: "sequence"}
+    outputs = kind.output_names
+    out_axes = {0: "batch", 1: "choices"} if choices else \
+        ({0: "documents" if windows else "batch"} if kind.output == "row" else {0: "batch", 1: "sequence"})
     dynamic = {name: axes for name in inputs} | {name: out_axes for name in outputs}
     if windows:  # an axis of its own: empty when left out, one per row when given
         dynamic["window_doc"] = {0: "window_rows"}
@@ -291,13 +294,14 @@ def dev_evaluator(loaded) -> Any:
 
 def _agreement(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float | None:
     """The share of predictions (argmax over classes, tags, span ends or choices) on which two models agree."""
-    if a and a[0].shape[-1] == 1 and family == "sequence":
+    output = PREDICTION_TASKS[family].output
+    if a and a[0].shape[-1] == 1 and output == "row":
         return None  # regression: no argmax
     same = total = 0
     for x, y, batch in zip(a, b, batches):
-        if family in ("token", "qa"):
+        if output in ("tokens", "spans"):
             keep = batch["attention_mask"].bool()  # real positions only
-            eq = (x.argmax(-1) == y.argmax(-1))[keep] if family == "token" else \
+            eq = (x.argmax(-1) == y.argmax(-1))[keep] if output == "tokens" else \
                 (x.argmax(1) == y.argmax(1)).reshape(-1)  # QA: the start and the end position of each window
         else:
             eq = x.argmax(-1) == y.argmax(-1)
@@ -308,9 +312,10 @@ def _agreement(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: st
 
 def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float:
     worst = 0.0
+    per_token = PREDICTION_TASKS[family].per_token
     for x, y, batch in zip(a, b, batches):
         d = (x - y).abs()
-        if family in ("token", "qa"):
+        if per_token:
             d = d[batch["attention_mask"].bool()]
         worst = max(worst, float(d.max()) if d.numel() else 0.0)
     return worst
@@ -319,7 +324,7 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str
 def metric_points(task: TaskSpec, fp32: float, int8: float) -> float:
     """How many points int8 loses against fp32 on the task's monitored metric (SQuAD's EM/F1 are already on a
     0-100 scale, the other metrics on 0-1); negative when int8 is better."""
-    scale = 1.0 if task.family == "qa" else 100.0
+    scale = PREDICTION_TASKS[task.family].metric_scale
     drop = (fp32 - int8) if task.mode == "max" else (int8 - fp32)
     return round(drop * scale, 4)
 

@@ -228,6 +228,10 @@ SETTINGS: dict[str, Setting] = {
     "task.symmetric": S(BOOL, "the ranking loss's passage-to-query term"),
     "task.cache_chunk_size": S(POSITIVE_INT, "the rows gradient caching embeds with a graph at once",
                                null="no gradient caching"),
+    "task.rerank": S(BOOL, "a cross-encoder reranker (task=rerank: one score per (query, passage) pair)"),
+    "task.first_stage": S(TEXT, "the first stage a reranker's validation reranks (a TREC run file, or an "
+                          "embedding run or export)", null="the validation file's own labelled candidates"),
+    "task.rerank_top_k": S(POSITIVE_INT, "the first-stage candidates reranked per query"),
     "task.temperature": S(POSITIVE_FLOAT, "the temperature the generator's replacements are sampled at (task=rtd)",
                           hint="1.0 = its own distribution"),
     # distillation (conf/distill/none.yaml, docs/distillation.md)
