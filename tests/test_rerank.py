@@ -21,7 +21,7 @@ from bertlab.tasks.rerank import RerankFamily, rerank_measures
 
 transformers = pytest.importorskip("transformers")
 
-from test_families import batch, hf_model, tiny_hf_config  # noqa: E402
+from test_families import batch, hf_model, segments, tiny_hf_config  # noqa: E402
 
 from bertlab.models.assemble import assemble  # noqa: E402
 from bertlab.models.families import families, family_spec  # noqa: E402
@@ -65,7 +65,7 @@ def test_every_family_scores_pairs_as_its_transformers_reranker_and_trains(model
                                           spec=family_spec(model_type))
     load_into(model, state, report)
     ids, mask, types = batch(model_type)
-    kw = {"token_type_ids": types} if model_type in ("bert", "electra") else {}
+    kw = {"token_type_ids": types} if segments(model_type) else {}
     with torch.no_grad():
         want = hf(input_ids=ids, attention_mask=mask, **kw).logits
     model.eval()

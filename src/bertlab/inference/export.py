@@ -205,10 +205,13 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: Checkpoin
 
 
 def takes_token_types(config: Any) -> bool:
-    """Whether an encoder has segment embeddings (its transformers class then takes ``token_type_ids``)."""
+    """Whether an encoder has segment embeddings to choose among (two rows or more: its transformers class then
+    reads ``token_type_ids``). One row (RoBERTa's) is read for every token whatever the ids say in bertlab, so the
+    export's tokenizer leaves them out as RoBERTa's tokenizers do: a pair template's 1s (a WordPiece vocabulary
+    beside a RoBERTa-shaped model) would index past that row in transformers."""
     hf = getattr(config, "hf_config", None)  # the generic path: the checkpoint's own config.json
     size = hf.get("type_vocab_size") if isinstance(hf, dict) else getattr(config, "type_vocab_size", 0)
-    return int(size or 0) > 0
+    return int(size or 0) > 1
 
 
 # Every name an export writes (HF and ONNX; the ONNX names repeated from inference.onnx_session, which this
