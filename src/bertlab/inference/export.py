@@ -142,19 +142,19 @@ def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
     """The frozen encoder tensors of a LoRA checkpoint, from the base it names: a checkpoint package or hub
     id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first)."""
     from bertlab.models.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
-    from bertlab.training.build import _init_source, resolve_pretrained
+    from bertlab.training.start import resolve_base
 
-    kind, path = _init_source(base) if Path(str(base)).expanduser().exists() else (None, None)
-    if kind == "ckpt":
+    start = resolve_base(base)
+    if start.kind == "checkpoint":
+        path = start.checkpoint
         inner = load_checkpoint_model(path)
         tensors = {f"bert.{k}": v for k, v in merge_lora(inner.model.bert).items()}
         report = load_into(model, {k: v for k, v in tensors.items() if k in model.state_dict()},
                            LoadReport(source=str(path)))
     else:
-        directory = path if kind == "hf" else resolve_pretrained(base)
-        if directory is None:
+        if start.folder is None:
             raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
-        tensors, source = read_state_dict(directory)
+        tensors, source = read_state_dict(start.folder)
         converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
                                                   source=source, spec=family_spec(model.bert.config.model_type))
         load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
