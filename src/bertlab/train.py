@@ -462,14 +462,15 @@ def _evaluate(cfg: DictConfig, trainer: L.Trainer, module: BertTaskModule, datam
 
 
 def _export(cfg: DictConfig, run: RunSettings, best_path: str | None, run_dir: Path) -> str | None:
-    """export=true|onnx: the best checkpoint exported into the run dir; the ONNX gate's line for the summary."""
+    """export=true|onnx: the best checkpoint exported into the run dir (a LoRA checkpoint's base read from the
+    run's start); the ONNX gate's line for the summary."""
     if run.export == "hf":
         export_checkpoint(best_path, run_dir / "export", tokenizer_dir=run_dir / "tokenizer", overwrite=True,
-                          run_dir=run_dir)
+                          run_dir=run_dir, start=run.start)
     elif run.export == "onnx":
         report = export_onnx(best_path, run_dir / "onnx", quantize=cfg.get("export_quantize"),
                              max_drop=float(cfg.get("export_max_drop", 1.0)), tokenizer_dir=run_dir / "tokenizer",
-                             overwrite=True, run_dir=run_dir)
+                             overwrite=True, run_dir=run_dir, start=run.start)
         return f"onnx:             {run_dir / 'onnx'}; {gate_line(report)}"
     return None
 
