@@ -113,9 +113,10 @@ def counted(monkeypatch):
     import bertlab.train as train
 
     counts = {"resolve_start": 0, "init_start": 0, "resolve_pretrained": 0}
+    originals = {name: getattr(start, name) for name in counts}
 
     def counting(module, name):
-        real = getattr(start, name)
+        real = originals[name]
 
         def wrapper(*args, **kwargs):
             counts[name] += 1

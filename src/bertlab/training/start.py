@@ -96,17 +96,17 @@ class RunStart:
         return self.source if self.kind in ("folder", "checkpoint") else None
 
 
-def resolve_start(model: ModelConfig | Mapping[str, Any], ckpt_path: str | None = None,
+def resolve_start(model: ModelConfig | Mapping[str, Any] | None, ckpt_path: str | None = None,
                   run_dir: Path | None = None, *, from_teacher: bool = False, predict_only: bool = False,
                   ) -> RunStart:
     """The run's :class:`RunStart`, from ``model.*``, ``ckpt_path`` (``last``: ``run_dir``'s last.ckpt) and
     whether the student is built from a distillation teacher's layers. ``predict_only``: a prediction run that
     only reads its checkpoint (``ckpt_path``); nothing of ``model.*`` is looked at."""
-    model = model_config(model)
     resume = resolve_resume(ckpt_path, run_dir)
     if predict_only:
         return RunStart(kind="checkpoint", source=str(ckpt_path), setting="ckpt_path", checkpoint=resume,
                         resume=resume)
+    model = model_config(model if model is not None else {})
     if from_teacher:  # distill.student_layers: model.* names no start (its checkpoint is not read)
         return RunStart(kind="teacher", encoder=model.encoder, resume=resume)
     if model.name == "auto" and not (model.pretrained or model.init_from):
