@@ -216,3 +216,19 @@ def test_a_start_that_is_not_there_keeps_its_messages(tmp_path, first_run, bert_
         resolve_start({"encoder": "recurrent", "pretrained": str(bert_folder)})
     with pytest.raises(ConfigError, match=r"is a BERT checkpoint; a recurrent model starts from a bertlab run"):
         resolve_start({"encoder": "recurrent", "init_from": str(bert_folder)})
+
+
+def test_a_lora_run_records_its_start_as_the_base_and_exports(first_run, bert_folder, tmp_path):
+    """model.pretrained (a preset's checkpoint) and model.init_from: the weights, and so the base a slim LoRA
+    checkpoint names, are model.init_from's; the run's export and a later one both rebuild it from that base."""
+    import torch
+
+    from bertlab.inference.export import export_checkpoint
+
+    metrics = run_train([*TINY, f"model.pretrained={bert_folder}", f"model.init_from={first_run}", "freeze=lora",
+                         "export=true"], tmp_path / "lora")
+    ckpt = torch.load(metrics["best_checkpoint"], map_location="cpu", weights_only=True)
+    assert ckpt["bertlab_base_weights"] == str(first_run)
+    assert (tmp_path / "lora" / "export" / "config.json").is_file()
+    again = export_checkpoint(metrics["best_checkpoint"], tmp_path / "again")  # python -m bertlab.export's path
+    assert (again / "config.json").is_file()

@@ -104,8 +104,7 @@ def resolve_start(model: ModelConfig | Mapping[str, Any] | None, ckpt_path: str 
     only reads its checkpoint (``ckpt_path``); nothing of ``model.*`` is looked at."""
     resume = resolve_resume(ckpt_path, run_dir)
     if predict_only:
-        return RunStart(kind="checkpoint", source=str(ckpt_path), setting="ckpt_path", checkpoint=resume,
-                        resume=resume)
+        return RunStart(kind="checkpoint", source=ckpt_path, setting="ckpt_path", checkpoint=resume, resume=resume)
     model = model_config(model if model is not None else {})
     if from_teacher:  # distill.student_layers: model.* names no start (its checkpoint is not read)
         return RunStart(kind="teacher", encoder=model.encoder, resume=resume)
