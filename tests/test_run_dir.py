@@ -13,7 +13,7 @@ from bertlab.data.readers import DataError
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.run_dir import FINGERPRINT_KEY, MARKER, claim_run_dir
-from bertlab.training.build import _init_source, init_dir_for_tokenizer
+from bertlab.training.start import init_start
 
 TINY = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=1")
 
@@ -82,9 +82,9 @@ def test_a_finished_multirun_job_may_run_again(tmp_path, monkeypatch):
 def test_init_from_a_copied_run_dir_uses_the_copy(train_run, first_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(first_run, copy)
-    kind, path = _init_source(str(copy))
-    assert kind == "ckpt" and path.parent.parent == copy
-    assert init_dir_for_tokenizer(str(copy)) == copy / "tokenizer"
+    start = init_start(str(copy))
+    assert start.kind == "checkpoint" and start.checkpoint.parent.parent == copy
+    assert start.run_tokenizer == copy / "tokenizer"
     # metrics.json keeps the absolute path where the run ran (a contract)
     best = json.loads((copy / "metrics.json").read_text())["best_checkpoint"]
     assert best.startswith(str(first_run))

@@ -60,6 +60,7 @@ from bertlab.runtime.paths import existing_path
 from bertlab.runtime.records import read_record, record_object
 from bertlab.tasks.families import build_family
 from bertlab.training.checkpoint_files import read_checkpoint, run_dir_checkpoint
+from bertlab.training.start import RunStart
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +91,12 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return found
 
 
-def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
+def load_checkpoint_model(ckpt_path: str | Path, start: RunStart | None = None) -> CheckpointModel:
     """Rebuild the ``TaskModel`` of a bertlab checkpoint from its hyper-parameters and load it strictly.
 
     LoRA adapters (``lora_A`` / ``lora_B`` keys) are re-injected first so the tensors load by name; the
-    returned model still carries them (``merge_lora`` folds them in for export).
+    returned model still carries them (``merge_lora`` folds them in for export). ``start``: the start of the
+    run that wrote the checkpoint, already resolved (``export=true``): a LoRA checkpoint's base is read from it.
     """
     path = Path(ckpt_path)
     ckpt = read_checkpoint(path)  # weights_only: a checkpoint from elsewhere cannot run code
@@ -118,7 +120,7 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
                      add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
     base = ckpt.get("bertlab_base_weights")
     if base is not None:  # a LoRA checkpoint: frozen base weights come from the referenced checkpoint
-        _load_base_weights(model, base, path)
+        _load_base_weights(model, base, path, start)
     if any(k.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES for k in state):
         inject_lora(model.bert, FreezeConfig(**hp["freeze"]).lora)
     recorded = ckpt.get("bertlab_base_fingerprint")
@@ -139,23 +141,25 @@ def load_checkpoint_model(ckpt_path: str | Path) -> CheckpointModel:
     return CheckpointModel(model, hp, task, head_cfg, labels, path, ckpt.get(FINGERPRINT_KEY), ckpt.get(RUN_ID_KEY))
 
 
-def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path) -> None:
+def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path, start: RunStart | None = None) -> None:
     """The frozen encoder tensors of a LoRA checkpoint, from the base it names: a checkpoint package or hub
-    id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first)."""
+    id, a Hugging Face folder, or a bertlab run dir / ``.ckpt`` (itself perhaps a LoRA run: merged first).
+    ``start``: the writing run's start, used when it is that base (else the base is resolved here)."""
     from bertlab.models.hf_weights import LoadReport, convert_hf_state_dict, load_into, read_state_dict
-    from bertlab.training.build import _init_source, resolve_pretrained
+    from bertlab.training.start import resolve_base
 
-    kind, path = _init_source(base) if Path(str(base)).expanduser().exists() else (None, None)
-    if kind == "ckpt":
+    if start is None or start.source != base or start.kind not in ("folder", "checkpoint"):
+        start = resolve_base(base)
+    if start.kind == "checkpoint":
+        path = start.checkpoint
         inner = load_checkpoint_model(path)
         tensors = {f"bert.{k}": v for k, v in merge_lora(inner.model.bert).items()}
         report = load_into(model, {k: v for k, v in tensors.items() if k in model.state_dict()},
                            LoadReport(source=str(path)))
     else:
-        directory = path if kind == "hf" else resolve_pretrained(base)
-        if directory is None:
+        if start.folder is None:
             raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
-        tensors, source = read_state_dict(directory)
+        tensors, source = read_state_dict(start.folder)
         converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
                                                   source=source, spec=family_spec(model.bert.config.model_type))
         load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
@@ -293,7 +297,7 @@ def write_export_marker(folder: Path, kind: str, source: Path) -> None:
 
 
 def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
-                      overwrite: bool = False, run_dir: Path | None = None) -> Path:
+                      overwrite: bool = False, run_dir: Path | None = None, start: RunStart | None = None) -> Path:
     """Write ``ckpt_path`` (a bertlab ``.ckpt`` or run dir) to ``out_dir`` as a Hugging Face folder.
 
     ``tokenizer_dir`` defaults to ``<run_dir>/tokenizer`` with run_dir = the checkpoint's parent's parent.
@@ -306,7 +310,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, tokenizer_dir:
     tok_dir = (existing_path(tokenizer_dir, "--tokenizer", CheckpointError) if tokenizer_dir is not None
                else ckpt_path.parent.parent / "tokenizer")
     check_export_folder(out_dir, ckpt_path, tok_dir, overwrite, run_dir=run_dir)  # before the work: refused at once
-    loaded = load_checkpoint_model(ckpt_path)
+    loaded = load_checkpoint_model(ckpt_path, start)
     if loaded.task.family == "rtd":
         raise ConfigError(
             f"{ckpt_path}: a replaced-token-detection pre-training run (task=rtd), whose generator only serves "

@@ -36,7 +36,7 @@ import time
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -59,6 +59,9 @@ from bertlab.models.heads import TaskModel
 from bertlab.models.lora import lora_modules, merge_lora
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
+
+if TYPE_CHECKING:
+    from bertlab.training.start import RunStart
 from bertlab.runtime.paths import existing_path
 
 log = logging.getLogger(__name__)
@@ -335,8 +338,9 @@ def _size_mb(path: Path) -> float:
 
 def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None = None, max_drop: float = 1.0,
                 force: bool = False, check_dev: bool = True, tokenizer_dir: str | Path | None = None,
-                overwrite: bool = False, run_dir: Path | None = None) -> dict[str, Any]:
+                overwrite: bool = False, run_dir: Path | None = None, start: RunStart | None = None) -> dict[str, Any]:
     """Export a bertlab checkpoint (or run dir) to ``out_dir`` as ONNX (module docstring); returns the report.
+    ``start``: the writing run's start, already resolved (``export=onnx``), for a LoRA checkpoint's base.
     ``out_dir`` must be new or empty unless ``overwrite``, and never inside the run but ``<run>/onnx``. The
     folder is written beside ``out_dir`` and replaces it whole once complete (nothing stale survives; a failed
     check or a killed export leaves ``out_dir`` as it was), and ``bertlab_onnx.json`` lists the int8 graph only
@@ -364,7 +368,7 @@ def export_onnx(ckpt_path: str | Path, out_dir: str | Path, quantize: str | None
     check_export_folder(out_dir, ckpt, tok_dir, overwrite,
                         [ONNX_NAME, INT8_NAME, INFO_NAME, REPORT_NAME, RECORD_NAME, *TOKENIZER_FILES],
                         run_subdir="onnx", run_dir=run_dir)
-    loaded = load_checkpoint_model(ckpt)
+    loaded = load_checkpoint_model(ckpt, start)
     fresh = not out_dir.is_dir() or not any(out_dir.iterdir())
     with writing(out_dir, "the ONNX export", "export to a folder on a disk with room"), \
             replaced_folder(out_dir) as tmp:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.data.tokenizer import BertTokenizer
-from bertlab.runtime.config import DISTILL_FAMILIES, DataConfig, DistillConfig, TaskSpec
+from bertlab.runtime.config import DISTILL_FAMILIES, DataConfig, DistillConfig, ModelConfig, TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.tasks.distill import TeacherOutputs, parameter_checksum
 
@@ -38,11 +38,11 @@ class Teacher:
     labels: list[str] | None
     source: str
 
-    def gives_tokenizer(self, model_cfg: dict[str, Any], settings: DistillConfig) -> bool:
+    def gives_tokenizer(self, model_cfg: ModelConfig, settings: DistillConfig) -> bool:
         """Whether the student reads the teacher's tokenizer: a student built from the teacher's layers, or a
         scratch student (no checkpoint of its own: its vocabulary would be trained anew, with other ids)."""
-        scratch = not any(model_cfg.get(k) for k in ("pretrained", "init_from", "tokenizer"))
-        return settings.student_layers is not None or (scratch and model_cfg.get("encoder", "bert") == "bert")
+        scratch = not (model_cfg.pretrained or model_cfg.init_from or model_cfg.tokenizer)
+        return settings.student_layers is not None or (scratch and model_cfg.encoder == "bert")
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())

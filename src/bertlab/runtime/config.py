@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bertlab.runtime.errors import ConfigError
-from bertlab.runtime.schema import WINDOW_POOLINGS, check_fields
+from bertlab.runtime.schema import SETTINGS, WINDOW_POOLINGS, check_fields, check_value
 
 POSITION_STYLES = ("absolute", "after_padding")
 
@@ -134,6 +134,90 @@ class ExecutionConfig:
     def from_model_cfg(cls, model_cfg: Any) -> ExecutionConfig:
         defaults = cls()
         return cls(**{f.name: model_cfg.get(f.name, getattr(defaults, f.name)) for f in fields(cls)})
+
+
+ENCODER_KINDS = ("bert", "recurrent")  # model.encoder: a transformer family, or models.recurrent
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The ``model`` group (conf/model/*.yaml): where the encoder starts, its tokenizer, how it runs, and the
+    architecture of a scratch encoder. An architecture key left null (None) takes the family's or the
+    checkpoint's value. Built by ``bertlab.training.start.model_config``, which also accepts, in ``extra``, the
+    other fields of a native family's config (e.g. ``+model.position_buckets=128`` for a scratch DeBERTa) and
+    refuses any other key as unknown."""
+
+    name: str | None = None
+    encoder: str = "bert"  # bert (any transformer family) | recurrent (model=bilstm|gru|lstm)
+    # The start (bertlab.training.start.RunStart): a hub id, a local folder or pkg:<package>; a bertlab run dir, a
+    # .ckpt or a Hugging Face folder to continue from (it replaces pretrained); whether the start's head is kept.
+    pretrained: str | None = None
+    init_from: str | None = None
+    init_head: str = "auto"  # auto | new
+    init_embeddings_from: str | None = None  # recurrent: a BERT checkpoint whose word embeddings (and tokenizer)
+    # The tokenizer: a folder to load (null: the start's own, else one trained on the training split as below).
+    tokenizer: str | None = None
+    tokenizer_kind: str = "wordpiece"  # wordpiece | bpe | unigram
+    lowercase: bool = True
+    vocab_train_bytes: int | None = None  # null: every training text
+    window_pooling: str = "max"  # a long document read in windows: copied into head.window_pooling
+    # How the encoder runs (ExecutionConfig): never what it computes.
+    unpad: Any = "auto"
+    compile: bool = False
+    cpu_fast_dropout: bool = True
+    cpu_attention_slice_mb: int = 32
+    varlen_attention: str = "auto"
+    # Architecture (null: the family's default, or the checkpoint's): a scratch transformer ...
+    model_type: str | None = None  # the family of a scratch encoder (null: bert)
+    vocab_size: int | None = None  # the vocabulary trained for a scratch model (null: 8000)
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    num_attention_heads: int | None = None
+    intermediate_size: int | None = None
+    max_position_embeddings: int | None = None
+    type_vocab_size: int | None = None
+    embedding_size: int | None = None
+    layer_norm_eps: float | None = None
+    initializer_range: float | None = None
+    pad_token_id: int | None = None
+    classifier_dropout: float | None = None
+    attention_output_dropout: bool | None = None
+    global_attn_every_n_layers: int | None = None
+    local_attention: int | None = None
+    # ... whose dropout a checkpoint's run may change too (a training setting, not part of the weights) ...
+    hidden_dropout_prob: float | None = None
+    attention_probs_dropout_prob: float | None = None
+    # ... or a recurrent encoder (models.recurrent.RecurrentConfig)
+    cell: str | None = None
+    embedding_dim: int | None = None
+    num_layers: int | None = None
+    bidirectional: bool | None = None
+    dropout: float | None = None
+    pooling: str | None = None
+    tie_word_embeddings: bool | None = None
+    # Other fields of a native family's config, set with +model.<field>=... (checked by model_config).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.encoder not in ENCODER_KINDS:
+            raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {self.encoder!r}")
+        for f in fields(self):  # the values set, by their declared kind (null: the family's or the checkpoint's)
+            value = getattr(self, f.name)
+            setting = SETTINGS.get(f"model.{f.name}")
+            if value is not None and setting is not None:
+                check_value(f"model.{f.name}", value, setting)
+        self.execution  # noqa: B018 - checked now, before any work
+
+    def values(self) -> dict[str, Any]:
+        """Every key set (not null), with ``extra``'s: what a family's or a recurrent config takes its fields from."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {k: v for k, v in {**out, **self.extra}.items() if v is not None}
+
+    @property
+    def execution(self) -> ExecutionConfig:
+        return ExecutionConfig(unpad=self.unpad, compile=self.compile, cpu_fast_dropout=self.cpu_fast_dropout,
+                               cpu_attention_slice_mb=self.cpu_attention_slice_mb,
+                               varlen_attention=self.varlen_attention)
 
 
 def largest_divisor(n: int, at_most: int) -> int:

@@ -64,14 +64,20 @@ def flat_keys(node: Any, prefix: str = "") -> list[str]:
     return keys
 
 
-def build_typed(cls: type[T], values: Mapping[str, Any], section: str) -> T:
-    """``cls(**values)`` for a config dataclass, refusing keys it does not have (``section``: e.g. ``data``)."""
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+def build_typed(cls: type[T], values: Mapping[str, Any], section: str, extra: Iterable[str] = ()) -> T:
+    """``cls(**values)`` for a config dataclass, refusing keys it does not have (``section``: e.g. ``data``).
+    ``extra``: more keys the section accepts, passed together as the dataclass's ``extra`` field (``model``: the
+    other fields of a family's config, known only to ``bertlab.models``)."""
+    extra = set(extra)
+    names = {f.name for f in dataclasses.fields(cls)} - ({"extra"} if extra else set())  # type: ignore[arg-type]
     for key in values:
-        if key not in names:
-            raise ConfigError(unknown_key_message(f"{section}.{key}", (f"{section}.{n}" for n in names),
+        if key not in names and key not in extra:
+            raise ConfigError(unknown_key_message(f"{section}.{key}", (f"{section}.{n}" for n in names | extra),
                                                   "added with + or set in a config file"))
-    return cls(**values)
+    if not extra:
+        return cls(**values)
+    return cls(**{k: v for k, v in values.items() if k in names},  # type: ignore[call-arg]
+               extra={k: v for k, v in values.items() if k not in names})
 
 
 def _first_values(argv: list[str]) -> list[str] | None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
+from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
 from bertlab.models.encoder import layer_stack_path
@@ -29,9 +30,7 @@ from bertlab.models.hf_weights import (
     encoder_config_of,
     load_into,
     normalize_hf_keys,
-    read_config_json,
     read_state_dict,
-    resolve_checkpoint_dir,
     sentence_transformers_pooling,
     shared_head_key,
 )
@@ -43,50 +42,36 @@ from bertlab.runtime.config import (
     EncoderConfig,
     ExecutionConfig,
     HeadConfig,
+    ModelConfig,
     TaskSpec,
 )
-from bertlab.runtime.errors import TokenizerError
-from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RUN_ID_KEY, check_trusted
-from bertlab.runtime.model_folders import package_model_dir
-from bertlab.runtime.paths import existing_path
+from bertlab.runtime.fingerprints import check_trusted
 from bertlab.tasks.families import Family
-from bertlab.training.checkpoints import last_checkpoint, read_checkpoint, run_dir_checkpoint
+from bertlab.training.checkpoints import read_checkpoint
+from bertlab.training.start import RunStart, model_config, resolve_pretrained, resolve_start
 
 log = logging.getLogger(__name__)
-
-PACKAGE_PREFIX = "pkg:"
-
-
-def resolve_pretrained(spec: str | None) -> Path | None:
-    """``pkg:<package>`` (a checkpoint shipped as a Python package, its ``model/`` folder), a local folder, or a
-    hub id."""
-    if spec is None:
-        return None
-    spec = str(spec)
-    if spec.startswith(PACKAGE_PREFIX):  # found without importing the package: an import runs its code
-        return package_model_dir(spec, spec[len(PACKAGE_PREFIX):])
-    return resolve_checkpoint_dir(spec)
-
 
 # A scratch encoder's special-token ids, by config field, from its vocabulary's roles. A field the family's config
 # lacks is skipped; one model.* sets is kept.
 SCRATCH_TOKEN_IDS = TOKEN_ID_ROLES
 
 
-def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = None) -> EncoderConfig:
+def architecture(model_cfg: ModelConfig | Mapping[str, Any], tokenizer: BertTokenizer | None = None) -> EncoderConfig:
     """A scratch encoder's architecture: the config class of the family ``model.model_type`` names (BERT when
     unset), with the fields ``model.*`` sets; with ``tokenizer``, its vocabulary's size and special-token ids.
     The result goes through the family's config.json once (written, read back), so a scratch model is what
     transformers would build from that config.json: a field the family fixes (RoBERTa's positions after the
     padding row, DistilBERT's missing segment embeddings) or has no place for (BERT's embedding_size) takes the
     family's value, and the log names every ``model.*`` value that was changed so."""
-    model_type = str(model_cfg.get("model_type") or "bert")
+    model_cfg = model_config(model_cfg)
+    model_type = str(model_cfg.model_type or "bert")
     if model_type not in scratch_families():
         raise ConfigError(f"model.model_type={model_type!r}: bertlab builds scratch encoders of its own families "
                           f"only ({supported_list()}); start from a checkpoint with model.pretrained for another")
     spec = family_spec(model_type)
     fields = {f.name for f in dataclasses.fields(spec.config_class)}
-    values = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    values = {k: v for k, v in model_cfg.values().items() if k in fields}
     asked = set(values)  # the keys model.* sets
     values["model_type"] = model_type
     if tokenizer is not None:
@@ -101,7 +86,7 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
     try:
         built = spec.config_class(**values)
     except ConfigError as err:
-        raise ConfigError(f"{err} (model={model_cfg.get('name')} with model.model_type={model_type}: a preset "
+        raise ConfigError(f"{err} (model={model_cfg.name} with model.model_type={model_type}: a preset "
                           f"written for another family may set it; override it, or use a preset of this family)"
                           ) from None
     config = spec.read_config(spec.write_config(built), f"model.* (a scratch {spec.display})")
@@ -116,81 +101,38 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
 # Tokenizer
 
 
-def tokenizer_folder(model_cfg: dict[str, Any], init_dir: Path | None) -> Path | None:
-    """Where the run's tokenizer is saved, if anywhere: ``model.tokenizer``, the tokenizer saved with
-    ``model.init_from``, or the pretrained checkpoint's (a recurrent model initialised from a BERT
-    checkpoint's word embeddings needs that checkpoint's ids). None: a scratch model trains one."""
-    if model_cfg.get("tokenizer"):
-        return existing_path(model_cfg["tokenizer"], f"model.tokenizer={model_cfg['tokenizer']}", TokenizerError)
-    if init_dir is not None and holds_tokenizer(init_dir):
-        return init_dir
-    return resolve_pretrained(model_cfg.get("pretrained") or model_cfg.get("init_embeddings_from"))
-
-
-def build_tokenizer(model_cfg: dict[str, Any], init_dir: Path | None, training_texts, cache_dir: str | None,
-                    ) -> BertTokenizer:
-    """The checkpoint's tokenizer, the tokenizer saved with ``init_from``, or a vocabulary of
+def build_tokenizer(model_cfg: ModelConfig | Mapping[str, Any], start: RunStart | None, training_texts,
+                    cache_dir: str | None) -> BertTokenizer:
+    """The tokenizer the run's start names (:attr:`RunStart.tokenizer`: ``model.tokenizer``, the one saved with
+    ``model.init_from`` or the resumed checkpoint, or the pretrained checkpoint's), or a vocabulary of
     ``model.tokenizer_kind`` (wordpiece | bpe | unigram) trained on the training split only (cached by content
-    hash)."""
-    if model_cfg.get("name") == "auto" and not any(model_cfg.get(k) for k in ("pretrained", "init_from")):
-        raise ConfigError("model=auto reads the family and the tokenizer from a checkpoint: give it one with "
-                          "model.pretrained=<hub id | local Hugging Face folder> (e.g. model.pretrained=roberta-base)")
-    return tokenizer_for(tokenizer_folder(model_cfg, init_dir), training_texts,
-                         vocab_size=int(model_cfg.get("vocab_size") or 8000),
-                         lowercase=bool(model_cfg.get("lowercase", True)), cache_dir=cache_dir,
-                         kind=str(model_cfg.get("tokenizer_kind") or "wordpiece"))
+    hash). ``start`` None: resolved here from ``model_cfg`` (a call outside a run)."""
+    model_cfg = model_config(model_cfg)
+    start = start if start is not None else resolve_start(model_cfg)
+    return tokenizer_for(start.tokenizer, training_texts, vocab_size=int(model_cfg.vocab_size or 8000),
+                         lowercase=bool(model_cfg.lowercase), cache_dir=cache_dir,
+                         kind=str(model_cfg.tokenizer_kind or "wordpiece"))
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Model
 
 
-def _init_source(init_from: str | None) -> tuple[str | None, Path | None]:
-    """``init_from`` as (kind, path): a run dir (→ its best or last checkpoint), a .ckpt, or an HF folder."""
-    if init_from is None:
-        return None, None
-    path = existing_path(init_from, f"model.init_from={init_from}", ConfigError)
-    if path.is_file() and path.suffix == ".ckpt":
-        return "ckpt", path
-    if path.is_dir() and ((path / "metrics.json").is_file() or last_checkpoint(path).is_file()):
-        ckpt = run_dir_checkpoint(path)
-        if ckpt is None:
-            raise ConfigError(f"model.init_from={init_from}: the run dir has no best or last checkpoint")
-        return "ckpt", ckpt
-    if path.is_dir() and (path / "config.json").is_file():
-        return "hf", path
-    raise ConfigError(
-        f"model.init_from={init_from}: not a run dir (with metrics.json), a .ckpt file or a Hugging Face folder"
-    )
-
-
-def init_dir_for_tokenizer(init_from: str | None) -> Path | None:
-    kind, path = _init_source(init_from)
-    if kind == "hf":
-        return path
-    if kind == "ckpt":
-        run_dir = path.parent.parent
-        return run_dir / "tokenizer" if (run_dir / "tokenizer").is_dir() else None
-    return None
-
-
-def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> HeadConfig:
+def resolve_head_config(head_cfg: HeadConfig, start: RunStart | ModelConfig | Mapping[str, Any]) -> HeadConfig:
     """``head.pooling=auto``: the sentence vector the run's start was trained to give. A checkpoint folder: its
     sentence-transformers Pooling module where it declares one (e.g. all-MiniLM-L6-v2's mean over tokens). A
     bertlab run (``model.init_from``): the pooling its own sentence-level head read, else (a pre-training run)
-    what its base checkpoint declares. BERT's pooler when nothing is declared."""
+    what its base checkpoint declares. BERT's pooler when nothing is declared. ``start``: the run's start (a
+    ``model.*`` config is resolved here first: a call outside a run)."""
     if head_cfg.pooling != "auto":
         return head_cfg
+    start = start if isinstance(start, RunStart) else resolve_start(start)
     declared, where = None, None
-    if model_cfg.get("encoder", "bert") == "bert":
-        init_kind, init_path = _init_source(model_cfg.get("init_from"))
-        if init_kind == "ckpt":
-            declared, where = _run_start_pooling(init_path)
-        else:
-            pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
-            if pretrained is not None:
-                declared = sentence_transformers_pooling(pretrained)
-                where = f"the checkpoint's sentence-transformers Pooling module in {pretrained}"
+    if start.encoder == "bert" and start.kind == "checkpoint":
+        declared, where = _run_start_pooling(start)
+    elif start.encoder == "bert" and start.kind == "folder":
+        declared = sentence_transformers_pooling(start.folder)
+        where = f"the checkpoint's sentence-transformers Pooling module in {start.folder}"
     pooling = declared or "pooler"
     log.info("head.pooling=auto → %s (%s)", pooling,
              where if declared else "nothing declared by the start: BERT's pooler")
@@ -200,10 +142,10 @@ def resolve_head_config(head_cfg: HeadConfig, model_cfg: dict[str, Any]) -> Head
 _POOLING_HEADS = ("sequence", "multiple_choice")  # the task families whose head reads a sentence vector
 
 
-def _run_start_pooling(ckpt_path: Path) -> tuple[str | None, str | None]:
+def _run_start_pooling(start: RunStart) -> tuple[str | None, str | None]:
     """What ``head.pooling=auto`` resolves to when a run starts from a bertlab checkpoint, and where it was read:
     the pooling that run's head read (recorded resolved), or its base checkpoint's declared pooling."""
-    hparams = read_checkpoint(ckpt_path, "model.init_from").get("hyper_parameters") or {}
+    hparams, ckpt_path = start.record, start.checkpoint
     pooling = (hparams.get("head") or {}).get("pooling")
     if (hparams.get("task") or {}).get("family") in _POOLING_HEADS and pooling in HEAD_POOLINGS:
         return pooling, f"the head of the run it starts from, {ckpt_path}"
@@ -218,27 +160,14 @@ def _run_start_pooling(ckpt_path: Path) -> tuple[str | None, str | None]:
     return declared, f"the sentence-transformers Pooling module of {folder}, the base of {ckpt_path}"
 
 
-def encoder_model_type(model_cfg: dict[str, Any]) -> str | None:
-    """The family (``model_type``) of the encoder a run's ``model.*`` builds, read before it is built: the
-    checkpoint's config.json, or the encoder config an ``init_from`` run recorded; None for a recurrent encoder
-    or a scratch BERT."""
-    if model_cfg.get("encoder", "bert") != "bert":
-        return None
-    init_kind, init_path = _init_source(model_cfg.get("init_from"))
-    if init_kind == "ckpt":
-        recorded = (read_checkpoint(init_path, "model.init_from").get("hyper_parameters") or {}).get("encoder_config")
-        return (recorded or {}).get("model_type")
-    pretrained = init_path if init_kind == "hf" else resolve_pretrained(model_cfg.get("pretrained"))
-    return read_config_json(pretrained).get("model_type") if pretrained is not None else model_cfg.get("model_type")
-
-
-def resolve_task_defaults(task: TaskSpec, model_cfg: dict[str, Any]) -> TaskSpec:
-    """``task.mlm_probability=null`` (conf/task/mlm.yaml) → the masking rate of the encoder's family: 15 %, 30 % for
-    ModernBERT (``FamilySpec.mlm_probability``), for every family that masks (mlm, rtd). A rate the task or the
-    command line sets is kept."""
+def resolve_task_defaults(task: TaskSpec, start: RunStart | ModelConfig | Mapping[str, Any]) -> TaskSpec:
+    """``task.mlm_probability=null`` (conf/task/mlm.yaml) → the masking rate of the encoder's family
+    (:attr:`RunStart.model_type`): 15 %, 30 % for ModernBERT (``FamilySpec.mlm_probability``), for every family
+    that masks (mlm, rtd). A rate the task or the command line sets is kept."""
     if task.family not in MASKED_FAMILIES or task.mlm_probability is not None:
         return task
-    model_type = encoder_model_type(model_cfg)
+    start = start if isinstance(start, RunStart) else resolve_start(start)
+    model_type = start.model_type
     rate = family_spec(model_type).mlm_probability if model_type and is_native(model_type) \
         else DEFAULT_MLM_PROBABILITY
     log.info("task.mlm_probability=null → %g (%s)", rate,
@@ -247,37 +176,26 @@ def resolve_task_defaults(task: TaskSpec, model_cfg: dict[str, Any]) -> TaskSpec
     return dataclasses.replace(task, mlm_probability=rate)
 
 
-def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
-                ) -> tuple[TaskModel, LoadReport | None]:
-    """Encoder (pretrained, ``init_from`` or scratch) + the family's head, with a load report."""
-    head_cfg = resolve_head_config(head_cfg, model_cfg)
-    kind = model_cfg.get("encoder", "bert")
-    if kind == "recurrent":
-        return build_recurrent_model(model_cfg, head_cfg, family, tokenizer)
-    if kind != "bert":
-        raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {kind!r}")
-    init_kind, init_path = _init_source(model_cfg.get("init_from"))
-    init_head = _init_head(model_cfg)
-    # model.init_from is the start whenever it is set: it replaces the preset's checkpoint (model=minilm_l6
-    # model.init_from=<a run of it> continues that run, e.g. after task-adaptive pre-training).
-    pretrained = None if init_kind is not None else resolve_pretrained(model_cfg.get("pretrained"))
-    if init_kind is not None and model_cfg.get("pretrained"):
-        log.info("model.init_from=%s replaces model.pretrained=%s: the encoder starts from the former's weights",
-                 model_cfg["init_from"], model_cfg["pretrained"])
-    if init_kind == "hf":
-        pretrained, init_kind = init_path, None
-    if pretrained is not None:  # a bertlab export: its files and this tokenizer as the export recorded them
-        check_trusted(pretrained, tokenizer, folder=pretrained, has_record=False)
-    hf_config = read_config_json(pretrained) if pretrained is not None else {}  # config.json, read once
-    if pretrained is not None and not is_native(hf_config.get("model_type") or "bert"):
-        return build_generic_model(pretrained, head_cfg, family, tokenizer)
-    if pretrained is not None or init_kind == "ckpt":
-        config = (encoder_config_of(hf_config, pretrained / "config.json") if pretrained is not None
-                  else _ckpt_encoder_config(init_path, tokenizer))
+def build_model(model_cfg: ModelConfig | Mapping[str, Any], head_cfg: HeadConfig, family: Family,
+                tokenizer: BertTokenizer, start: RunStart | None = None) -> tuple[TaskModel, LoadReport | None]:
+    """Encoder (the run's start: a Hugging Face folder, a bertlab checkpoint, or scratch) + the family's head,
+    with a load report. ``start`` None: resolved here from ``model_cfg`` (a call outside a run)."""
+    model_cfg = model_config(model_cfg)
+    start = start if start is not None else resolve_start(model_cfg)
+    head_cfg = resolve_head_config(head_cfg, start)  # a run passes it resolved: nothing is read again
+    if start.encoder == "recurrent":
+        return build_recurrent_model(model_cfg, head_cfg, family, tokenizer, start)
+    if start.kind == "folder":  # a bertlab export: its files and this tokenizer as the export recorded them
+        check_trusted(start.folder, tokenizer, folder=start.folder, has_record=False)
+        if not is_native(start.config_json.get("model_type") or "bert"):
+            return build_generic_model(start.folder, head_cfg, family, tokenizer)
+    if start.kind in ("folder", "checkpoint"):
+        config = (encoder_config_of(dict(start.config_json), start.folder / "config.json") if start.kind == "folder"
+                  else _ckpt_encoder_config(start, tokenizer))
         # Dropout is a training setting, not part of the weights: the run's model.* decides it, whatever the
         # checkpoint was trained with (a pre-training run without dropout still fine-tunes with the preset's).
-        overrides = {k: model_cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
-                     if model_cfg.get(k) is not None and hasattr(config, k)}
+        overrides = {k: getattr(model_cfg, k) for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
+                     if getattr(model_cfg, k) is not None and hasattr(config, k)}
         config = dataclasses.replace(config, **overrides)
     else:
         config = architecture(model_cfg, tokenizer)
@@ -305,17 +223,18 @@ def build_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
                      unpad=execution.unpad, kernels=kernels)
     bert = model.bert
     report = None
-    if pretrained is not None:
-        state, source = read_state_dict(pretrained)
+    init_head = _init_head(model_cfg)
+    if start.kind == "folder":
+        state, source = read_state_dict(start.folder)
         # Load a checkpoint's head only when it is the same kind of head (fine-tuned → same task).
-        ckpt_type, ckpt_head = architecture_to_head((hf_config.get("architectures") or [None])[0])
+        ckpt_type, ckpt_head = architecture_to_head((start.config_json.get("architectures") or [None])[0])
         same_head = ckpt_head == model.head_kind and ckpt_type == config.model_type
         head_kind = model.head_kind if same_head and init_head == "auto" else None
         state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source,
                                               spec=spec, new_head=None if same_head else model.head_kind)
         load_into(model, state, report)
-    elif init_kind == "ckpt":
-        report = _load_from_lightning_ckpt(model, init_path, family, head_cfg, keep_head=init_head == "auto")
+    elif start.kind == "checkpoint":
+        report = _load_from_lightning_ckpt(model, start.checkpoint, family, head_cfg, keep_head=init_head == "auto")
     if report is not None:
         log.info("weights: %s", report.summary())
     if execution.compile:
@@ -340,22 +259,19 @@ def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, t
     return model, report
 
 
-def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, family: Family,
-                          tokenizer: BertTokenizer) -> tuple[TaskModel, LoadReport | None]:
+def build_recurrent_model(model_cfg: ModelConfig, head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+                          start: RunStart) -> tuple[TaskModel, LoadReport | None]:
     """``model.encoder=recurrent`` (model=bilstm|gru|lstm): embeddings (random, or a BERT checkpoint's word
-    embeddings with ``model.init_embeddings_from``) + a (bi)LSTM/GRU, the family's head, and ``init_from``."""
+    embeddings with ``model.init_embeddings_from``: :attr:`RunStart.embeddings`) + a (bi)LSTM/GRU, the family's
+    head, and the start's checkpoint (``init_from``: a bertlab run of the same recurrent model)."""
     from bertlab.models.recurrent import RecurrentConfig, RecurrentEncoder, check_head_layers
 
-    if model_cfg.get("pretrained"):
-        raise ConfigError("model.pretrained loads a BERT encoder; a recurrent model takes a BERT checkpoint's "
-                          "word embeddings (and tokenizer) with model.init_embeddings_from=<checkpoint>")
     names = {f.name for f in dataclasses.fields(RecurrentConfig)}
-    values = {k: v for k, v in model_cfg.items() if k in names and v is not None}
+    values = {k: v for k, v in model_cfg.values().items() if k in names}
     values["vocab_size"] = tokenizer.vocab_size
     report, embeddings = None, None
-    source = resolve_pretrained(values.get("init_embeddings_from"))
-    if source is not None:
-        state, path = read_state_dict(source)
+    if start.embeddings is not None:
+        state, path = read_state_dict(start.embeddings)
         key = "bert.embeddings.word_embeddings.weight"
         embeddings = normalize_hf_keys(state)[0].get(key)
         if embeddings is None:
@@ -383,24 +299,19 @@ def build_recurrent_model(model_cfg: dict[str, Any], head_cfg: HeadConfig, famil
     head = family.build_head(encoder.config, head_cfg, encoder.embeddings.word_embeddings)
     # No head has a transformers layout here (head_kind None): there is no HF recurrent encoder to export to.
     model = TaskModel(encoder, head, None, output_hidden_states=head_cfg.reads_all_layers)
-    init_kind, init_path = _init_source(model_cfg.get("init_from"))
-    if init_kind == "hf":
-        raise ConfigError(f"model.init_from={init_path} is a BERT checkpoint; a recurrent model starts from a "
-                          "bertlab run (dir or .ckpt), or takes BERT word embeddings with model.init_embeddings_from")
-    if init_kind == "ckpt":
-        report = _load_from_lightning_ckpt(model, init_path, family, head_cfg,
+    if start.kind == "checkpoint":
+        report = _load_from_lightning_ckpt(model, start.checkpoint, family, head_cfg,
                                            keep_head=_init_head(model_cfg) == "auto")
     if report is not None:
         log.info("weights: %s", report.summary())
     return model, report
 
 
-def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
-    ckpt = read_checkpoint(path, "model.init_from")
+def _ckpt_encoder_config(start: RunStart, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
+    path = start.checkpoint
     if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
-        check_trusted(path, tokenizer, recorded=ckpt.get(FINGERPRINT_KEY), folder=init_dir_for_tokenizer(str(path)),
-                      run_id=ckpt.get(RUN_ID_KEY))
-    encoder = (ckpt.get("hyper_parameters") or {}).get("encoder_config")
+        check_trusted(path, tokenizer, recorded=start.fingerprint, folder=start.run_tokenizer, run_id=start.run_id)
+    encoder = start.record.get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
     if encoder.get("encoder") == "recurrent":
@@ -409,10 +320,10 @@ def _ckpt_encoder_config(path: Path, tokenizer: BertTokenizer | None = None) -> 
     return config_from_record(encoder)
 
 
-def _init_head(model_cfg: dict[str, Any]) -> str:
+def _init_head(model_cfg: ModelConfig) -> str:
     """``model.init_head`` (checked with every setting when a run starts, runtime/schema.py): ``auto`` keeps the
     start's head when it is this run's, ``new`` always starts a new one."""
-    return model_cfg.get("init_head") or "auto"
+    return model_cfg.init_head or "auto"
 
 
 def _head_signature(task: dict[str, Any], labels: Any, head: dict[str, Any]) -> tuple[Any, ...]:
@@ -505,15 +416,15 @@ def _shared_head_tensors(model: TaskModel, hp: dict[str, Any], ckpt_head: dict[s
     return out
 
 
-def _execution(model_cfg: dict[str, Any]) -> tuple[ExecutionConfig, Kernels]:
+def _execution(model_cfg: ModelConfig) -> tuple[ExecutionConfig, Kernels]:
     """How the encoder ``model.*`` asks for runs: the execution settings and the kernels they choose."""
-    execution = ExecutionConfig.from_model_cfg(model_cfg)
+    execution = model_cfg.execution
     return execution, Kernels(cpu_fast_dropout=execution.cpu_fast_dropout, varlen_attention=execution.varlen_attention,
                               cpu_attention_slice_bytes=execution.cpu_attention_slice_mb * 2**20)
 
 
-def build_student(teacher: TaskModel, layers: list[int], model_cfg: dict[str, Any], head_cfg: HeadConfig,
-                  family: Family) -> TaskModel:
+def build_student(teacher: TaskModel, layers: list[int], model_cfg: ModelConfig | Mapping[str, Any],
+                  head_cfg: HeadConfig, family: Family) -> TaskModel:
     """``distill.student_layers`` (DistilBERT's initialisation): the teacher's family and width with the chosen
     layers, renumbered 0.. in the order given; the embeddings (and pooler) copied, and the head too when it is
     the teacher's (same tensors: the labels were checked equal). ``model.*`` still chooses how it runs."""
@@ -528,7 +439,7 @@ def build_student(teacher: TaskModel, layers: list[int], model_cfg: dict[str, An
     if max(layers) >= config.num_hidden_layers:
         raise ConfigError(f"distill.student_layers={layers}: the teacher has layers 0..{config.num_hidden_layers - 1}"
                           " only; choose among them (e.g. every other one)")
-    execution, kernels = _execution(model_cfg)
+    execution, kernels = _execution(model_config(model_cfg))
     student = assemble(dataclasses.replace(config, num_hidden_layers=len(layers)), head_cfg, family.build_head,
                        family.stock_head_kind(head_cfg), add_pooling_layer=getattr(teacher.bert, "pooler", None)
                        is not None, unpad=execution.unpad, kernels=kernels)
