@@ -53,6 +53,7 @@ from bertlab.runtime.progress import RunEstimate
 from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.distill import DistilledFamily
+from bertlab.tasks.distill_match import LayerMatching
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
 from bertlab.training.build import (
@@ -209,7 +210,10 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     else:
         model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
     if teacher is not None:  # the teacher's term joins the family's loss; the teacher is in no checkpoint
-        family = DistilledFamily(family, teacher.model, distill)
+        family = DistilledFamily(family, teacher.model, distill,
+                                 matching=LayerMatching.build(model, teacher.model, distill))
+        if family.matching is not None:
+            log.info("distill: %s; the teacher runs on every batch", family.matching.describe())
     preflight(task, data_cfg, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
     freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
@@ -266,7 +270,10 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if trains:
         callbacks += [checkpoint, last, final_validation]
     # The planned steps and the time left (train.log; the progress bar), with the bound on one example's work.
-    estimate = RunEstimate(bounds=window_bound_text(data_cfg, task.family))
+    teacher_memory = (teacher.memory_text(data_cfg.batch_size, data_cfg.max_seq_length, distill.matches)
+                      if teacher is not None and trains else None)
+    estimate = RunEstimate(bounds=" · ".join(t for t in (window_bound_text(data_cfg, task.family), teacher_memory)
+                                              if t) or None)
     callbacks.append(estimate)
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]
@@ -298,7 +305,8 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     )
     if job is not None:
         job.trainer = trainer
-    if teacher is not None and distill.cache and trains and trainer.world_size == 1:  # one process sees every feature
+    # One process sees every feature; layer matching runs the teacher on every batch (its layers are not kept).
+    if teacher is not None and distill.cache and not distill.matches and trains and trainer.world_size == 1:
         module.family.cache = teacher.output_cache(datamodule, data_cfg)
     if trains:  # before anything is written: Lightning would refuse it when fit starts
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
