@@ -277,6 +277,10 @@ def test_a_matched_student_of_another_width_trains_its_projection_and_exports_wi
     assert json.loads((export / "config.json").read_text())["hidden_size"] == 64
     # No teacher-output file: matching runs the teacher live (it needs its layers).
     assert not list((tmp_path / "run").rglob("teacher_outputs"))
+    # Evaluating the run (the teacher is not loaded, so no projection): the checkpoint's projection is left out.
+    again = train_run(*TINY, "task=sst2", "model.hidden_size=64", f"distill.teacher={sst2_teacher}", *MATCH,
+                      "train=false", f"ckpt_path={m['best_checkpoint']}", name="eval")
+    assert again["val"]["accuracy"] == m["val"]["accuracy"]
 
 
 @pytest.mark.parametrize("task", ["conll2003", "squad", "swag", "stsb"])
@@ -336,3 +340,12 @@ def test_matching_settings_are_checked(bad, match):
 
     with pytest.raises(ConfigError, match=match):
         DistillConfig(**bad)
+
+
+@pytest.mark.parametrize("policy", ["lora", "embeddings"])
+def test_matching_works_with_freeze_policies(train_run, tmp_path, sst2_teacher, policy):
+    m = train_run(*TINY, "task=sst2", "model.hidden_size=64", f"distill.teacher={sst2_teacher}", *MATCH,
+                  f"freeze={policy}")
+    scope = json.loads((tmp_path / "run" / "update_scope.json").read_text())
+    assert scope["teacher"]["updated"] is False and m["freeze"] == policy
+    assert "family_modules.distill_projection.weight" in _state(Path(m["best_checkpoint"]))

@@ -20,7 +20,7 @@ from bertlab.runtime.config import OptimConfig
 from bertlab.runtime.errors import NonFiniteLossError
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.tasks.base import EvalState, Evaluation, Family
-from bertlab.training.checkpoints import last_checkpoint
+from bertlab.training.checkpoints import TRAINING_ONLY_PREFIX, last_checkpoint
 from bertlab.training.distributed import gather_objects
 from bertlab.training.freeze import FreezePlan
 from bertlab.training.optim import DEFAULT_ADAMW_KERNEL, adamw_kwargs, optimizer_param_groups
@@ -106,12 +106,15 @@ class BertTaskModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self._slim_checkpoints:
-            keep = self._trainable_keys() | {k for k in checkpoint["state_dict"] if k.startswith("family_modules.")}
+            keep = self._trainable_keys() | {k for k in checkpoint["state_dict"] if k.startswith(TRAINING_ONLY_PREFIX)}
             checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
             checkpoint["bertlab_base_weights"] = self.hparams.get("base_weights")
             checkpoint["bertlab_base_fingerprint"] = self._base_fingerprint()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.family_modules is None:  # e.g. evaluating a distilled run: its projection is training state only
+            checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items()
+                                        if not k.startswith(TRAINING_ONLY_PREFIX)}
         if not self.strict_loading:
             missing = sorted(self._trainable_keys() - set(checkpoint["state_dict"]))
             if missing:
