@@ -68,6 +68,8 @@ TARGETS = {
     "predict: CoNLL-2003 testa, bertlab torch vs pipeline": 2.0,
     "predict: CoNLL-2003 testa, bertlab onnx vs pipeline": 2.0,
     "predict: CoNLL-2003 testa, bertlab onnx int8 vs pipeline": 3.0,
+    # A distilled student (3 of MiniLM-L6's 6 layers) against its teacher, whole processes (docs/distillation.md).
+    "predict: SST-2 dev, distilled 3-layer student vs its teacher, torch": 1.8,
 }
 
 
@@ -129,9 +131,14 @@ def ratio_rows(results: dict[str, Any]) -> list[tuple[str, float | None, float |
     for key, label in (("sst2", "SST-2 dev"), ("conll", "CoNLL-2003 testa")):
         for side, backend in (("bertlab_torch", "torch"), ("bertlab_onnx", "onnx"), ("bertlab_onnx_int8", "onnx int8")):
             r = ((pred.get(key) or {}).get("sides") or {}).get(side)
-            if r:
+            if r and "speed_vs_pipeline" in r:  # predict_speed.py --sides may leave the pipeline out
                 name = f"predict: {label}, bertlab {backend} vs pipeline"
                 rows.append((name, r["speed_vs_pipeline"], TARGETS.get(name)))
+    for side, backend in (("student_torch", "torch"), ("student_onnx_int8", "onnx int8")):
+        r = ((pred.get("sst2") or {}).get("sides") or {}).get(side)
+        if r and "speed_vs_teacher" in r:
+            name = f"predict: SST-2 dev, distilled 3-layer student vs its teacher, {backend}"
+            rows.append((name, r["speed_vs_teacher"], TARGETS.get(name)))
     return rows + unpadded_ratio_rows(results.get("unpadded") or {})
 
 
@@ -343,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = a.out or (RESULTS_DIR / "quick" if a.quick else RESULTS_DIR)
     quick = ["--quick"] if a.quick else []
     data = ["--data-dir", str(a.data_dir.resolve())]
-    # predict trains two MiniLM runs first (minutes), so a --quick smoke check leaves it out.
+    # predict trains two MiniLM runs and a distilled student first (minutes), so a --quick smoke check leaves it out.
     sections = (["encoder", "preprocess", "end_to_end", "unpadded", "families"] + ([] if a.quick else ["predict"])
                 + (["ablations"] if a.ablations else []))
     sections = [s for s in sections if s not in a.skip.split(",")]

@@ -206,3 +206,30 @@ def test_predict_speed_ratios_reach_the_report():
     assert rows["predict: SST-2 dev, bertlab onnx int8 vs pipeline"] == (int8, 3.0)
     assert rows["predict: CoNLL-2003 testa, bertlab torch vs pipeline"][1] == 2.0
     assert len([n for n in rows if n.startswith("predict: ")]) == 6
+
+
+def test_a_distilled_students_speed_against_its_teacher_reaches_the_report():
+    """predict_speed.py --student-run: the student's sides carry speed_vs_teacher; make bench's row has the
+    issue's target (1.8×); a report without a student has no such row."""
+    import predict_speed
+    import run_all
+
+    sides = {"bertlab_torch": [], "bertlab_onnx_int8": [], "student_torch": [], "student_onnx_int8": []}
+    walls = {"bertlab_torch": 9.0, "bertlab_onnx_int8": 4.0, "student_torch": 4.5, "student_onnx_int8": 2.5}
+
+    def fake_child(cmd, env=None):
+        side = next(name for name in sides if f"{name}.jsonl" in " ".join(cmd))
+        return type("Child", (), {"returncode": 0, "wall_s": walls[side], "peak_rss_mib": 100.0})()
+
+    commands = {name: ["x", f"/tmp/{name}.jsonl"] for name in sides}
+    original = predict_speed.run_child
+    predict_speed.run_child = fake_child
+    try:
+        out = predict_speed.measure("sst2", commands, threads=1, rounds=1)
+    finally:
+        predict_speed.run_child = original
+    assert out["student_torch"]["speed_vs_teacher"] == 2.0 and out["student_onnx_int8"]["speed_vs_teacher"] == 1.6
+    assert "speed_vs_pipeline" not in out["student_torch"]  # no pipeline side measured
+    rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"predict": {"sst2": {"sides": out}}})}
+    assert rows["predict: SST-2 dev, distilled 3-layer student vs its teacher, torch"] == (2.0, 1.8)
+    assert rows["predict: SST-2 dev, distilled 3-layer student vs its teacher, onnx int8"] == (1.6, None)

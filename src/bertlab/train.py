@@ -57,6 +57,7 @@ from bertlab.runtime.run_dir import TokenizerFingerprint, hold_log_files
 from bertlab.runtime.targets import check_run_config
 from bertlab.tasks.base import Family
 from bertlab.tasks.distill import DistilledFamily
+from bertlab.tasks.distill_match import LayerMatching
 from bertlab.tasks.families import build_family
 from bertlab.training.audit import UpdateScopeAuditCallback
 from bertlab.training.build import (
@@ -172,11 +173,13 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     if cfg.train and info is not None and info.finished(cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")):
         finished = info
     trains = bool(cfg.train) and finished is None
-    parts = _trainer(cfg, run, tokenizer, run_dir, mode, trains, finished, graceful_stop, feature_extraction_s)
+    parts = _trainer(cfg, run, tokenizer, teacher, run_dir, mode, trains, finished, graceful_stop,
+                     feature_extraction_s)
     trainer = parts.trainer
     if job is not None:
         job.trainer = trainer
-    if teacher is not None and run.distill.cache and trains and trainer.world_size == 1:  # one process sees all
+    # One process sees every feature; layer matching runs the teacher on every batch (its layers are not kept).
+    if teacher is not None and run.distill.cache and not run.distill.matches and trains and trainer.world_size == 1:
         module.family.cache = teacher.output_cache(datamodule, data_cfg)
     if trains:  # before anything is written: Lightning would refuse it when fit starts
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
@@ -319,7 +322,10 @@ def _model(run: RunSettings, teacher: Teacher | None, datamodule: TaskDataModule
     else:
         model, _ = build_model(run.model, run.head, family, tokenizer, run.start)
     if teacher is not None:  # the teacher's term joins the family's loss; the teacher is in no checkpoint
-        family = DistilledFamily(family, teacher.model, run.distill)
+        family = DistilledFamily(family, teacher.model, run.distill,
+                                 matching=LayerMatching.build(model, teacher.model, run.distill))
+        if family.matching is not None:
+            log.info("distill: %s; the teacher runs on every batch", family.matching.describe())
     preflight(run.task, run.data, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
     return family, model
 
@@ -361,8 +367,9 @@ class TrainerParts:
     throughput: Throughput
 
 
-def _trainer(cfg: DictConfig, run: RunSettings, tokenizer: BertTokenizer, run_dir: Path, mode: str, trains: bool,
-             finished: CheckpointInfo | None, graceful_stop: Any, feature_extraction_s: float | None) -> TrainerParts:
+def _trainer(cfg: DictConfig, run: RunSettings, tokenizer: BertTokenizer, teacher: Teacher | None, run_dir: Path,
+             mode: str, trains: bool, finished: CheckpointInfo | None, graceful_stop: Any,
+             feature_extraction_s: float | None) -> TrainerParts:
     """The Lightning Trainer with every callback of a run, its loggers and settings."""
     task, data_cfg = run.task, run.data
     throughput = Throughput()
@@ -385,7 +392,10 @@ def _trainer(cfg: DictConfig, run: RunSettings, tokenizer: BertTokenizer, run_di
     if trains:
         callbacks += [checkpoint, last, final_validation]
     # The planned steps and the time left (train.log; the progress bar), with the bound on one example's work.
-    estimate = RunEstimate(bounds=window_bound_text(data_cfg, task.family))
+    teacher_memory = (teacher.memory_text(data_cfg.batch_size, data_cfg.max_seq_length, run.distill.matches)
+                      if teacher is not None and trains else None)
+    estimate = RunEstimate(bounds=" · ".join(t for t in (window_bound_text(data_cfg, task.family), teacher_memory)
+                                              if t) or None)
     callbacks.append(estimate)
     callbacks += [throughput, FreezeModeGuard(), UpdateScopeAuditCallback(run_dir / "update_scope.json")]
     callbacks += [BatchSizeReport(data_cfg.batch_size), SameTokenizerOnEveryRank(tokenizer.fingerprint())]

@@ -50,6 +50,31 @@ class Teacher:
     def megabytes(self) -> float:
         return sum(p.numel() * p.element_size() for p in self.model.parameters()) / 2**20
 
+    def activation_bytes(self, batch_size: int, length: int, matching: bool = False) -> int:
+        """An estimate of the activations one teacher forward holds at its peak (no gradients: one layer's at a
+        time): the (B, T, H) input and output, q/k/v, the (B, T, intermediate) MLP input and the (B, heads, T, T)
+        attention scores and probabilities; with layer matching also every layer's hidden states, kept for the
+        loss, and one mapped layer's attention probabilities again. At the teacher's parameter dtype."""
+        config = getattr(self.model.bert, "config", None)
+        width = int(getattr(config, "hidden_size", 0) or 0)
+        layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+        inner = int(getattr(config, "intermediate_size", 0) or 4 * width)
+        heads = int(getattr(config, "num_attention_heads", 0) or 1)
+        first = next(self.model.parameters(), None)
+        size = first.element_size() if first is not None else 4
+        tokens = batch_size * length
+        elements = tokens * (5 * width + inner) + 2 * batch_size * heads * length * length
+        if matching:
+            elements += (layers + 1) * tokens * width + batch_size * heads * length * length
+        return elements * size
+
+    def memory_text(self, batch_size: int, length: int, matching: bool = False) -> str:
+        """The run plan's words for the teacher's memory: its parameters and its activations on one batch."""
+        params = self.megabytes()
+        acts = self.activation_bytes(batch_size, length, matching) / 2**20
+        return (f"teacher: {params:.1f} MiB parameters + ~{acts:.1f} MiB activations a batch of {batch_size} × "
+                f"{length} tokens (no gradients)" + (", every layer's hidden states kept" if matching else ""))
+
     def output_cache(self, datamodule: Any, data: DataConfig) -> TeacherOutputs:
         """Where the teacher's outputs on this run's training split are kept: in memory, and in
         ``<data.cache_dir>/teacher_outputs/`` under the teacher's checksum and the split's key (its files, data

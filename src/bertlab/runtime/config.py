@@ -399,9 +399,28 @@ class DistillConfig:
     # Keep the teacher's outputs on the training split: computed in the first epoch, read in the next ones and
     # by later runs of the same teacher and data (a safetensors file under data.cache_dir).
     cache: bool = True
+    # Layer matching (TinyBERT, MiniLM; bertlab.tasks.distill_match): the weights of the hidden-state MSE and of
+    # the attention KL between mapped layers (0: off), and the map, the teacher layer each student layer matches
+    # (None: that student layer is not matched; default: the uniform map, the top layer to the top layer).
+    hidden_weight: float = 0.0
+    attention_weight: float = 0.0
+    layer_map: list[int | None] | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, "distill")
+        if self.layer_map is not None:
+            self.layer_map = [None if x is None else int(x) for x in self.layer_map]
+            if not self.matches:
+                raise ConfigError(f"distill.layer_map={self.layer_map} maps the student's layers to the teacher's "
+                                  "for layer matching, which is off: set distill.hidden_weight and/or "
+                                  "distill.attention_weight above 0, or remove distill.layer_map")
+            if all(x is None for x in self.layer_map) or any(x is not None and x < 0 for x in self.layer_map):
+                raise ConfigError(f"distill.layer_map={self.layer_map}: give one teacher layer (0 or more) per "
+                                  "student layer, null for a student layer left unmatched, at least one not null "
+                                  "(e.g. distill.layer_map=[1,3,5] for 3 student layers of a 6-layer teacher)")
+        if self.matches and self.teacher is None:
+            raise ConfigError("distill.hidden_weight / distill.attention_weight match the student's layers to a "
+                              "teacher's: set distill.teacher=<run dir or exported folder> too")
         if self.student_layers is not None:
             self.student_layers = [int(x) for x in self.student_layers]
             if sorted(set(self.student_layers)) != self.student_layers:
@@ -414,6 +433,11 @@ class DistillConfig:
     @property
     def enabled(self) -> bool:
         return self.teacher is not None
+
+    @property
+    def matches(self) -> bool:
+        """Whether the student's layers learn from the teacher's (hidden states and/or attention)."""
+        return self.hidden_weight > 0 or self.attention_weight > 0
 
 
 @dataclass

@@ -243,6 +243,10 @@ SETTINGS: dict[str, Setting] = {
     "distill.cache": S(BOOL, "keeping the teacher's outputs on the training split"),
     "distill.student_layers": S(LAYER_LIST, "the teacher layers the student is built from",
                                 null="the student is what model= says"),
+    "distill.hidden_weight": S(NONNEG_FLOAT, "the weight of the hidden-state MSE between mapped layers",
+                               hint="0 = off; TinyBERT-style runs use 1.0"),
+    "distill.attention_weight": S(NONNEG_FLOAT, "the weight of the attention KL between mapped layers",
+                                  hint="0 = off; MiniLM-style runs use 1.0"),
     # model: BERT (conf/model/bert_*.yaml, minilm_l6.yaml) and recurrent encoders (bilstm, gru, lstm)
     "model.vocab_size": S(POSITIVE_INT, "the vocabulary size"),
     "model.vocab_train_bytes": S(POSITIVE_INT, "the raw-text sample the vocabulary is trained on, in bytes",

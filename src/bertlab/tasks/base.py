@@ -71,6 +71,11 @@ class Family:
     def loss(self, out: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
+    def trainable_modules(self) -> dict[str, nn.Module]:
+        """Modules that train with the model but are no part of it (never exported): the LightningModule holds
+        them (optimizer, device, training checkpoints). Distillation's layer-matching projection; none here."""
+        return {}
+
     def training_loss(self, forward: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The loss of a training batch, ``forward`` being the module's forward pass. A family that must
         control how the batch is run (the bi-encoder's gradient caching) overrides this."""

@@ -30,6 +30,7 @@ from torch import nn
 from bertlab.data.safe_cache import CacheCorrupt, load_tree, save_tree
 from bertlab.data.tags import IGNORE_INDEX
 from bertlab.runtime.config import DistillConfig
+from bertlab.tasks.distill_match import LayerMatching, recording
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +158,18 @@ class DistilledFamily:
     scores, val/loss) is the wrapped family's, so a distilled run scores exactly as a plain one."""
 
     def __init__(self, inner: Any, teacher: nn.Module, settings: DistillConfig,
-                 cache: TeacherOutputs | None = None):
+                 cache: TeacherOutputs | None = None, matching: LayerMatching | None = None):
         self.inner = inner
         self.teacher = freeze_teacher(teacher)
         self.settings = settings
         self.cache = cache  # None: the teacher runs on every batch
+        # Hidden-state / attention matching (tasks/distill_match.py); it needs the teacher's layers, so the
+        # teacher then runs on every batch and the cache is not read.
+        self.matching = matching
+
+    def trainable_modules(self) -> dict[str, nn.Module]:
+        """The modules that train with the student but are not part of it (the matching's projection)."""
+        return self.matching.trainable_modules() if self.matching is not None else {}
 
     def __getattr__(self, name: str) -> Any:  # head, eval_step, score, task, labels, ...: the family's own
         return getattr(self.__dict__["inner"], name)
@@ -190,14 +198,25 @@ class DistilledFamily:
     def training_loss(self, forward: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The training step's loss goes through :meth:`loss` (task term + teacher term). Defined here, not
         reached through ``__getattr__``: the wrapped family's own ``training_loss`` would call its own ``loss``
-        and leave the teacher out."""
-        return self.loss(forward(batch), batch)
+        and leave the teacher out. With layer matching, both models' hidden states are recorded on the way
+        (``forward``: the LightningModule, whose ``model`` is the student, or the student itself)."""
+        if self.matching is None:
+            return self.loss(forward(batch), batch)
+        with recording(getattr(forward, "model", forward)) as student:
+            out = forward(batch)
+        with recording(self.teacher) as teacher:
+            teacher_out = self.teacher_outputs(batch, out.device)
+        return (self.loss(out, batch, teacher=teacher_out)
+                + self.matching.loss(student.states, teacher.states, batch))
 
-    def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor],
+             teacher: torch.Tensor | None = None) -> torch.Tensor:
+        """The task term and the teacher's term; ``teacher``: its outputs when already computed."""
         task_loss = self.task_loss(out, batch)
         if self.settings.alpha == 1.0:
             return task_loss
-        teacher = self.cache.lookup(batch["index"], out) if self.cache is not None else None
+        if teacher is None and self.cache is not None:
+            teacher = self.cache.lookup(batch["index"], out)
         if teacher is None:
             teacher = self.teacher_outputs(batch, out.device)
             if self.cache is not None:

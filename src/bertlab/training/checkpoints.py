@@ -45,6 +45,10 @@ from bertlab.training.checkpoint_files import (  # noqa: F401  (imported from he
 
 log = logging.getLogger(__name__)
 
+# The LightningModule's state that trains beside the model but is no part of it (``Family.trainable_modules``):
+# in training checkpoints only, never exported, left out when a run without it reads the checkpoint.
+TRAINING_ONLY_PREFIX = "family_modules."
+
 
 
 class LastCheckpoint(Checkpoint):
@@ -286,7 +290,9 @@ def check_resume_checkpoint(path: str | Path, module: L.LightningModule, resume:
         # A LoRA checkpoint stores only what trained; the frozen base weights come from its reference.
         trained = {f"model.{n}" for n, p in module.model.named_parameters() if p.requires_grad}
         missing = [k for k in missing if k in trained]
-    unexpected = sorted(state.keys() - own.keys())
+    # What trained beside the model (distillation's projection) is no part of it: a run without it (an
+    # evaluation) reads the checkpoint without it.
+    unexpected = sorted(k for k in state.keys() - own.keys() if not k.startswith(TRAINING_ONLY_PREFIX))
     mismatched = [f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in own.keys() & state.keys()
                   if tuple(state[k].shape) != tuple(own[k].shape)]
     if missing or unexpected or mismatched:

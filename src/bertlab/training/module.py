@@ -20,7 +20,7 @@ from bertlab.runtime.config import OptimConfig
 from bertlab.runtime.errors import NonFiniteLossError
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.tasks.base import EvalState, Evaluation, Family
-from bertlab.training.checkpoints import last_checkpoint
+from bertlab.training.checkpoints import TRAINING_ONLY_PREFIX, last_checkpoint
 from bertlab.training.distributed import gather_objects
 from bertlab.training.freeze import FreezePlan
 from bertlab.training.optim import DEFAULT_ADAMW_KERNEL, adamw_kwargs, optimizer_param_groups
@@ -51,6 +51,10 @@ class BertTaskModule(L.LightningModule):
         self.adamw_kernel = adamw_kernel  # chosen once: how the optimizer steps, never what (training.optim)
         self.model = model
         self.family = family
+        # What trains beside the model without being part of it (distillation's projection): saved in training
+        # checkpoints (a resume continues it), in the optimizer, never exported (export reads "model." keys).
+        extra = family.trainable_modules() if hasattr(family, "trainable_modules") else {}
+        self.family_modules = torch.nn.ModuleDict(extra) if extra else None
         self.freeze_plan = freeze_plan
         self.optim = optim
         self.splits = splits if splits is not None else {}
@@ -102,12 +106,15 @@ class BertTaskModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self._slim_checkpoints:
-            keep = self._trainable_keys()
+            keep = self._trainable_keys() | {k for k in checkpoint["state_dict"] if k.startswith(TRAINING_ONLY_PREFIX)}
             checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
             checkpoint["bertlab_base_weights"] = self.hparams.get("base_weights")
             checkpoint["bertlab_base_fingerprint"] = self._base_fingerprint()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.family_modules is None:  # e.g. evaluating a distilled run: its projection is training state only
+            checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items()
+                                        if not k.startswith(TRAINING_ONLY_PREFIX)}
         if not self.strict_loading:
             missing = sorted(self._trainable_keys() - set(checkpoint["state_dict"]))
             if missing:
@@ -173,6 +180,10 @@ class BertTaskModule(L.LightningModule):
         )
         for g in groups:
             g.pop("name", None)
+        if self.family_modules is not None:
+            named = [(f"family_modules.{n}", p) for n, p in self.family_modules.named_parameters() if p.requires_grad]
+            groups.append({"params": [p for _, p in named], "param_names": [n for n, _ in named],
+                           "weight_decay": self.optim.weight_decay, "lr": self.optim.lr})
         kernel = adamw_kwargs(self.adamw_kernel, clips_mixed_precision=bool(self.trainer.gradient_clip_val)
                               and "mixed" in str(self.trainer.precision))
         optimizer = torch.optim.AdamW(groups, lr=self.optim.lr, betas=self.optim.betas, eps=self.optim.eps,
