@@ -62,6 +62,7 @@ def models(model_type: str, tiny: bool):
 
     from bertlab.models.families import family_spec
     from bertlab.models.hf_weights import convert_hf_state_dict, load_into
+    from bertlab.models.keys import encoder_state
 
     config = transformers.AutoConfig.for_model(model_type, **(TINY if tiny else SHAPES)[model_type])
     torch.manual_seed(0)
@@ -71,7 +72,7 @@ def models(model_type: str, tiny: bool):
     spec = family_spec(model_type)
     ours = spec.build_encoder(spec.read_config(config.to_dict(), "bench"), add_pooling_layer=False).train()
     state, report = convert_hf_state_dict(ref.state_dict(), None, has_pooler=False, spec=spec)
-    load_into(ours, {k[len("bert."):]: v for k, v in state.items()}, report)
+    load_into(ours, encoder_state(state), report)
     return ours, ref
 
 

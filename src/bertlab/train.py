@@ -83,7 +83,7 @@ from bertlab.training.distributed import (
     resolve_pad_multiple,
 )
 from bertlab.training.freeze import apply_freeze
-from bertlab.training.module import BertTaskModule, evaluate_extra_split
+from bertlab.training.module import TaskModule, evaluate_extra_split
 from bertlab.training.resume import ResumeStateCallback
 from bertlab.training.stopping import end_of_run, start_of_run
 
@@ -210,17 +210,17 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         model, load_report = build_model(model_cfg, head_cfg, family, tokenizer)
     if teacher is not None:  # the teacher's term joins the family's loss; the teacher is in no checkpoint
         family = DistilledFamily(family, teacher.model, distill)
-    preflight(task, data_cfg, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
-    freeze_plan = apply_freeze(model.bert, model.head, freeze_cfg)
+    preflight(task, data_cfg, getattr(model.encoder.config, "max_sequence_length", None))  # recurrent: none
+    freeze_plan = apply_freeze(model.encoder, model.head, freeze_cfg)
     # Every split this run uses is read now: a bad example fails in seconds, not after an epoch of training.
     _read_splits(datamodule, cfg, data_cfg)
     hparams = {
-        "encoder_config": dataclasses.asdict(model.bert.config),
+        "encoder_config": dataclasses.asdict(model.encoder.config),
         "task": dataclasses.asdict(task),
         "labels": datamodule.labels,
         "head": dataclasses.asdict(head_cfg),
         "head_kind": model.head_kind,
-        "has_pooler": getattr(model.bert, "pooler", None) is not None,
+        "has_pooler": getattr(model.encoder, "pooler", None) is not None,
         "freeze": dataclasses.asdict(freeze_cfg),
         "model_name": model_cfg.get("name"),
         # Where the frozen weights come from: LoRA checkpoints store only what trained plus this reference.
@@ -232,7 +232,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         started = time.perf_counter()
         _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, head_cfg)
         feature_extraction_s = round(time.perf_counter() - started, 3)  # encoder over every split (or cache hits)
-    module = BertTaskModule(model, family, freeze_plan, optim_cfg, splits=datamodule.splits, output_dir=run_dir,
+    module = TaskModule(model, family, freeze_plan, optim_cfg, splits=datamodule.splits, output_dir=run_dir,
                             on_nonfinite_loss=cfg.on_nonfinite_loss, hparams=hparams)
 
     if not cfg.train and not cfg.get("ckpt_path"):
@@ -304,7 +304,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
         check_epoch_length(_plain(cfg.trainer), len(datamodule.splits["train"].features), data_cfg.batch_size,
                            trainer.world_size, datamodule.train_batches())
     log.info("%s", _choices_line(cfg, task, datamodule.labels, freeze_plan.policy, trainer,
-                                 describe_encoder(model.bert)))
+                                 describe_encoder(model.encoder)))
 
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -391,7 +391,7 @@ def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, he
     datamodule.setup("fit")
     if data_cfg.test_file:
         datamodule.setup("test")
-    weights = weights_fingerprint(model.bert)
+    weights = weights_fingerprint(model.encoder)
     for name, split in datamodule.splits.items():
         key = content_hash(weights, datamodule.split_key(name), head_cfg.pooling, str(head_cfg.layers))
         attach_features(model, split, datamodule.collator(train=False), data_cfg.eval_batch_size, key,
@@ -511,7 +511,7 @@ def positive_label(task: TaskSpec, labels: list[str] | None) -> str | None:
     return labels[1] if task.family == "sequence" and not task.regression and labels and len(labels) == 2 else None
 
 
-def _distill_block(cfg: DictConfig, module: BertTaskModule) -> dict[str, Any] | None:
+def _distill_block(cfg: DictConfig, module: TaskModule) -> dict[str, Any] | None:
     """metrics.json's record of distillation: the teacher, its size and the settings (None: no teacher)."""
     settings = _plain(cfg.get("distill")) or {}
     if not settings.get("teacher"):

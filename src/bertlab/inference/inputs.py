@@ -14,7 +14,7 @@ from typing import Any, BinaryIO, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
 from bertlab.data.validate import missing_column
-from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.predictor import PREDICTION_FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
 from bertlab.inference.text import FORMATS
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, refuse_writing_over, writing
@@ -240,8 +240,8 @@ def run_predict(trainer, module, datamodule, ckpt_path: str | None, run_dir: Pat
     Rank 0 predicts and writes; the other ranks wait for it.
     """
     family = datamodule.task.family
-    if family not in FAMILIES:
-        raise ConfigError(f"predict=true supports the {', '.join(FAMILIES)} task families, not {family!r}")
+    if family not in PREDICTION_FAMILIES:
+        raise ConfigError(f"predict=true supports the {', '.join(PREDICTION_FAMILIES)} task families, not {family!r}")
     if not datamodule.cfg.predict_file:
         raise ConfigError("predict=true needs data.predict_file (an unlabelled file, e.g. GLUE test.tsv)")
     path = None

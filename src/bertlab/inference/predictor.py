@@ -39,7 +39,7 @@ from bertlab.data.choices import encode_choices
 from bertlab.data.documents import encode_documents, is_windowed
 from bertlab.data.readers import DataError
 from bertlab.data.tags import iob1_to_iob2
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.windows import WindowCap
 from bertlab.inference import loading
 from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents, forward_features
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("sequence", "token", "qa", "multiple_choice", "embedding")
+PREDICTION_FAMILIES = ("sequence", "token", "qa", "multiple_choice", "embedding")
 PREDICTIONS_FILE = "predict_predictions.jsonl"
 
 
@@ -107,9 +107,9 @@ class Predictor:
     ``"question<TAB>context"``.
     """
 
-    def __init__(self, model: TaskModel | OnnxSession, tokenizer: BertTokenizer, task: TaskSpec,
+    def __init__(self, model: TaskModel | OnnxSession, tokenizer: EncoderTokenizer, task: TaskSpec,
                  labels: list[str] | None, settings: PredictSettings, source: str = "") -> None:
-        if task.family not in FAMILIES:
+        if task.family not in PREDICTION_FAMILIES:
             pretraining = ("; a pre-training run is a start for fine-tuning: train a task from it with "
                            "model.init_from=<its run dir>" if task.family in RAW_TEXT_FAMILIES else "")
             raise ConfigError(
@@ -132,7 +132,7 @@ class Predictor:
 
     @classmethod
     def from_run(cls, path: str | Path, device: str | torch.device | None = None, batch_size: int | None = None,
-                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None,
+                 tokenizer: EncoderTokenizer | None = None, data: DataConfig | None = None,
                  backend: str = "auto") -> Predictor:
         """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file, an exported HF folder or an
         ONNX export (``backend``: auto, torch, onnx (fp32) or onnx-int8; auto takes what the folder holds, the

@@ -20,17 +20,17 @@ from bertlab.tasks.rtd import RTDFamily
 from bertlab.tasks.sequence import SequenceFamily
 from bertlab.tasks.token import TokenFamily
 
-__all__ = ["FAMILIES", "CLMFamily", "EmbeddingFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
+__all__ = ["TASK_FAMILIES", "CLMFamily", "EmbeddingFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
            "RTDFamily", "SequenceFamily", "TokenFamily", "build_family",
            "logged_metrics"]
 
-FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
+TASK_FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
             "rtd": RTDFamily, "multiple_choice": MultipleChoiceFamily, "embedding": EmbeddingFamily}
 
 
 def build_family(task: TaskSpec, num_labels: int, labels: list[str] | None, data_cfg: Any) -> Family:
     try:
-        cls = FAMILIES[task.family]
+        cls = TASK_FAMILIES[task.family]
     except KeyError:
         raise ValueError(f"task family {task.family!r} has no implementation yet") from None
     return cls(task, num_labels, labels, data_cfg)
@@ -39,5 +39,5 @@ def build_family(task: TaskSpec, num_labels: int, labels: list[str] | None, data
 def logged_metrics(task: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, str | None]:
     """What a run of ``task`` logs as ``val/<name>``, each with its better direction (None: not a score):
     the family's scores and ``num_examples`` (training.module logs it with them)."""
-    cls = FAMILIES.get(str(task.get("family")))
+    cls = TASK_FAMILIES.get(str(task.get("family")))
     return {**cls.logged_metrics(task, data), "num_examples": None} if cls else {}

@@ -6,7 +6,7 @@ A :class:`FamilySpec` says everything the rest of bertlab asks of a family: how 
 ``transformers`` classes (so exports load in ``AutoModelFor*``), which first-token transform its
 classification heads use, its LoRA targets and whether it was pre-trained with next-sentence prediction.
 
-Adding a family is one module in this package that defines its spec, and one line in :data:`FAMILIES`
+Adding a family is one module in this package that defines its spec, and one line in :data:`ENCODER_FAMILIES`
 (docs/models.md, "Adding a family"). The BERT-shaped families (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA) are all
 computed by :class:`bertlab.models.bert.BertModel`; their differences are fields of ``EncoderConfig``.
 """
@@ -39,7 +39,7 @@ def _registry() -> dict[str, FamilySpec]:
     return {spec.model_type: spec for spec in specs}
 
 
-FAMILIES: dict[str, FamilySpec] = {}
+ENCODER_FAMILIES: dict[str, FamilySpec] = {}
 
 # config.json keys with which a model says it reads only the tokens before each position, or generates.
 DECODER_FLAGS = ("is_decoder", "is_encoder_decoder", "add_cross_attention", "is_causal", "causal")  # causal: XLM's CLM
@@ -96,9 +96,9 @@ def is_encoder_type(model_type: str, config: Mapping[str, Any] | None = None) ->
 
 
 def families() -> dict[str, FamilySpec]:
-    if not FAMILIES:
-        FAMILIES.update(_registry())
-    return FAMILIES
+    if not ENCODER_FAMILIES:
+        ENCODER_FAMILIES.update(_registry())
+    return ENCODER_FAMILIES
 
 
 def supported_list() -> str:
@@ -128,6 +128,6 @@ def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> Enco
     return read_family_config(family_spec(data.get("model_type") or "bert"), data, source)
 
 
-__all__ = ["FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
+__all__ = ["ENCODER_FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
            "encoder_refusal", "families", "family_spec", "is_encoder_type", "is_native", "known_encoder_types",
            "spec_of", "supported_list"]
