@@ -34,6 +34,7 @@ def models(model_type: str, tiny: bool):
 
     from bertlab.models.families import family_spec, tiny_config
     from bertlab.models.hf_weights import convert_hf_state_dict, load_into
+    from bertlab.models.keys import encoder_state
 
     spec = family_spec(model_type)
     shape = tiny_config(model_type) if tiny else {"model_type": model_type, **spec.base_config}
@@ -43,7 +44,7 @@ def models(model_type: str, tiny: bool):
     ref.train()
     ours = spec.build_encoder(spec.read_config(config.to_dict(), "bench"), add_pooling_layer=False).train()
     state, report = convert_hf_state_dict(ref.state_dict(), None, has_pooler=False, spec=spec)
-    load_into(ours, {k[len("bert."):]: v for k, v in state.items()}, report)
+    load_into(ours, encoder_state(state), report)
     return ours, ref
 
 

@@ -132,7 +132,7 @@ def test_the_checker_catches_a_planted_violation(module, source):
 
 @pytest.mark.parametrize("module, source", [
     ("bertlab.tasks.qa", "from bertlab.data.qa import QAExample\nfrom bertlab.models.heads import SpanHead\n"),
-    ("bertlab.train", "from bertlab.training.module import BertTaskModule\n"),
+    ("bertlab.train", "from bertlab.training.module import TaskModule\n"),
     ("bertlab.data.features", "from . import readers\nfrom .tags import align_labels\n"),
 ])
 def test_the_checker_lets_allowed_imports_pass(module, source):
@@ -318,7 +318,7 @@ def test_the_tokenizer_exists_before_the_data_module_that_uses_it(train_run, mon
     """config → tokenizer (from the config and the training files) → data module: the data module is built
     with its tokenizer, and nothing assigns one to it afterwards."""
     from bertlab.data.datamodule import TaskDataModule
-    from bertlab.data.tokenizer import BertTokenizer
+    from bertlab.data.tokenizer import EncoderTokenizer
 
     built, assigned = [], []
     original_init, original_setattr = TaskDataModule.__init__, TaskDataModule.__setattr__
@@ -336,5 +336,5 @@ def test_the_tokenizer_exists_before_the_data_module_that_uses_it(train_run, mon
     monkeypatch.setattr(TaskDataModule, "__init__", init)
     monkeypatch.setattr(TaskDataModule, "__setattr__", setattr_)
     train_run("model=bert_tiny", "task=sst2", "trainer.max_steps=1", "data.max_eval_samples=8")
-    assert built and all(isinstance(t, BertTokenizer) for t in built)
+    assert built and all(isinstance(t, EncoderTokenizer) for t in built)
     assert assigned == []

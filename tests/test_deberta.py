@@ -50,7 +50,7 @@ def ours_from(hf, unpad: str):
     config = SPEC.read_config(hf.config.to_dict(), "test")
     ours = SPEC.build_encoder(config, add_pooling_layer=False, unpad=unpad).eval()
     state, report = convert_hf_state_dict(hf.state_dict(), None, has_pooler=False, spec=SPEC)
-    load_into(ours, {k[len("bert."):]: v for k, v in state.items()}, report)
+    load_into(ours, {k[len("encoder."):]: v for k, v in state.items()}, report)
     return ours
 
 
@@ -169,13 +169,13 @@ def test_hub_extras_are_dropped_and_reported_unknown_keys_refused():
     state["deberta.embeddings.position_embeddings.weight"] = torch.zeros(64, 32)
     state["mask_predictions.dense.weight"] = torch.zeros(32, 32)
     converted, report = convert_hf_state_dict(state, None, has_pooler=False, spec=SPEC)
-    load_into(ours, {k[len("bert."):]: v for k, v in converted.items()}, report)
+    load_into(ours, {k[len("encoder."):]: v for k, v in converted.items()}, report)
     assert "mask_predictions.dense.weight" in report.dropped
     assert "embeddings.position_embeddings.weight" in report.dropped
     state["deberta.encoder.mystery.weight"] = torch.zeros(1)
     converted, report = convert_hf_state_dict(state, None, has_pooler=False, spec=SPEC)
     with pytest.raises(CheckpointError, match="mystery"):
-        load_into(ours, {k[len("bert."):]: v for k, v in converted.items()}, report)
+        load_into(ours, {k[len("encoder."):]: v for k, v in converted.items()}, report)
 
 
 @pytest.mark.parametrize("key, value, match", [("conv_kernel_size", 3, "convolution"),

@@ -134,7 +134,7 @@ def test_distilled_run_never_updates_or_saves_the_teacher(train_run, tmp_path, s
     # The student's checkpoint and export hold the student only (2 layers; the teacher has 4).
     state = _state(Path(m["best_checkpoint"]))
     assert all(k.startswith("model.") for k in state)
-    assert not any(k.startswith("model.bert.encoder.layer.2.") for k in state)
+    assert not any(k.startswith("model.encoder.encoder.layer.2.") for k in state)
     config = json.loads((tmp_path / "run" / "export" / "config.json").read_text())
     assert config["num_hidden_layers"] == 2
 
@@ -154,7 +154,7 @@ def test_student_layers_copy_the_teachers_layers(tmp_path, sst2_teacher):
     family = build_family(teacher.task, 2, teacher.labels, None)
     student = build_student(loaded.model, [0, 2], dict(cfg.model), HeadConfig(), family)
     t_state, s_state = loaded.model.state_dict(), student.state_dict()
-    assert student.bert.config.num_hidden_layers == 2
+    assert student.encoder.config.num_hidden_layers == 2
     for key, value in s_state.items():
         src = key.replace("encoder.layer.1.", "encoder.layer.2.")
         assert torch.equal(value, t_state[src]), key
@@ -171,8 +171,8 @@ def _through(model, batch, layers):
     import copy
 
     clone = copy.deepcopy(model)
-    clone.bert.encoder.layer = torch.nn.ModuleList(clone.bert.encoder.layer[i] for i in layers)
-    clone.bert.config.num_hidden_layers = len(layers)
+    clone.encoder.encoder.layer = torch.nn.ModuleList(clone.encoder.encoder.layer[i] for i in layers)
+    clone.encoder.config.num_hidden_layers = len(layers)
     with torch.no_grad():
         return clone(batch)
 

@@ -141,13 +141,13 @@ def _hf_outputs(model, batch):
     from transformers import BertConfig
     from transformers import BertModel as HFBert
 
-    c = model.bert.config
+    c = model.encoder.config
     config = BertConfig(vocab_size=50, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
                         num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
                         max_position_embeddings=16)
     config._attn_implementation = "eager"  # the attention probabilities are formed (and returned)
     hf = HFBert(config).eval()
-    hf.load_state_dict(model.bert.state_dict())
+    hf.load_state_dict(model.encoder.state_dict())
     with torch.no_grad():
         out = hf(batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"],
                  output_attentions=True, output_hidden_states=True)
@@ -161,8 +161,8 @@ def test_recomputed_attention_is_the_attention_transformers_computes():
     with recording(model) as got, torch.no_grad():
         model(batch)
     attentions, _ = _hf_outputs(model, batch)
-    assert model.bert.config.num_hidden_layers == len(attentions)
-    for i, layer in enumerate(model.bert.encoder.layer):
+    assert model.encoder.config.num_hidden_layers == len(attentions)
+    for i, layer in enumerate(model.encoder.encoder.layer):
         ours = attention_log_probs(layer.attention.self, got.states[i], MASK).exp()
         real = MASK[:, None, :, None]  # HF's rows at padded queries are not compared (nothing reads them)
         torch.testing.assert_close(ours * real, attentions[i] * real, atol=1e-5, rtol=1e-4)
@@ -206,7 +206,7 @@ def test_gradients_reach_the_student_and_the_projection_never_the_teacher():
     loss.backward()
     projection = distilled.matching.projection
     assert projection.weight.grad is not None and projection.weight.grad.abs().sum() > 0
-    assert student.bert.encoder.layer[0].attention.self.key.weight.grad.abs().sum() > 0  # attention term's path
+    assert student.encoder.encoder.layer[0].attention.self.key.weight.grad.abs().sum() > 0  # attention term's path
     assert all(p.grad is None and not p.requires_grad for p in teacher.parameters())
     assert not teacher.training and teacher.output_hidden_states is False
     after = teacher.state_dict()

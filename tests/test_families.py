@@ -136,7 +136,7 @@ def test_stock_heads_equal_transformers(model_type, head_kind, unpad):
     hf = hf_model(model_type, head_kind)
     ours = ours_for(model_type, head_kind, unpad=unpad)
     spec = family_spec(model_type)
-    state, report = convert_hf_state_dict(hf.state_dict(), head_kind, has_pooler=ours.bert.pooler is not None,
+    state, report = convert_hf_state_dict(hf.state_dict(), head_kind, has_pooler=ours.encoder.pooler is not None,
                                           spec=spec)
     load_into(ours, state, report)
     assert not report.newly_initialised, report.newly_initialised
@@ -155,7 +155,7 @@ def test_export_names_are_the_family_class_names(model_type, head_kind):
     hf = hf_model(model_type, head_kind)
     ours = ours_for(model_type, head_kind)
     spec = family_spec(model_type)
-    state, report = convert_hf_state_dict(hf.state_dict(), head_kind, has_pooler=ours.bert.pooler is not None,
+    state, report = convert_hf_state_dict(hf.state_dict(), head_kind, has_pooler=ours.encoder.pooler is not None,
                                           spec=spec)
     load_into(ours, state, report)
     exported = export_state_dict(ours.state_dict(), head_kind, spec)

@@ -68,7 +68,7 @@ def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, capl
     assert not any(info.values()), info
     hf.eval()
     ours = load_checkpoint_model(metrics["best_checkpoint"]).model
-    assert ours.bert.config.model_type == model_type
+    assert ours.encoder.config.model_type == model_type
     tok = transformers.AutoTokenizer.from_pretrained(export)
     batch = tok(_texts()[:5], padding=True, return_tensors="pt")
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
@@ -104,14 +104,14 @@ def test_generic_path_for_a_model_type_that_is_not_native(folders, tmp_path, cap
         metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=sst2", "export=true"], run_dir)
     assert "generic transformers AutoModel path" in caplog.text
     loaded = load_checkpoint_model(metrics["best_checkpoint"]).model
-    assert getattr(loaded.bert, "generic", False)
+    assert getattr(loaded.encoder, "generic", False)
     export = run_dir / "export"
     assert (export / "bertlab_head.safetensors").is_file()
     base = transformers.AutoModel.from_pretrained(export).eval()
     ids = torch.tensor([[0, 5, 6, 7, 2]])
     with torch.no_grad():
         a = base(input_ids=ids).last_hidden_state
-        b = loaded.bert(ids).last_hidden_state
+        b = loaded.encoder(ids).last_hidden_state
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
@@ -153,7 +153,7 @@ def test_modernbert_mlm_lora_init_from_predict_and_export(folders, tmp_path, cap
     ids = torch.tensor([[2, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 3]])
     with torch.no_grad():
         want = hf(input_ids=ids).logits[0]
-        got = ours.head((ours.bert(ids).last_hidden_state, None))[0][0]
+        got = ours.head((ours.encoder(ids).last_hidden_state, None))[0][0]
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
     run_dir = tmp_path / "lora"

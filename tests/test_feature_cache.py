@@ -37,12 +37,12 @@ def test_cache_needs_frozen_encoder(train_run):
 
 @pytest.fixture
 def encoder_calls_in_training_steps(monkeypatch):
-    """Counts encoder forward passes made inside BertTaskModule.training_step."""
+    """Counts encoder forward passes made inside TaskModule.training_step."""
     from bertlab.models.bert import BertModel
-    from bertlab.training.module import BertTaskModule
+    from bertlab.training.module import TaskModule
 
     state = {"in_step": False, "calls": 0}
-    step, forward = BertTaskModule.training_step, BertModel.forward
+    step, forward = TaskModule.training_step, BertModel.forward
 
     def training_step(self, *args, **kwargs):
         state["in_step"] = True
@@ -55,7 +55,7 @@ def encoder_calls_in_training_steps(monkeypatch):
         state["calls"] += state["in_step"]
         return forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(BertTaskModule, "training_step", training_step)
+    monkeypatch.setattr(TaskModule, "training_step", training_step)
     monkeypatch.setattr(BertModel, "forward", counting_forward)
     return state
 

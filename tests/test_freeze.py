@@ -53,11 +53,11 @@ class PoolerHead(nn.Module):
 class TinyTaskModel(nn.Module):
     def __init__(self, reads_pooler: bool = True):
         super().__init__()
-        self.bert = tiny_encoder()
+        self.encoder = tiny_encoder()
         self.head = PoolerHead(reads_pooler)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.head(self.bert(input_ids, attention_mask=attention_mask))
+        return self.head(self.encoder(input_ids, attention_mask=attention_mask))
 
 
 def batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -93,9 +93,9 @@ def expected_trainable(policy: str, names: set[str], k: int = 0) -> set[str]:
     if policy == "encoder":
         return head
     if policy == "embeddings":
-        return head | {n for n in enc if not n.startswith("bert.embeddings.")}
+        return head | {n for n in enc if not n.startswith("encoder.embeddings.")}
     if policy == "bottom_k":
-        frozen = ("bert.embeddings.",) + tuple(f"bert.encoder.layer.{i}." for i in range(k))
+        frozen = ("encoder.embeddings.",) + tuple(f"encoder.encoder.layer.{i}." for i in range(k))
         return head | {n for n in enc if not n.startswith(frozen)}
     if policy == "bitfit":
         return head | {n for n in enc if n.endswith(".bias")}
@@ -108,7 +108,7 @@ def expected_trainable(policy: str, names: set[str], k: int = 0) -> set[str]:
                                       ("bottom_k", 2), ("bitfit", 0), ("lora", 0)])
 def test_trainable_tensors_per_policy(policy: str, k: int) -> None:
     model = TinyTaskModel()
-    plan = apply_freeze(model.bert, model.head, freeze_cfg(policy, k))
+    plan = apply_freeze(model.encoder, model.head, freeze_cfg(policy, k))
     names = all_names(model)
     assert trainable_names(model) == expected_trainable(policy, names, k)
     assert plan.policy == policy
@@ -128,29 +128,29 @@ def test_trainable_tensors_per_policy(policy: str, k: int) -> None:
 
 def test_lora_policy_adapts_query_and_value_only() -> None:
     model = TinyTaskModel()
-    plan = apply_freeze(model.bert, model.head, freeze_cfg("lora"))
+    plan = apply_freeze(model.encoder, model.head, freeze_cfg("lora"))
     assert plan.adapted_modules == [f"encoder.layer.{i}.attention.self.{m}"
                                     for i in range(NUM_LAYERS) for m in ("query", "value")]
     adapters = {n for n in trainable_names(model) if "lora_" in n}
     assert len(adapters) == 2 * 2 * NUM_LAYERS
     # base weights keep their Hugging Face names and stay frozen
-    query = dict(model.named_parameters())["bert.encoder.layer.0.attention.self.query.weight"]
+    query = dict(model.named_parameters())["encoder.encoder.layer.0.attention.self.query.weight"]
     assert not query.requires_grad
 
 
 def test_reapplying_a_policy_is_idempotent() -> None:
     model = TinyTaskModel()
-    apply_freeze(model.bert, model.head, freeze_cfg("encoder"))
-    apply_freeze(model.bert, model.head, freeze_cfg("bitfit"))
+    apply_freeze(model.encoder, model.head, freeze_cfg("encoder"))
+    apply_freeze(model.encoder, model.head, freeze_cfg("bitfit"))
     assert trainable_names(model) == expected_trainable("bitfit", all_names(model))
-    apply_freeze(model.bert, model.head, freeze_cfg("none"))
+    apply_freeze(model.encoder, model.head, freeze_cfg("none"))
     assert trainable_names(model) == all_names(model)
 
 
 def test_bottom_k_larger_than_the_stack_is_a_config_error() -> None:
     model = TinyTaskModel()
     with pytest.raises(ConfigError, match="freeze.k=3 exceeds the encoder's 2 layers"):
-        apply_freeze(model.bert, model.head, freeze_cfg("bottom_k", 3))
+        apply_freeze(model.encoder, model.head, freeze_cfg("bottom_k", 3))
 
 
 class GenericEncoder(nn.Module):
@@ -238,7 +238,7 @@ def assert_modes(model: TinyTaskModel, plan) -> None:
                                       ("bitfit", 0), ("lora", 0)])
 def test_frozen_modules_eval_trainable_modules_train(policy: str, k: int) -> None:
     model = TinyTaskModel()
-    plan = apply_freeze(model.bert, model.head, freeze_cfg(policy, k))
+    plan = apply_freeze(model.encoder, model.head, freeze_cfg(policy, k))
     model.train()
     plan.set_modes()
     assert_modes(model, plan)
@@ -248,23 +248,23 @@ def test_frozen_modules_eval_trainable_modules_train(policy: str, k: int) -> Non
     plan.set_modes()
     assert_modes(model, plan)
     if policy in ("bitfit", "lora"):
-        assert plan.frozen_modules == [] and model.bert.training  # partially trainable: dropout stays on
+        assert plan.frozen_modules == [] and model.encoder.training  # partially trainable: dropout stays on
     if policy == "bottom_k":
-        assert not model.bert.encoder.layer[0].training and model.bert.encoder.layer[1].training
+        assert not model.encoder.encoder.layer[0].training and model.encoder.encoder.layer[1].training
 
 
 def test_frozen_encoder_runs_deterministically_in_eval_mode() -> None:
     model = TinyTaskModel()
-    for m in model.bert.modules():  # strong dropout everywhere, so train mode would show
+    for m in model.encoder.modules():  # strong dropout everywhere, so train mode would show
         if isinstance(m, nn.Dropout):
             m.p = 0.5
-    plan = apply_freeze(model.bert, model.head, freeze_cfg("encoder"))
+    plan = apply_freeze(model.encoder, model.head, freeze_cfg("encoder"))
     model.train()
     plan.set_modes()
     ids, mask, _ = batch()
     with torch.no_grad():
-        a = model.bert(ids, attention_mask=mask).last_hidden_state
-        b = model.bert(ids, attention_mask=mask).last_hidden_state
+        a = model.encoder(ids, attention_mask=mask).last_hidden_state
+        b = model.encoder(ids, attention_mask=mask).last_hidden_state
     assert torch.equal(a, b)
 
 
@@ -276,7 +276,7 @@ def test_frozen_encoder_runs_deterministically_in_eval_mode() -> None:
                                       ("lora", 0)])
 def test_param_groups_hold_only_trainable_tensors_and_split_decay(policy: str, k: int) -> None:
     model = TinyTaskModel()
-    apply_freeze(model.bert, model.head, freeze_cfg(policy, k))
+    apply_freeze(model.encoder, model.head, freeze_cfg(policy, k))
     groups = optimizer_param_groups(model, weight_decay=0.01, lr=1e-3)
     names = [n for g in groups for n in g["param_names"]]
     assert len(names) == len(set(names))
@@ -298,20 +298,20 @@ def test_param_groups_hold_only_trainable_tensors_and_split_decay(policy: str, k
 
 def test_layerwise_lr_decay_and_head_lr() -> None:
     model = TinyTaskModel()
-    apply_freeze(model.bert, model.head, freeze_cfg("none"))
+    apply_freeze(model.encoder, model.head, freeze_cfg("none"))
     groups = optimizer_param_groups(model, weight_decay=0.01, lr=1.0, layer_lr_decay=0.5, head_lr=3.0)
     lr_of = {n: g["lr"] for g in groups for n in g["param_names"]}
     L = NUM_LAYERS
-    assert lr_of["bert.embeddings.word_embeddings.weight"] == 0.5 ** (L + 1)
-    assert lr_of["bert.embeddings.LayerNorm.bias"] == 0.5 ** (L + 1)
-    assert lr_of["bert.encoder.layer.0.attention.self.query.weight"] == 0.5 ** L
-    assert lr_of["bert.encoder.layer.1.output.dense.bias"] == 0.5 ** (L - 1)
-    assert lr_of["bert.pooler.dense.weight"] == 1.0
+    assert lr_of["encoder.embeddings.word_embeddings.weight"] == 0.5 ** (L + 1)
+    assert lr_of["encoder.embeddings.LayerNorm.bias"] == 0.5 ** (L + 1)
+    assert lr_of["encoder.encoder.layer.0.attention.self.query.weight"] == 0.5 ** L
+    assert lr_of["encoder.encoder.layer.1.output.dense.bias"] == 0.5 ** (L - 1)
+    assert lr_of["encoder.pooler.dense.weight"] == 1.0
     assert lr_of["head.classifier.weight"] == 3.0
     # explicit num_layers wins over the inferred one
     groups = optimizer_param_groups(model, weight_decay=0.0, lr=1.0, layer_lr_decay=0.5, num_layers=4)
     lr_of = {n: g["lr"] for g in groups for n in g["param_names"]}
-    assert lr_of["bert.encoder.layer.0.attention.self.query.weight"] == 0.5 ** 4
+    assert lr_of["encoder.encoder.layer.0.attention.self.query.weight"] == 0.5 ** 4
 
 
 def test_layerwise_lr_decay_needs_a_layer_stack() -> None:
@@ -338,7 +338,7 @@ def train_steps(model: TinyTaskModel, optimizer: torch.optim.Optimizer, audit: S
         optimizer.zero_grad(set_to_none=True)
         if encoder_frozen:
             with torch.no_grad():
-                enc = model.bert(ids, attention_mask=mask)
+                enc = model.encoder(ids, attention_mask=mask)
             logits = model.head(enc)
         else:
             logits = model(ids, mask)
@@ -357,11 +357,11 @@ KEY_BIASES = NUM_LAYERS  # softmax is shift-invariant per query: the key bias ge
                                       ("bitfit", 0), ("lora", 0)])
 def test_audit_counts_after_an_adamw_step_with_weight_decay(policy: str, k: int, tmp_path) -> None:
     model = TinyTaskModel()
-    plan = apply_freeze(model.bert, model.head, freeze_cfg(policy, k))
+    plan = apply_freeze(model.encoder, model.head, freeze_cfg(policy, k))
     model.train()
     plan.set_modes()
     optimizer = torch.optim.AdamW(optimizer_param_groups(model, weight_decay=0.1, lr=1e-2))
-    audit = ScopeAudit(model.bert, model.head, optimizer, policy, encoder_prefix="bert")
+    audit = ScopeAudit(model.encoder, model.head, optimizer, policy, encoder_prefix="encoder")
     audit.start()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -376,7 +376,7 @@ def test_audit_counts_after_an_adamw_step_with_weight_decay(policy: str, k: int,
         assert tuple(counts) == COUNT_KEYS
 
     expected = {n for n in expected_trainable(policy, all_names(model), k)}
-    enc_trainable = {n for n in expected if n.startswith("bert.") and "lora_" not in n}
+    enc_trainable = {n for n in expected if n.startswith("encoder.") and "lora_" not in n}
     adapters = {n for n in expected if "lora_" in n}
     enc, head, ada = (report["totals"][p] for p in ("encoder", "head", "adapters"))
     assert enc["tensors"] == ENCODER_TENSORS
@@ -406,15 +406,15 @@ def test_audit_counts_after_an_adamw_step_with_weight_decay(policy: str, k: int,
 
 def test_modifying_a_frozen_tensor_raises() -> None:
     model = TinyTaskModel()
-    apply_freeze(model.bert, model.head, freeze_cfg("bottom_k", 1))
+    apply_freeze(model.encoder, model.head, freeze_cfg("bottom_k", 1))
     optimizer = torch.optim.AdamW(optimizer_param_groups(model, weight_decay=0.1, lr=1e-2))
-    audit = ScopeAudit(model.bert, model.head, optimizer, "bottom_k", encoder_prefix="bert")
+    audit = ScopeAudit(model.encoder, model.head, optimizer, "bottom_k", encoder_prefix="encoder")
     audit.start()
     with torch.no_grad():
-        model.bert.encoder.layer[0].attention.self.key.weight.add_(1.0)
-    with pytest.raises(FrozenTensorChanged, match=r"bert\.encoder\.layer\.0\.attention\.self\.key\.weight"):
+        model.encoder.encoder.layer[0].attention.self.key.weight.add_(1.0)
+    with pytest.raises(FrozenTensorChanged, match=r"encoder\.encoder\.layer\.0\.attention\.self\.key\.weight"):
         audit.after_step("first_step")
-    assert audit.frozen_changed == ["bert.encoder.layer.0.attention.self.key.weight"]
+    assert audit.frozen_changed == ["encoder.encoder.layer.0.attention.self.key.weight"]
     assert audit.report()["frozen_changed"] == audit.frozen_changed
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -428,21 +428,21 @@ def test_modifying_a_frozen_tensor_raises() -> None:
 
 def test_trainable_tensor_without_gradient_warns() -> None:
     model = TinyTaskModel(reads_pooler=False)  # the pooler trains but is never used
-    apply_freeze(model.bert, model.head, freeze_cfg("none"))
+    apply_freeze(model.encoder, model.head, freeze_cfg("none"))
     optimizer = torch.optim.AdamW(optimizer_param_groups(model, weight_decay=0.0, lr=1e-2))
-    audit = ScopeAudit(model.bert, model.head, optimizer, "none", encoder_prefix="bert")
+    audit = ScopeAudit(model.encoder, model.head, optimizer, "none", encoder_prefix="encoder")
     audit.start()
     train_steps(model, optimizer, audit)
-    assert audit.trainable_without_grad == ["bert.pooler.dense.weight", "bert.pooler.dense.bias"]
-    with pytest.warns(UpdateScopeWarning, match="never got a gradient.*bert.pooler.dense.weight"):
+    assert audit.trainable_without_grad == ["encoder.pooler.dense.weight", "encoder.pooler.dense.bias"]
+    with pytest.warns(UpdateScopeWarning, match="never got a gradient.*encoder.pooler.dense.weight"):
         audit.check()
 
 
 def test_optimizer_disagreeing_with_requires_grad_warns() -> None:
     model = TinyTaskModel()
-    apply_freeze(model.bert, model.head, freeze_cfg("encoder"))
+    apply_freeze(model.encoder, model.head, freeze_cfg("encoder"))
     optimizer = torch.optim.SGD([model.head.classifier.weight], lr=0.1)  # bias left out by mistake
-    audit = ScopeAudit(model.bert, model.head, optimizer, "encoder", encoder_prefix="bert")
+    audit = ScopeAudit(model.encoder, model.head, optimizer, "encoder", encoder_prefix="encoder")
     audit.start()
     train_steps(model, optimizer, audit, encoder_frozen=True)
     match = r"trainable but not in the optimizer \['head.classifier.bias'\]"
@@ -453,7 +453,7 @@ def test_optimizer_disagreeing_with_requires_grad_warns() -> None:
 def test_audit_needs_start() -> None:
     model = TinyTaskModel()
     with pytest.raises(RuntimeError, match="start"):
-        ScopeAudit(model.bert, model.head, None, "none").after_step("x")
+        ScopeAudit(model.encoder, model.head, None, "none").after_step("x")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -467,7 +467,7 @@ class TinyLitModule(pl.LightningModule):
     def __init__(self, policy: str, k: int = 0, corrupt_frozen: bool = False):
         super().__init__()
         self.model = TinyTaskModel()
-        self.freeze_plan = apply_freeze(self.model.bert, self.model.head, freeze_cfg(policy, k))
+        self.freeze_plan = apply_freeze(self.model.encoder, self.model.head, freeze_cfg(policy, k))
         self.corrupt_frozen = corrupt_frozen
         self.mode_violations: list[str] = []
         self.train_steps_seen = 0
@@ -484,11 +484,11 @@ class TinyLitModule(pl.LightningModule):
         self.train_steps_seen += 1
         if self.corrupt_frozen:
             with torch.no_grad():
-                self.model.bert.embeddings.word_embeddings.weight.mul_(0.5)
+                self.model.encoder.embeddings.word_embeddings.weight.mul_(0.5)
         ids, mask, labels = batch
         encoder_ctx = torch.no_grad() if self.freeze_plan.encoder_frozen else torch.enable_grad()
         with encoder_ctx:
-            enc = self.model.bert(ids, attention_mask=mask)
+            enc = self.model.encoder(ids, attention_mask=mask)
         return nn.functional.cross_entropy(self.model.head(enc), labels)
 
     def validation_step(self, batch, batch_idx):
@@ -540,27 +540,27 @@ def test_lightning_fit_keeps_modes_and_writes_the_audit(tmp_path) -> None:
     layer1 = report["groups"]["layer.1"]
     assert layer1["trainable"] == layer1["in_optimizer"] == layer1["with_grad"] == layer1["tensors"]
     assert report["totals"]["head"]["changed"] == 2
-    assert report["tensors"][0]["name"] == "bert.embeddings.word_embeddings.weight"
+    assert report["tensors"][0]["name"] == "encoder.embeddings.word_embeddings.weight"
     assert set(report["checkpoints"]) == {"before", "first_step", "last_step"}
 
 
 def test_lightning_fit_fails_when_a_frozen_tensor_changes(tmp_path) -> None:
     module = TinyLitModule("embeddings", corrupt_frozen=True)
     path = tmp_path / "scope.json"
-    with pytest.raises(FrozenTensorChanged, match="bert.embeddings.word_embeddings.weight"):
+    with pytest.raises(FrozenTensorChanged, match="encoder.embeddings.word_embeddings.weight"):
         make_trainer(tmp_path, [FreezeModeGuard(), UpdateScopeAuditCallback(path)]).fit(module)
     assert module.train_steps_seen == 1  # stopped after the first step
     report = json.loads(path.read_text())
-    assert report["frozen_changed"] == ["bert.embeddings.word_embeddings.weight"]
+    assert report["frozen_changed"] == ["encoder.embeddings.word_embeddings.weight"]
 
 
 @pytest.mark.parametrize("policy", ["encoder", "none"])
 def test_the_task_module_keeps_no_encoder_graph_when_the_encoder_is_frozen(policy) -> None:
-    """BertTaskModule itself: a frozen encoder runs without autograd (no activations kept); the head trains."""
+    """TaskModule itself: a frozen encoder runs without autograd (no activations kept); the head trains."""
     from bertlab.models.heads import TaskModel
     from bertlab.runtime.config import DataConfig, HeadConfig, OptimConfig, TaskSpec
     from bertlab.tasks.families import build_family
-    from bertlab.training.module import BertTaskModule
+    from bertlab.training.module import TaskModule
 
     task = TaskSpec(name="t", family="sequence", monitor="val/accuracy", mode="max")
     family = build_family(task, 2, ["0", "1"], DataConfig())
@@ -568,10 +568,10 @@ def test_the_task_module_keeps_no_encoder_graph_when_the_encoder_is_frozen(polic
                            intermediate_size=32, max_position_embeddings=32)
     bert = BertModel(config)
     model = TaskModel(bert, family.build_head(config, HeadConfig(), bert.embeddings.word_embeddings), "sequence")
-    module = BertTaskModule(model, family, apply_freeze(model.bert, model.head, freeze_cfg(policy)), OptimConfig())
+    module = TaskModule(model, family, apply_freeze(model.encoder, model.head, freeze_cfg(policy)), OptimConfig())
     module.train()
     seen = []
-    model.bert.register_forward_hook(lambda mod, args, out: seen.append(out.last_hidden_state.requires_grad))
+    model.encoder.register_forward_hook(lambda mod, args, out: seen.append(out.last_hidden_state.requires_grad))
     ids = torch.randint(5, 50, (3, 7))
     logits = module({"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.tensor([0, 1, 0]),
                      "index": torch.arange(3)})

@@ -29,7 +29,7 @@ def test_a_pooler_less_encoder_trains_predicts_and_exports(model_type, tmp_path)
     run_dir = tmp_path / "run"
     metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=sst2", "export=true"], run_dir)
     loaded = load_checkpoint_model(metrics["best_checkpoint"]).model
-    assert loaded.bert.pooler is None and loaded.head.pooling == "cls"
+    assert loaded.encoder.pooler is None and loaded.head.pooling == "cls"
     from_run = Predictor.from_run(run_dir)(TEXTS)
     from_export = Predictor.from_run(run_dir / "export")(TEXTS)
     for a, b in zip(from_run, from_export, strict=True):

@@ -88,7 +88,7 @@ def test_transformers_predicts_what_bertlab_predicts_for_every_family_and_head(t
     assert report.max_delta <= TOLERANCE and report.inputs >= 2
     config = json.loads((out / "tokenizer_config.json").read_text())
     assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
-    assert ("token_type_ids" in config["model_input_names"]) == (loaded.model.bert.config.type_vocab_size > 1)
+    assert ("token_type_ids" in config["model_input_names"]) == (loaded.model.encoder.config.type_vocab_size > 1)
 
 
 # The families whose vocabulary is byte-level BPE (raw text without a prefix space: RoBERTa's, ModernBERT's).

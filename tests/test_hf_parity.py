@@ -94,7 +94,7 @@ def hf_model(kind: str, num_labels: int = 3):
 def test_task_model_parity(kind, with_types):
     hf = hf_model(kind)
     ours = build_ours(kind)
-    state, report = convert_hf_state_dict(hf.state_dict(), kind, has_pooler=ours.bert.pooler is not None)
+    state, report = convert_hf_state_dict(hf.state_dict(), kind, has_pooler=ours.encoder.pooler is not None)
     load_into(ours, state, report)
     assert not report.newly_initialised, report.newly_initialised
     b = batch(with_types)
@@ -126,7 +126,7 @@ def test_task_model_parity(kind, with_types):
 def test_round_trip_is_identity(kind):
     hf = hf_model(kind)
     ours = build_ours(kind)
-    state, report = convert_hf_state_dict(hf.state_dict(), kind, has_pooler=ours.bert.pooler is not None)
+    state, report = convert_hf_state_dict(hf.state_dict(), kind, has_pooler=ours.encoder.pooler is not None)
     load_into(ours, state, report)
     back = export_state_dict(ours.state_dict(), kind)
     reference = {k: v for k, v in hf.state_dict().items() if not k.endswith("position_ids")}
@@ -142,7 +142,7 @@ def test_encoder_parity_with_bert_model_and_padding():
     hf = transformers.BertModel(hf_config()).eval()
     ours = BertModel(EncoderConfig(**TINY)).eval()
     state, report = convert_hf_state_dict(hf.state_dict(), None, has_pooler=True)
-    load_into(ours, {k[len("bert."):]: v for k, v in state.items()}, report)
+    load_into(ours, {k[len("encoder."):]: v for k, v in state.items()}, report)
     b = batch()
     with torch.no_grad():
         ref = hf(**b)
@@ -185,7 +185,7 @@ def test_legacy_keys_and_stale_buffers(tmp_path):
     assert "bert.embeddings.position_ids" in report.dropped
     assert any(d.startswith("cls.seq_relationship") for d in report.dropped)
     assert report.newly_initialised == ["head.classifier.bias", "head.classifier.weight"]
-    torch.testing.assert_close(ours.bert.embeddings.LayerNorm.weight, hf.bert.embeddings.LayerNorm.weight)
+    torch.testing.assert_close(ours.encoder.embeddings.LayerNorm.weight, hf.bert.embeddings.LayerNorm.weight)
 
 
 def test_unknown_key_and_shape_mismatch_are_errors():

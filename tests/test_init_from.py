@@ -45,7 +45,7 @@ def pretrained(tmp_path_factory):
 def _best_encoder_tensors(run_dir) -> dict[str, torch.Tensor]:
     best = json.loads((run_dir / "metrics.json").read_text())["best_checkpoint"]
     state = torch.load(best, map_location="cpu", weights_only=False)["state_dict"]
-    return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
+    return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.encoder.")}
 
 
 def _build_sst2(init_from, tmp_path, model="bert_tiny", extra=(), task="sst2"):
@@ -72,8 +72,8 @@ def test_init_from_run_dir_loads_the_pretrained_encoder(pretrained, tmp_path, ns
     tokenizer, model, report = _build_sst2(mlm_dir, tmp_path, model="bert_mini")
     assert tokenizer.fingerprint() == load_tokenizer(mlm_dir / "tokenizer").fingerprint()
     mlm_config = json.loads((mlm_dir / "export" / "config.json").read_text())
-    assert model.bert.config.hidden_size == mlm_config["hidden_size"] == 128
-    assert model.bert.config.num_hidden_layers == mlm_config["num_hidden_layers"] == 2
+    assert model.encoder.config.hidden_size == mlm_config["hidden_size"] == 128
+    assert model.encoder.config.num_hidden_layers == mlm_config["num_hidden_layers"] == 2
 
     encoder = _best_encoder_tensors(mlm_dir)
     own = model.state_dict()
@@ -82,7 +82,7 @@ def test_init_from_run_dir_loads_the_pretrained_encoder(pretrained, tmp_path, ns
     assert any(k.startswith("head.predictions.") for k in report.dropped)
     assert ("head.seq_relationship.weight" in report.dropped) == nsp
     assert {"head.classifier.weight", "head.classifier.bias"} <= set(report.newly_initialised)
-    pooler = {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+    pooler = {"encoder.pooler.dense.weight", "encoder.pooler.dense.bias"}
     if nsp:  # pre-trained with NSP: the pooler was trained and is loaded
         assert pooler <= set(report.loaded)
     else:
@@ -110,7 +110,7 @@ def test_init_from_hf_export_folder(pretrained, tmp_path):
     for key, value in _best_encoder_tensors(mlm_dir).items():
         torch.testing.assert_close(own[key], value, atol=0, rtol=0)
     assert any(k.startswith("cls.predictions.") for k in report.dropped)
-    assert {"bert.pooler.dense.weight", "head.classifier.weight"} <= set(report.newly_initialised)
+    assert {"encoder.pooler.dense.weight", "head.classifier.weight"} <= set(report.newly_initialised)
 
 
 @pytest.mark.parametrize("source", ["run_dir", "export"])
@@ -186,7 +186,7 @@ def test_init_from_a_run_of_another_head_starts_a_new_one(sst2_run, tmp_path, ca
         _, model, report = _build_sst2(sst2_run, tmp_path, extra=extra, task=task)
     assert {"head.classifier.weight", "head.classifier.bias"} <= set(report.dropped)
     assert not any(k.startswith("head.") for k in report.loaded)
-    assert any(k.startswith("bert.encoder.") for k in report.loaded)
+    assert any(k.startswith("encoder.encoder.") for k in report.loaded)
     assert f"is not this run's ({reason})" in caplog.text
 
 

@@ -217,7 +217,7 @@ def _model(model_type: str, mode: str, unpad: str = "auto"):
 @pytest.mark.parametrize("mode", ["max", "mean", "max_logits", "attention"])
 def test_a_document_of_one_window_gets_the_plain_paths_logits(model_type, unpad, mode):
     model, family = _model(model_type, mode, unpad)
-    pad = model.bert.config.pad_token_id
+    pad = model.encoder.config.pad_token_id
     short = [5, 17, 23, 42, 8]
     long = [[5, 30, 31, 32, 33, 34, 8], [5, 35, 36, 37, 38, 8], [5, 39, 40, 8]]
     collate = Collator(pad, max_windows=16)
@@ -236,7 +236,7 @@ def test_max_logits_takes_each_labels_strongest_window(model_type):
     """window_pooling=max_logits: a document's logit for a label is the largest of its windows' logits, each
     window classified alone on the plain path; max pooling of the vectors gives another answer."""
     model, family = _model(model_type, "max_logits")
-    pad = model.bert.config.pad_token_id
+    pad = model.encoder.config.pad_token_id
     long = [[5, 30, 31, 32, 33, 34, 8], [5, 35, 36, 37, 38, 8], [5, 39, 40, 8]]
     alone = [{"input_ids": w, "token_type_ids": [0] * len(w), "index": i} for i, w in enumerate(long)]
     document = [{"input_ids": long, "token_type_ids": [[0] * len(w) for w in long], "index": 0}]

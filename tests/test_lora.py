@@ -99,18 +99,18 @@ def test_target_modules_matching_no_linear_is_a_config_error() -> None:
 class Model(nn.Module):
     def __init__(self, seed: int = 0):
         super().__init__()
-        self.bert = tiny_encoder(seed)
+        self.encoder = tiny_encoder(seed)
         torch.manual_seed(seed + 100)
         self.head = nn.Linear(16, 2)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.head(self.bert(ids, attention_mask=mask).pooler_output)  # (B, 2)
+        return self.head(self.encoder(ids, attention_mask=mask).pooler_output)  # (B, 2)
 
 
 def lora_model(seed: int = 0) -> Model:
     model = Model(seed)
     cfg = FreezeConfig(policy="lora", lora=LoraConfig(r=2, alpha=4.0, dropout=0.1))
-    apply_freeze(model.bert, model.head, cfg)
+    apply_freeze(model.encoder, model.head, cfg)
     return model
 
 
@@ -139,16 +139,16 @@ def test_merged_model_equals_unmerged() -> None:
     model = lora_model()
     train(model)
     model.eval()
-    expected = encode(model.bert)
+    expected = encode(model.encoder)
 
     plain = tiny_encoder(seed=7).eval()  # different init: everything must come from the merged state
-    plain.load_state_dict(merge_lora(model.bert), strict=True)
+    plain.load_state_dict(merge_lora(model.encoder), strict=True)
     torch.testing.assert_close(encode(plain), expected, atol=1e-6, rtol=0)
-    assert lora_modules(model.bert)  # merge_lora without inplace leaves the model as it was
+    assert lora_modules(model.encoder)  # merge_lora without inplace leaves the model as it was
 
-    merge_lora(model.bert, inplace=True)
-    assert lora_modules(model.bert) == {}
-    assert type(model.bert.encoder.layer[0].attention.self.query) is nn.Linear
-    torch.testing.assert_close(encode(model.bert), expected, atol=1e-6, rtol=0)
+    merge_lora(model.encoder, inplace=True)
+    assert lora_modules(model.encoder) == {}
+    assert type(model.encoder.encoder.layer[0].attention.self.query) is nn.Linear
+    torch.testing.assert_close(encode(model.encoder), expected, atol=1e-6, rtol=0)
 
 

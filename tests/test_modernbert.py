@@ -103,7 +103,7 @@ def test_long_rows_padded_and_unpadded_forward_and_backward():
         enc = SPEC.build_encoder(dataclasses.replace(config, attention_probs_dropout_prob=p),
                                  unpad="true" if unpad == "nested" else unpad, kernels=kernels)
         state, report = convert_hf_state_dict(hf.state_dict(), None, has_pooler=False, spec=SPEC)
-        load_into(enc, {k[len("bert."):]: v for k, v in state.items()}, report)
+        load_into(enc, {k[len("encoder."):]: v for k, v in state.items()}, report)
         enc.train()
         out = enc(ids, attention_mask=mask).last_hidden_state
         real = mask.bool()
@@ -192,12 +192,12 @@ def test_checkpoint_keys_against_bertlab_prefixes():
     hf = hf_model("ModernBertForSequenceClassification")
     theirs = hf.state_dict()
     normal, _, _ = normalize_hf_keys(theirs, SPEC)
-    assert "bert.layers.1.attn.Wqkv.weight" in normal and "head.dense.weight" in normal
+    assert "encoder.layers.1.attn.Wqkv.weight" in normal and "head.dense.weight" in normal
     bare = {k[len("model."):]: v for k, v in theirs.items() if k.startswith("model.")}
-    assert set(normalize_hf_keys(bare, SPEC)[0]) == {k for k in normal if k.startswith("bert.")}
+    assert set(normalize_hf_keys(bare, SPEC)[0]) == {k for k in normal if k.startswith("encoder.")}
     compiled = {f"_orig_mod.{k}": v for k, v in theirs.items()}
     assert set(normalize_hf_keys(compiled, SPEC)[0]) == set(normal)
-    lightning = {f"model.{k}": v for k, v in normal.items() if k.startswith("bert.")}
+    lightning = {f"model.{k}": v for k, v in normal.items() if k.startswith("encoder.")}
     assert set(normalize_hf_keys(lightning, SPEC)[0]) == {k[len("model."):] for k in lightning}
     model = ours("sequence", "sequence", hf.config, "false", num_labels=2)
     state, report = convert_hf_state_dict(theirs, "sequence", has_pooler=False, spec=SPEC)
@@ -214,9 +214,9 @@ def _model(task_family: str = "sequence"):
                                             ("bottom_k", ["embeddings", "layers.0", "layers.1"])])
 def test_freeze_policies_use_the_layer_stack(policy, frozen):
     model = _model()
-    plan = apply_freeze(model.bert, model.head, FreezeConfig(policy=policy, k=2))
+    plan = apply_freeze(model.encoder, model.head, FreezeConfig(policy=policy, k=2))
     assert plan.frozen_module_names == frozen
-    trainable = {n for n, p in model.bert.named_parameters() if p.requires_grad}
+    trainable = {n for n, p in model.encoder.named_parameters() if p.requires_grad}
     assert not any(n.startswith(tuple(f + "." for f in frozen)) for n in trainable)
     assert any(n.startswith("layers.2.") for n in trainable)
 
@@ -224,17 +224,17 @@ def test_freeze_policies_use_the_layer_stack(policy, frozen):
 def test_lora_roles_map_to_the_fused_projections():
     """conf/freeze/lora.yaml's [query, value] adapt ModernBERT's Wqkv; dense its Wo and Wi; its own names work too."""
     model = _model()
-    plan = apply_freeze(model.bert, model.head, FreezeConfig(policy="lora", lora=LoraConfig(target_modules=[
+    plan = apply_freeze(model.encoder, model.head, FreezeConfig(policy="lora", lora=LoraConfig(target_modules=[
         "query", "value"])))
     assert plan.adapted_modules == [f"layers.{i}.attn.Wqkv" for i in range(4)]
     model = _model()
-    plan = apply_freeze(model.bert, model.head, FreezeConfig(policy="lora", lora=LoraConfig(target_modules=[
+    plan = apply_freeze(model.encoder, model.head, FreezeConfig(policy="lora", lora=LoraConfig(target_modules=[
         "dense", "Wqkv"])))
     assert {n.rsplit(".", 1)[-1] for n in plan.adapted_modules} == {"Wqkv", "Wo", "Wi"}
     with pytest.raises(ConfigError, match=r"this family's names: \['Wqkv'\]"):
         bad = _model()
-        bad.bert.layers = bad.bert.layers[:0]
-        apply_freeze(bad.bert, bad.head, FreezeConfig(policy="lora"))
+        bad.encoder.layers = bad.encoder.layers[:0]
+        apply_freeze(bad.encoder, bad.head, FreezeConfig(policy="lora"))
 
 
 def test_layer_lr_decay_and_audit_groups_read_layers_n():
@@ -244,7 +244,7 @@ def test_layer_lr_decay_and_audit_groups_read_layers_n():
     groups = {g["name"]: g["lr"] for g in optimizer_param_groups(model, 0.0, lr=1.0, layer_lr_decay=0.5)}
     assert groups["layer.3.decay"] == 0.5 and groups["layer.0.decay"] == 0.5**4
     assert groups["embeddings.decay"] == 0.5**5 and groups["head.decay"] == 1.0
-    audit = ScopeAudit(model.bert, model.head, None, policy="none", encoder_prefix="bert")
+    audit = ScopeAudit(model.encoder, model.head, None, policy="none", encoder_prefix="encoder")
     audit.start()
     assert {t.group for t in audit._tracked if t.part == "encoder"} >= {"layer.0", "layer.3", "embeddings",
                                                                         "final_norm"}

@@ -69,7 +69,7 @@ def test_dynamic_shapes(runs, tmp_path, shape):
     path = tmp_path / "m.onnx"
     bonnx.export_graph(load_checkpoint_model(ckpt).model, loaded.task, path)
     graph = bonnx.OnnxTaskModel(path, "sequence")
-    ids = torch.randint(5, loaded.model.bert.config.vocab_size, shape)
+    ids = torch.randint(5, loaded.model.encoder.config.vocab_size, shape)
     mask = torch.ones_like(ids)
     if shape[0] > 1:
         mask[-1, shape[1] // 2:] = 0

@@ -70,13 +70,13 @@ def test_graph_equals_pytorch_at_every_hard_length(tmp_path, model_type, head_ki
     windows = task.family == "sequence"
     graph = exported(model, task, tmp_path / "m.onnx", windows)
     segments = "token_type_ids" in graph.graph.inputs
-    max_len = model.bert.config.max_sequence_length
+    max_len = model.encoder.config.max_sequence_length
     report = check_graph(model, graph, task.family, max_len, segments, windows)
     assert report["max_abs_diff"] <= 1e-5, report
     assert report["passed"] and report["tolerance"] == FP32_TOLERANCE
     # The lengths it ran: one token, around the traced length, around every window and bucket, the longest.
     assert {1, TRACE_LENGTH - 1, TRACE_LENGTH + 1, max_len} <= set(report["lengths"])
-    for b in length_boundaries(model.bert.config):
+    for b in length_boundaries(model.encoder.config):
         assert {n for n in (b - 1, b, b + 1, 2 * b + 3) if n <= max_len} <= set(report["lengths"])
 
 
@@ -84,7 +84,7 @@ def test_graph_equals_pytorch_at_every_hard_length(tmp_path, model_type, head_ki
 def test_the_unpadded_path_is_the_reference(tmp_path, model_type):
     """The run computes padded batches on packed tokens (unpad=auto on CPU): the graph (padded path) equals it."""
     model, task = tiny_model(model_type, "token")
-    model.bert.unpad = "true"
+    model.encoder.unpad = "true"
     graph = exported(model, task, tmp_path / "m.onnx", False)
     report = check_graph(model, graph, "token", 40, "token_type_ids" in graph.graph.inputs, False)
     assert report["max_abs_diff"] <= 1e-5, report
@@ -94,10 +94,10 @@ def test_hard_lengths_cross_every_boundary():
     """ModernBERT (window 8 each side, 16 in all): 1, 7, window - 1, window, window + 1, 2·window + 3 and the longest;
     DeBERTa's bucket edge (4) and bucket count (8); a field a fresh encoder might name (generic config.json)."""
     model, _ = tiny_model("modernbert", "sequence")
-    lengths = hard_lengths(model.bert.config, 64)
+    lengths = hard_lengths(model.encoder.config, 64)
     assert {1, 7, 8, 9, 15, 16, 17, 19, 35, 64} <= set(lengths) and max(lengths) == 64
     model, _ = tiny_model("deberta-v2", "sequence")
-    assert {3, 4, 5, 7, 8, 9, 11, 19} <= set(hard_lengths(model.bert.config, 64))
+    assert {3, 4, 5, 7, 8, 9, 11, 19} <= set(hard_lengths(model.encoder.config, 64))
 
     class Generic:
         hf_config = {"attention_window": [32, 32], "relative_attention_num_buckets": 12}

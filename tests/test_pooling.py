@@ -30,7 +30,7 @@ def test_mean_pooled_features_do_not_depend_on_padding():
     with torch.no_grad():
         torch.testing.assert_close(model.encode(padded)[0], model.encode(alone)[0], atol=1e-5, rtol=1e-5)
         # Against the definition: the mean of the last layer over the four real tokens.
-        last = model.bert(alone["input_ids"], attention_mask=alone["attention_mask"]).last_hidden_state
+        last = model.encoder(alone["input_ids"], attention_mask=alone["attention_mask"]).last_hidden_state
         torch.testing.assert_close(model.encode(alone)[0], last[0].mean(0))
 
 

@@ -289,9 +289,9 @@ def test_embeddings_and_tokenizer_from_a_bert_checkpoint(tmp_path):
     assert loaded.tokenizer.get_vocab() == tokenizer.tokenizer.get_vocab()
     family = build_family(TaskSpec(name="sst2", family="sequence"), 2, ["0", "1"], None)
     model, report = build_model(model_cfg, HeadConfig(), family, loaded)
-    torch.testing.assert_close(model.bert.embeddings.word_embeddings.weight, bert.embeddings.word_embeddings.weight)
-    assert model.bert.recurrent_config.embedding_dim == 20  # the checkpoint's width, not the configured 64
-    assert report.loaded == ["bert.embeddings.word_embeddings.weight"]
+    torch.testing.assert_close(model.encoder.embeddings.word_embeddings.weight, bert.embeddings.word_embeddings.weight)
+    assert model.encoder.recurrent_config.embedding_dim == 20  # the checkpoint's width, not the configured 64
+    assert report.loaded == ["encoder.embeddings.word_embeddings.weight"]
     with pytest.raises(ConfigError, match="init_embeddings_from"):
         build_model({**model_cfg, "pretrained": str(tmp_path)}, HeadConfig(), family, loaded)
 
@@ -306,7 +306,7 @@ def test_builder_refuses_heads_that_cannot_read_the_encoder():
     with pytest.raises(ConfigError, match="model.embedding_dim"):
         build_model({**lstm, "bidirectional": True, "embedding_dim": 12}, HeadConfig(), mlm, tokenizer)
     model, _ = build_model({**lstm, "bidirectional": True}, HeadConfig(), mlm, tokenizer)  # 16 = 2 × 8: tied
-    assert model.head_kind is None and model.bert.config.hidden_size == 16
+    assert model.head_kind is None and model.encoder.config.hidden_size == 16
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from bertlab.data.tokenizer import load_tokenizer
 from bertlab.models.hf_weights import CheckpointError
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.errors import NonFiniteLossError
-from bertlab.training.module import BertTaskModule
+from bertlab.training.module import TaskModule
 
 RUN = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.batch_size=8", "save_every_n_steps=2")
 TIMINGS = ("wall_s", "samples_per_s", "tokens_per_s")
@@ -159,8 +159,8 @@ def test_selection_reads_validation_only_and_test_runs_once_on_the_best_checkpoi
     monkeypatch.setattr(TaskDataModule, "test_dataloader",
                         lambda self: (events.append(("test_dataloader", None)), test_loader(self))[1])
     scores = []
-    end = BertTaskModule.on_test_epoch_end
-    monkeypatch.setattr(BertTaskModule, "on_test_epoch_end", lambda self: (scores.append(1), end(self))[1])
+    end = TaskModule.on_test_epoch_end
+    monkeypatch.setattr(TaskModule, "on_test_epoch_end", lambda self: (scores.append(1), end(self))[1])
 
     metrics = run_train(["model=bert_tiny", "task=sst2", "trainer.max_epochs=2", "data.test_file=sst2/dev.tsv",
                          "callbacks=early_stopping", "callbacks.early_stopping.patience=1"], tmp_path / "run")

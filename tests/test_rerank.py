@@ -61,7 +61,7 @@ def test_every_family_scores_pairs_as_its_transformers_reranker_and_trains(model
     assert isinstance(family, RerankFamily)
     model = assemble(config, HeadConfig(pooling="pooler"), family.build_head, "sequence",
                      add_pooling_layer=any(k.endswith("pooler.dense.weight") for k in hf.state_dict()), unpad=unpad)
-    state, report = convert_hf_state_dict(hf.state_dict(), "sequence", has_pooler=model.bert.pooler is not None,
+    state, report = convert_hf_state_dict(hf.state_dict(), "sequence", has_pooler=model.encoder.pooler is not None,
                                           spec=family_spec(model_type))
     load_into(model, state, report)
     ids, mask, types = batch(model_type)

@@ -136,12 +136,12 @@ def test_discriminator_keys_are_an_mlm_runs_encoder_keys_and_the_generator_share
     _, model = tiny()
     mlm_spec = TaskSpec(name="mlm", family="mlm")
     mlm_family = build_family(mlm_spec, 0, None, None)
-    mlm = assemble(model.bert.config, HeadConfig(), mlm_family.build_head, "mlm", add_pooling_layer=False)
-    encoder_keys = {k for k in model.state_dict() if k.startswith("bert.")}
-    assert encoder_keys == {k for k in mlm.state_dict() if k.startswith("bert.")}
+    mlm = assemble(model.encoder.config, HeadConfig(), mlm_family.build_head, "mlm", add_pooling_layer=False)
+    encoder_keys = {k for k in model.state_dict() if k.startswith("encoder.")}
+    assert encoder_keys == {k for k in mlm.state_dict() if k.startswith("encoder.")}
     head = model.head
-    assert head.generator.embeddings is model.bert.embeddings
-    assert head.generator_head.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert head.generator.embeddings is model.encoder.embeddings
+    assert head.generator_head.predictions.decoder.weight is model.encoder.embeddings.word_embeddings.weight
     # 0.25 of hidden 32 / 2 heads / 64: 8 wide, 1 head, 16; as deep; projected from the shared 32-wide embeddings.
     gen = head.generator.config
     assert (gen.hidden_size, gen.num_attention_heads, gen.intermediate_size, gen.num_hidden_layers) == (8, 1, 16, 2)
@@ -241,7 +241,7 @@ def test_padded_and_unpadded_paths_compute_the_same_rtd_outputs(encoder):
     assert (batch["attention_mask"] == 0).any()
     outputs = {}
     for mode in ("true", "false"):
-        model.bert.unpad = model.head.generator.unpad = mode
+        model.encoder.unpad = model.head.generator.unpad = mode
         with torch.no_grad():
             outputs[mode] = model(batch, **family.head_kwargs(batch))
     packed, padded = outputs["true"], outputs["false"]
@@ -253,7 +253,7 @@ def test_padded_and_unpadded_paths_compute_the_same_rtd_outputs(encoder):
 
 def test_a_modernbert_generator_projects_the_shared_embeddings_to_its_width():
     _, model = tiny(family="modernbert", generator_size=0.5)
-    generator, shared = model.head.generator, model.bert.embeddings
+    generator, shared = model.head.generator, model.encoder.embeddings
     assert generator.embeddings.shared is shared  # one module: token embeddings and norm trained by both losses
     assert generator.embeddings.word_embeddings is shared.word_embeddings
     assert generator.embeddings.project.weight.shape == (16, 32)
@@ -317,16 +317,16 @@ def test_init_from_an_rtd_run_fine_tunes_its_discriminator(rtd_run, tmp_path):
     run_dir, m = rtd_run
     tokenizer, model, report = _build_sst2(run_dir, tmp_path, model="bert_mini")
     state = torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)["state_dict"]
-    discriminator = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
+    discriminator = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.encoder.")}
     own = model.state_dict()
     assert discriminator and set(report.loaded) == set(discriminator)
     for key, value in discriminator.items():
         torch.testing.assert_close(own[key], value, atol=0, rtol=0)
-    assert model.bert.config.hidden_size == 128  # the run's architecture, not model=bert_mini's
+    assert model.encoder.config.hidden_size == 128  # the run's architecture, not model=bert_mini's
     assert report.dropped and all(k.startswith("head.") for k in report.dropped)
     assert any(k.startswith("head.generator.") for k in report.dropped)
     # Only what an mlm start (without NSP) leaves new: the pooler and the classifier.
-    assert set(report.newly_initialised) == {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+    assert set(report.newly_initialised) == {"encoder.pooler.dense.weight", "encoder.pooler.dense.bias",
                                              "head.classifier.weight", "head.classifier.bias"}
 
 
@@ -338,9 +338,9 @@ def test_a_modernbert_rtd_run_fine_tunes_its_discriminator(tmp_path):
     scope = json.loads((run_dir / "update_scope.json").read_text())
     assert scope["frozen_changed"] == [] and scope["trainable_without_grad"] == []
     _, model, report = _build_sst2(run_dir, tmp_path, model="bert_tiny")
-    assert type(model.bert).__name__ == "ModernBertModel"  # the run's family and shape, not model=bert_tiny's
+    assert type(model.encoder).__name__ == "ModernBertModel"  # the run's family and shape, not model=bert_tiny's
     state = torch.load(m["best_checkpoint"], map_location="cpu", weights_only=True)["state_dict"]
-    discriminator = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.bert.")}
+    discriminator = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.encoder.")}
     assert discriminator and set(report.loaded) == set(discriminator)
     own = model.state_dict()
     for key, value in discriminator.items():

@@ -20,16 +20,16 @@ RUN = ["model=bert_tiny", "task=sst2", "data.batch_size=8", "data.eval_batch_siz
 @pytest.fixture
 def validation_batches(monkeypatch):
     """How many validation batches a run computes (the sanity check's 2 included)."""
-    from bertlab.training.module import BertTaskModule
+    from bertlab.training.module import TaskModule
 
     count = {"n": 0}
-    step = BertTaskModule.validation_step
+    step = TaskModule.validation_step
 
     def counted(self, batch, batch_idx):
         count["n"] += 1
         return step(self, batch, batch_idx)
 
-    monkeypatch.setattr(BertTaskModule, "validation_step", counted)
+    monkeypatch.setattr(TaskModule, "validation_step", counted)
     return count
 
 

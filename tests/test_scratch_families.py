@@ -103,7 +103,7 @@ def test_scratch_modernbert_trains_exports_and_matches_transformers(train_run, t
               "export=true", name="mlm")
     run_dir = tmp_path / "mlm"
     loaded = load(run_dir, backend="torch")
-    assert type(loaded.model.bert.config).__name__ == "ModernBertConfig"
+    assert type(loaded.model.encoder.config).__name__ == "ModernBertConfig"
     hf = transformers.AutoModelForMaskedLM.from_pretrained(run_dir / "export").eval()
     assert type(hf).__name__ == "ModernBertForMaskedLM"
     enc = loaded.tokenizer.encode_batch(["the film works and the plot holds .", "a plot ."])

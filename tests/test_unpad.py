@@ -102,11 +102,11 @@ def test_unpadded_equals_padded_and_transformers(kind, with_types, overhead, mon
         monkeypatch.setattr(packing_module, "GROUP_OVERHEAD_SCORES", overhead)
     hf = hf_model(kind).train()  # dropout 0 in TINY: train mode is deterministic
     padded = build_ours(kind)
-    state, report = convert_hf_state_dict(hf.state_dict(), kind, has_pooler=padded.bert.pooler is not None)
+    state, report = convert_hf_state_dict(hf.state_dict(), kind, has_pooler=padded.encoder.pooler is not None)
     load_into(padded, state, report)
     padded.train()
     unpadded = copy.deepcopy(padded)
-    padded.bert.unpad, unpadded.bert.unpad = "false", "true"
+    padded.encoder.unpad, unpadded.encoder.unpad = "false", "true"
     family = family_for(kind)
     b = padded_batch(kind, with_types)
 
@@ -120,7 +120,7 @@ def test_unpadded_equals_padded_and_transformers(kind, with_types, overhead, mon
     ref_out = hf_outputs(kind, hf, b, family)
     ref_loss = family.loss(ref_out, b)
     ref_loss.backward()
-    ref_grads = hf_grads_in_our_names(hf, kind, padded.bert.pooler is not None)
+    ref_grads = hf_grads_in_our_names(hf, kind, padded.encoder.pooler is not None)
 
     out_p, loss_p, grads_p = results["padded"]
     out_u, loss_u, grads_u = results["unpadded"]
@@ -137,7 +137,7 @@ def test_unpadded_equals_padded_and_transformers(kind, with_types, overhead, mon
         if name in grads_u:
             torch.testing.assert_close(grads_u[name], g, **TOL, msg=name)
             compared += 1
-    assert compared >= len([n for n in grads_u if n.startswith("bert.")])  # every encoder gradient checked
+    assert compared >= len([n for n in grads_u if n.startswith("encoder.")])  # every encoder gradient checked
 
 
 def test_the_unpadded_path_runs_on_real_tokens_only():
@@ -145,10 +145,10 @@ def test_the_unpadded_path_runs_on_real_tokens_only():
     model = build_ours("token")
     b = padded_batch("token", True)
     seen = []
-    hook = model.bert.encoder.layer[0].intermediate.dense.register_forward_hook(
+    hook = model.encoder.encoder.layer[0].intermediate.dense.register_forward_hook(
         lambda mod, args, out: seen.append(tuple(args[0].shape)))
     for mode in ("true", "false"):
-        model.bert.unpad = mode
+        model.encoder.unpad = mode
         model(b)
     hook.remove()
     assert seen == [(31, TINY["hidden_size"]), (4, 11, TINY["hidden_size"])]
@@ -408,13 +408,15 @@ def test_execution_config_validates_unpad_and_compile():
 # ---------------------------------------------------------------------------------------------------------
 # The switch in the composed config, and model.compile
 
-def test_every_bert_model_file_declares_the_switches():
+def test_every_transformer_model_file_declares_the_switches():
     import yaml
     from conftest import ROOT
 
+    from bertlab.runtime.config import TRANSFORMER, encoder_kind
+
     for path in sorted((ROOT / "conf" / "model").glob("*.yaml")):
         cfg = yaml.safe_load(path.read_text())
-        if cfg.get("encoder", "bert") != "bert":
+        if encoder_kind(cfg) != TRANSFORMER:
             continue  # the recurrent encoders keep the padded path
         assert cfg.get("unpad") == "auto" and cfg.get("compile") is False, path.name
         assert (cfg.get("cpu_fast_dropout"), cfg.get("cpu_attention_slice_mb"), cfg.get("varlen_attention")) == \

@@ -197,12 +197,12 @@ TINY = ["model=bert_tiny", "task=sst2", "trainer.max_epochs=1", "trainer.limit_t
 
 
 def test_the_runs_tokenizer_on_a_full_disk(tmp_path, monkeypatch):
-    from bertlab.data.tokenizer import BertTokenizer
+    from bertlab.data.tokenizer import EncoderTokenizer
 
     def full(self, directory):
         raise Exception("No space left on device (os error 28)")  # what the tokenizers library raises
 
-    monkeypatch.setattr(BertTokenizer, "save", full)
+    monkeypatch.setattr(EncoderTokenizer, "save", full)
     with pytest.raises(OutputError, match=r"the disk is full: could not write the run's tokenizer .*/tokenizer "
                                           r"\(disk mounted at .* MiB free\)"):
         run_train(TINY, tmp_path / "run")

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertlab.data.datamodule import TaskDataModule
 from bertlab.data.files import DataFiles
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.windows import window_bound_text
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
@@ -85,7 +85,7 @@ from bertlab.training.distributed import (
     resolve_pad_multiple,
 )
 from bertlab.training.freeze import FreezePlan, apply_freeze
-from bertlab.training.module import BertTaskModule, evaluate_extra_split
+from bertlab.training.module import TaskModule, evaluate_extra_split
 from bertlab.training.results import choices_line, finished_train_block, metrics_json
 from bertlab.training.results import print_summary as _print_summary  # looked up here: tests wrap it
 from bertlab.training.resume import ResumeStateCallback
@@ -163,7 +163,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     tokenizer = _tokenizer(run, teacher)
     datamodule = TaskDataModule(task, data_cfg, tokenizer, seed=cfg.seed)
     family, model = _model(run, teacher, datamodule, tokenizer)
-    freeze_plan = apply_freeze(model.bert, model.head, run.freeze)
+    freeze_plan = apply_freeze(model.encoder, model.head, run.freeze)
     _read_splits(datamodule, cfg, data_cfg)  # every split this run uses: a bad example fails in seconds
     module, feature_extraction_s = _module(cfg, run, model, family, freeze_plan, datamodule, run_dir)
     ckpt_path = _text(start.resume)
@@ -186,7 +186,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
                            trainer.world_size, datamodule.train_batches())
     log.info("%s", choices_line(model_name=run.model.name, seed=cfg.seed, distill=_plain(cfg.get("distill")),
                                 task=task, labels=datamodule.labels, policy=freeze_plan.policy, trainer=trainer,
-                                encoder=describe_encoder(model.bert)))
+                                encoder=describe_encoder(model.encoder)))
 
     if trainer.is_global_zero:
         _save_tokenizer(run_dir, tokenizer)
@@ -298,7 +298,7 @@ def _settings(cfg: DictConfig, task: TaskSpec, data_cfg: DataConfig, run_dir: Pa
                        release_heap)
 
 
-def _tokenizer(run: RunSettings, teacher: Teacher | None) -> BertTokenizer:
+def _tokenizer(run: RunSettings, teacher: Teacher | None) -> EncoderTokenizer:
     """The start's tokenizer, the teacher's (the ids it reads), or one trained on the training split only (a
     scratch model): a function of the configuration and the training files, built before the data module."""
     files = DataFiles(run.task, run.data)
@@ -308,7 +308,7 @@ def _tokenizer(run: RunSettings, teacher: Teacher | None) -> BertTokenizer:
                            run.data.cache_dir)
 
 
-def _model(run: RunSettings, teacher: Teacher | None, datamodule: TaskDataModule, tokenizer: BertTokenizer,
+def _model(run: RunSettings, teacher: Teacher | None, datamodule: TaskDataModule, tokenizer: EncoderTokenizer,
            ) -> tuple[Family, TaskModel]:
     """The task family and the model: the start's encoder (or the teacher's layers) + the family's head."""
     family = build_family(run.task, datamodule.num_labels, datamodule.labels, run.data)
@@ -326,20 +326,20 @@ def _model(run: RunSettings, teacher: Teacher | None, datamodule: TaskDataModule
                                  matching=LayerMatching.build(model, teacher.model, run.distill))
         if family.matching is not None:
             log.info("distill: %s; the teacher runs on every batch", family.matching.describe())
-    preflight(run.task, run.data, getattr(model.bert.config, "max_sequence_length", None))  # recurrent: none
+    preflight(run.task, run.data, getattr(model.encoder.config, "max_sequence_length", None))  # recurrent: none
     return family, model
 
 
 def _module(cfg: DictConfig, run: RunSettings, model: TaskModel, family: Family, freeze_plan: FreezePlan,
-            datamodule: TaskDataModule, run_dir: Path) -> tuple[BertTaskModule, float | None]:
+            datamodule: TaskDataModule, run_dir: Path) -> tuple[TaskModule, float | None]:
     """The LightningModule with the hyper-parameters every checkpoint carries; the feature-cache time, if any."""
     hparams = {
-        "encoder_config": dataclasses.asdict(model.bert.config),
+        "encoder_config": dataclasses.asdict(model.encoder.config),
         "task": dataclasses.asdict(run.task),
         "labels": datamodule.labels,
         "head": dataclasses.asdict(run.head),
         "head_kind": model.head_kind,
-        "has_pooler": getattr(model.bert, "pooler", None) is not None,
+        "has_pooler": getattr(model.encoder, "pooler", None) is not None,
         "freeze": dataclasses.asdict(run.freeze),
         "model_name": run.model.name,
         # Where the frozen weights come from (the start as named): LoRA checkpoints store only what trained.
@@ -351,7 +351,7 @@ def _module(cfg: DictConfig, run: RunSettings, model: TaskModel, family: Family,
         started = time.perf_counter()
         _attach_cached_features(model, freeze_plan, family, datamodule, run.data, run.head)
         feature_extraction_s = round(time.perf_counter() - started, 3)  # encoder over every split (or cache hits)
-    module = BertTaskModule(model, family, freeze_plan, run.optim, splits=datamodule.splits, output_dir=run_dir,
+    module = TaskModule(model, family, freeze_plan, run.optim, splits=datamodule.splits, output_dir=run_dir,
                             on_nonfinite_loss=cfg.on_nonfinite_loss, hparams=hparams)
     return module, feature_extraction_s
 
@@ -367,7 +367,7 @@ class TrainerParts:
     throughput: Throughput
 
 
-def _trainer(cfg: DictConfig, run: RunSettings, tokenizer: BertTokenizer, teacher: Teacher | None, run_dir: Path,
+def _trainer(cfg: DictConfig, run: RunSettings, tokenizer: EncoderTokenizer, teacher: Teacher | None, run_dir: Path,
              mode: str, trains: bool, finished: CheckpointInfo | None, graceful_stop: Any,
              feature_extraction_s: float | None) -> TrainerParts:
     """The Lightning Trainer with every callback of a run, its loggers and settings."""
@@ -428,14 +428,14 @@ def _trainer(cfg: DictConfig, run: RunSettings, tokenizer: BertTokenizer, teache
     return TrainerParts(trainer, checkpoint, last, final_validation, throughput)
 
 
-def _save_tokenizer(run_dir: Path, tokenizer: BertTokenizer) -> None:
+def _save_tokenizer(run_dir: Path, tokenizer: EncoderTokenizer) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     with writing(run_dir / "tokenizer", "the run's tokenizer", RUN_DIR_FIX):
         tokenizer.save(run_dir / "tokenizer")
         write_record(run_dir / "tokenizer", tokenizer)  # what predict and export check its files against
 
 
-def _fit(trainer: L.Trainer, module: BertTaskModule, datamodule: TaskDataModule, parts: TrainerParts,
+def _fit(trainer: L.Trainer, module: TaskModule, datamodule: TaskDataModule, parts: TrainerParts,
          ckpt_path: str | None, info: CheckpointInfo | None, resumed_from: int | None) -> str:
     """Train (from the start, or resumed from ``ckpt_path``); returns the checkpoint to evaluate."""
     if resumed_from is not None and info is not None:
@@ -450,7 +450,7 @@ def _fit(trainer: L.Trainer, module: BertTaskModule, datamodule: TaskDataModule,
     return _best_after_fit(trainer, parts.checkpoint, parts.last, parts.final_validation)
 
 
-def _evaluate(cfg: DictConfig, trainer: L.Trainer, module: BertTaskModule, datamodule: TaskDataModule,
+def _evaluate(cfg: DictConfig, trainer: L.Trainer, module: TaskModule, datamodule: TaskDataModule,
               data_cfg: DataConfig, parts: TrainerParts, best_path: str | None, trains: bool) -> dict[str, Any]:
     """The best checkpoint's scores: validation, each extra dev set, and the test set when asked for."""
     metrics: dict[str, Any] = {}
@@ -500,7 +500,7 @@ def _attach_cached_features(model, freeze_plan, family, datamodule, data_cfg, he
     datamodule.setup("fit")
     if data_cfg.test_file:
         datamodule.setup("test")
-    weights = weights_fingerprint(model.bert)
+    weights = weights_fingerprint(model.encoder)
     for name, split in datamodule.splits.items():
         key = content_hash(weights, datamodule.split_key(name), head_cfg.pooling, str(head_cfg.layers))
         attach_features(model, split, datamodule.collator(train=False), data_cfg.eval_batch_size, key,

@@ -23,7 +23,7 @@ from typing import Any
 
 from bertlab.data.features import Split
 from bertlab.data.readers import BadExamplePolicy, DataError, _table_rows, json_object, read_text_lines
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.validate import BadValue, canonical_label, expect, missing_column, text_value
 from bertlab.runtime.config import DataConfig
 
@@ -136,7 +136,7 @@ def _example(context, prefix: str, choices: list[str], label, label_column, wher
     return ChoiceExample(context, texts, index, where)
 
 
-def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labelled: bool = True,
+def choice_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer, labelled: bool = True,
                  max_examples: int | None = None) -> Split:
     """One feature per example: ``input_ids`` / ``token_type_ids`` as one row per choice
     (``[CLS] context [SEP] choice [SEP]``, cut longest-first to ``data.max_seq_length``), ``labels``."""
@@ -153,7 +153,7 @@ def choice_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokeniz
     return Split(name, features, len(examples), policy.skipped, truncated)
 
 
-def encode_choices(tokenizer: BertTokenizer, max_seq_length: int,
+def encode_choices(tokenizer: EncoderTokenizer, max_seq_length: int,
                    examples: list[tuple[str, list[str]]]) -> tuple[list[dict[str, Any]], int]:
     """One feature per (context, choices) example, as training and prediction both read it: ``input_ids`` /
     ``token_type_ids`` with one row per choice (``[CLS] context [SEP] choice [SEP]``, cut longest-first to

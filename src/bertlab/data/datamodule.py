@@ -34,7 +34,7 @@ from bertlab.data.features import (
 from bertlab.data.files import DataFiles
 from bertlab.data.readers import DataError
 from bertlab.data.safe_cache import cached
-from bertlab.data.tokenizer import BertTokenizer, content_hash
+from bertlab.data.tokenizer import EncoderTokenizer, content_hash
 from bertlab.data.validate import changed_splits
 from bertlab.runtime.checks import check_seq_length
 from bertlab.runtime.config import DEFAULT_MLM_PROBABILITY, MASKED_FAMILIES, ConfigError, DataConfig, TaskSpec
@@ -55,7 +55,7 @@ def _lengths(split: Split):
     return features.lengths() if hasattr(features, "lengths") else lengths(features)
 
 
-def _shape(tokenizer: BertTokenizer, pair: bool) -> str:
+def _shape(tokenizer: EncoderTokenizer, pair: bool) -> str:
     """The tokenizer's template as text, for messages: ``<s> a </s> </s> b </s>``."""
     name = tokenizer.tokenizer.id_to_token
     t = tokenizer.template
@@ -67,7 +67,7 @@ def _shape(tokenizer: BertTokenizer, pair: bool) -> str:
 class TaskDataModule(L.LightningDataModule):
     """Reads, tokenizes and batches the data of one task (any family)."""
 
-    def __init__(self, task: TaskSpec, data: DataConfig, tokenizer: BertTokenizer, seed: int = 0,
+    def __init__(self, task: TaskSpec, data: DataConfig, tokenizer: EncoderTokenizer, seed: int = 0,
                  labels: list[str] | None = None):
         super().__init__()
         self.task = task

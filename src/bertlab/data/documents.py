@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.windows import CHARS_PER_TOKEN, LongTexts, WindowCap, check_long_text, long_text_stride
 
 ENCODE_CHUNK = 1024  # texts a tokenizer call encodes: a stop signal is answered between calls
@@ -40,7 +40,7 @@ def _encode(encode: Any, texts: Sequence[str], pairs: Sequence[str] | None = Non
     return out
 
 
-def encode_documents(tokenizer: BertTokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
+def encode_documents(tokenizer: EncoderTokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
                      max_seq_length: int, long_text: str = "windows", window_stride: int | None = None,
                      cap: WindowCap | None = None, names: Sequence[str] | None = None,
                      ) -> tuple[list[dict[str, Any]], LongTexts]:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from bertlab.data.readers import BadExamplePolicy, DataError, read_squad, read_table, read_text_lines
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.runtime.config import DataConfig
 
 log = logging.getLogger(__name__)
@@ -146,14 +146,14 @@ def _has_column(path: Path, column: str) -> bool:
     return column in header
 
 
-def _encode(tokenizer: BertTokenizer, texts: Sequence[str], max_len: int) -> tuple[list[list[int]], list[list[int]], int]:
+def _encode(tokenizer: EncoderTokenizer, texts: Sequence[str], max_len: int) -> tuple[list[list[int]], list[list[int]], int]:
     """ids and token types of each text alone, cut at ``max_len`` tokens (specials included); how many were cut."""
     encodings = tokenizer.truncated(max_len).encode_batch(list(texts))
     cut = sum(bool(e.overflowing) for e in encodings)
     return [e.ids for e in encodings], [e.type_ids for e in encodings], cut
 
 
-def embedding_train_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer,
+def embedding_train_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
                           max_examples: int | None = None):
     from bertlab.data.features import Split
 
@@ -202,7 +202,7 @@ def read_corpus_file(path: Path, data: DataConfig) -> list[tuple[str | None, str
     return [(ids.get(ex.where), ex.text) for ex in rows]
 
 
-def embedding_eval_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer,
+def embedding_eval_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
                          corpus_path: Path | None = None, max_examples: int | None = None):
     from bertlab.data.features import Split
 

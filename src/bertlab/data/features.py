@@ -21,7 +21,7 @@ from bertlab.data.documents import encode_documents
 from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
 from bertlab.data.tags import IGNORE_INDEX
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.validate import (
     LabelSpellings,
     canonical_label,
@@ -118,7 +118,7 @@ def window_cap(data: DataConfig, path: Path | str) -> WindowCap:
 # Sequence (single texts and pairs)
 
 
-def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer,
+def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
                    labels: LabelMap | None, regression: bool, labelled: bool = True,
                    max_examples: int | None = None) -> Split:
     policy = BadExamplePolicy(data.on_bad_example)
@@ -205,7 +205,7 @@ def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
 # Token classification (NER)
 
 
-def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, labels: LabelMap,
+def token_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer, labels: LabelMap,
                 task: TaskSpec, max_examples: int | None = None) -> Split:
     from bertlab.data.tags import b_to_i_map, iob1_to_iob2, tag_features, validate_iob2
 
@@ -247,7 +247,7 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenize
 # Extractive QA
 
 
-def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, train: bool,
+def qa_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer, train: bool,
              max_examples: int | None = None) -> Split:
     from bertlab.data.qa import QADataError, prepare_qa_features
 
@@ -295,7 +295,7 @@ def qa_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer, 
 # Pre-training (MLM, optionally NSP)
 
 
-def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: BertTokenizer, task: TaskSpec,
+def mlm_split(name: str, paths: list[Path], data: DataConfig, tokenizer: EncoderTokenizer, task: TaskSpec,
               seed: int, max_examples: int | None = None) -> Split:
     from bertlab.data.mlm import build_nsp_examples, keyed_tokens, max_num_tokens_for, split_keys
     from bertlab.data.rawtext import read_corpus

@@ -12,7 +12,7 @@ never holds more than one block of documents per process:
 2. **Prepare every shard** in ``num_proc`` processes (a process pool, shards handed out one at a time):
    read its lines, group them into documents and blocks of ``block_documents`` documents, split the
    lines into sentences (``split_sentences``), encode each block's sentences (ids only,
-   ``BertTokenizer.encode_ids_batch``), and build the examples as BERT's ``create_pretraining_data.py``
+   ``EncoderTokenizer.encode_ids_batch``), and build the examples as BERT's ``create_pretraining_data.py``
    does (``data/mlm.py``):
    segments packed up to ``max_seq_length``, NSP pairs when ``nsp`` is set. A NotNext B comes from
    another document **of the same block** (the approximation streaming forces: the original draws from
@@ -65,7 +65,7 @@ from bertlab.data.mlm import (
 )
 from bertlab.data.prepared import ArrowExamples, read_meta  # noqa: F401  (ArrowExamples: imported from here too)
 from bertlab.data.readers import DataError
-from bertlab.data.tokenizer import BertTokenizer, content_hash
+from bertlab.data.tokenizer import EncoderTokenizer, content_hash
 from bertlab.runtime.errors import RecordError
 from bertlab.runtime.files import cache_lock
 from bertlab.runtime.records import read_record
@@ -89,7 +89,7 @@ def _features():
                               "length": datasets.Value("int32")})
 
 
-def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertTokenizer,
+def _block_table(block: list[list[str]], rng: random.Random, tokenizer: EncoderTokenizer,
                  settings: dict[str, Any]):
     """The examples of one block as an Arrow table: split sentences, encode them (ids only), pack
     segments / NSP pairs in the tokenizer's template (``[CLS] A [SEP] B [SEP]``, RoBERTa's ``<s> A </s></s> B
@@ -139,7 +139,7 @@ def _block_table(block: list[list[str]], rng: random.Random, tokenizer: BertToke
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(tokenizer: BertTokenizer) -> None:
+def _init_worker(tokenizer: EncoderTokenizer) -> None:
     import signal
 
     # One tokenizing thread per process: the pool already uses every core.
@@ -152,7 +152,7 @@ def _init_worker(tokenizer: BertTokenizer) -> None:
 
 
 def _prepare_shard(index: int, pieces: Sequence[Piece], paths: Sequence[Path], settings: dict[str, Any],
-                   out_dir: Path, tokenizer: BertTokenizer | None = None) -> dict[str, Any]:
+                   out_dir: Path, tokenizer: EncoderTokenizer | None = None) -> dict[str, Any]:
     """Prepare shard ``index`` into ``out_dir/NNNNN.arrow`` and write its marker ``NNNNN.json``; returns
     the marker's counts."""
     from datasets.arrow_writer import ArrowWriter
@@ -246,7 +246,7 @@ def prepared_dir(cache_dir: str | os.PathLike[str], split: str, key: str) -> Pat
     return Path(cache_dir) / "pretrain" / f"{split}-{key}"
 
 
-def preparation_key(paths: Sequence[Path], tokenizer: BertTokenizer, settings: dict[str, Any]) -> str:
+def preparation_key(paths: Sequence[Path], tokenizer: EncoderTokenizer, settings: dict[str, Any]) -> str:
     return content_hash(json.dumps({**settings, "v": PREP_VERSION}, sort_keys=True),
                         tokenizer.fingerprint(), corpus_fingerprint(paths))
 
@@ -267,7 +267,7 @@ def preparation_settings(paths: Sequence[Path], *, split: str, fmt: str = "auto"
             "shard_bytes": int(shard_bytes)}
 
 
-def prepare(paths: Sequence[Path], tokenizer: BertTokenizer, cache_dir: str | os.PathLike[str], *, split: str,
+def prepare(paths: Sequence[Path], tokenizer: EncoderTokenizer, cache_dir: str | os.PathLike[str], *, split: str,
             fmt: str = "auto", max_seq_length: int = 128, nsp: bool = False, short_seq_prob: float = 0.1,
             seed: int = 0, block_documents: int = 1000, num_proc: int | None = None,
             shard_bytes: int | None = None, progress: bool | Any | None = None) -> Path:
@@ -315,7 +315,7 @@ def prepare(paths: Sequence[Path], tokenizer: BertTokenizer, cache_dir: str | os
     return final
 
 
-def _prepare_into(work: Path, paths: list[Path], tokenizer: BertTokenizer, settings: dict[str, Any],
+def _prepare_into(work: Path, paths: list[Path], tokenizer: EncoderTokenizer, settings: dict[str, Any],
                   num_proc: int | None, progress: bool | Any | None) -> dict[str, Any]:
     import datasets
 

@@ -35,7 +35,7 @@ from typing import Any
 from bertlab.data.documents import encode_documents
 from bertlab.data.embedding import _has_column, read_corpus_file, read_pairs
 from bertlab.data.readers import BadExamplePolicy, DataError, read_table, read_text_lines
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.validate import BadValue, number_value
 from bertlab.runtime.config import DataConfig, TaskSpec
 
@@ -123,12 +123,12 @@ def read_training_rows(path: Path, data: DataConfig, policy: BadExamplePolicy) -
     return rows
 
 
-def _encode(tokenizer: BertTokenizer, queries: list[str], passages: list[str], data: DataConfig):
+def _encode(tokenizer: EncoderTokenizer, queries: list[str], passages: list[str], data: DataConfig):
     """One feature per (query, passage), cut to the window (longest text first, as a CrossEncoder cuts)."""
     return encode_documents(tokenizer, queries, passages, data.max_seq_length, "truncate")
 
 
-def rerank_train_split(name: str, path: Path, data: DataConfig, tokenizer: BertTokenizer,
+def rerank_train_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
                        max_examples: int | None = None):
     from bertlab.data.features import Split
 
@@ -222,7 +222,7 @@ def _relevance(label: float, fractional: list[int]) -> int:
     return int(label >= 0.5)
 
 
-def rerank_eval_split(name: str, path: Path, data: DataConfig, task: TaskSpec, tokenizer: BertTokenizer,
+def rerank_eval_split(name: str, path: Path, data: DataConfig, task: TaskSpec, tokenizer: EncoderTokenizer,
                       corpus_path: Path | None, first_stage: Path | None, max_examples: int | None = None):
     from bertlab.data.features import Split
 

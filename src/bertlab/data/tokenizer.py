@@ -1,7 +1,7 @@
 """Tokenizers of every encoder family through the ``tokenizers`` library: load a checkpoint's, or train one for
 scratch models (WordPiece, byte-level BPE or Unigram: :mod:`bertlab.data.vocab`).
 
-One wrapper, :class:`EncoderTokenizer` (``BertTokenizer`` is the same class), serves BERT's WordPiece, RoBERTa's
+One wrapper, :class:`EncoderTokenizer`, serves BERT's WordPiece, RoBERTa's
 byte-level BPE, XLM-R's SentencePiece Unigram and any other ``tokenizer.json``:
 
 - the special tokens are found by role (cls, sep, pad, mask, unk): from ``tokenizer_config.json`` /
@@ -38,7 +38,7 @@ from bertlab.runtime.records import json_kind
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KINDS", "SPECIAL_TOKENS", "BertTokenizer", "EncoderTokenizer", "TokenizerError", "content_hash",
+__all__ = ["KINDS", "SPECIAL_TOKENS", "EncoderTokenizer", "TokenizerError", "content_hash",
            "holds_tokenizer", "load_tokenizer", "tokenizer_for", "train_tokenizer", "train_wordpiece",
            "wordpiece_from_vocab"]
 
@@ -333,7 +333,6 @@ class EncoderTokenizer:
         (directory / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
 
 
-BertTokenizer = EncoderTokenizer  # the name every caller and saved script used while bertlab read BERT only
 
 
 def _default_template(cls: str, sep: str, vocab: dict[str, int]):

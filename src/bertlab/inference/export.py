@@ -39,10 +39,18 @@ from bertlab.models.hf_weights import (
     CheckpointError,
     export_state_dict,
 )
+from bertlab.models.keys import (
+    HEAD_PREFIX,
+    encoder_key,
+    encoder_state,
+    is_encoder_key,
+    module_state,
+    with_encoder_prefix,
+)
 from bertlab.models.lora import (
     ADAPTER_PARAMETER_NAMES,
     base_changed_message,
-    base_fingerprint,
+    base_matches,
     inject_lora,
     merge_lora,
 )
@@ -104,10 +112,10 @@ def load_checkpoint_model(ckpt_path: str | Path, start: RunStart | None = None) 
     missing = [k for k in ("encoder_config", "task", "head", "head_kind") if k not in hp]
     if missing:
         raise CheckpointError(f"{path}: hyper_parameters lack {missing} (not a bertlab checkpoint?)")
-    if hp["encoder_config"].get("encoder", "bert") not in ("bert", GENERIC):
+    if hp["encoder_config"].get("encoder") not in (None, GENERIC):  # a recurrent encoder's record
         raise CheckpointError(f"{path}: a {hp['encoder_config']['encoder']} encoder; only transformer encoders have a "
                               "Hugging Face layout to export to")
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    state = module_state(ckpt)
     config = config_from_record(hp["encoder_config"])
     task = TaskSpec(**hp["task"])
     head_cfg = HeadConfig(**hp["head"])
@@ -117,14 +125,14 @@ def load_checkpoint_model(ckpt_path: str | Path, start: RunStart | None = None) 
     # The pooler exists exactly when the trained model had one (pooler head, or NSP). A slim LoRA checkpoint
     # leaves the frozen pooler out of its tensors, so the hyper-parameters say it.
     model = assemble(config, head_cfg, family.build_head, hp["head_kind"],
-                     add_pooling_layer=hp.get("has_pooler", "bert.pooler.dense.weight" in state))
+                     add_pooling_layer=hp.get("has_pooler", encoder_key("pooler.dense.weight") in state))
     base = ckpt.get("bertlab_base_weights")
     if base is not None:  # a LoRA checkpoint: frozen base weights come from the referenced checkpoint
         _load_base_weights(model, base, path, start)
     if any(k.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES for k in state):
-        inject_lora(model.bert, FreezeConfig(**hp["freeze"]).lora)
+        inject_lora(model.encoder, FreezeConfig(**hp["freeze"]).lora)
     recorded = ckpt.get("bertlab_base_fingerprint")
-    if base is not None and recorded is not None and recorded != base_fingerprint(model, set(state)):
+    if base is not None and recorded is not None and not base_matches(model, set(state), recorded):
         raise CheckpointError(f"{path}: {base_changed_message(base)}")
     try:
         if base is not None:
@@ -153,21 +161,21 @@ def _load_base_weights(model: TaskModel, base: str, ckpt_path: Path, start: RunS
     if start.kind == "checkpoint":
         path = start.checkpoint
         inner = load_checkpoint_model(path)
-        tensors = {f"bert.{k}": v for k, v in merge_lora(inner.model.bert).items()}
+        tensors = with_encoder_prefix(merge_lora(inner.model.encoder))
         report = load_into(model, {k: v for k, v in tensors.items() if k in model.state_dict()},
                            LoadReport(source=str(path)))
     else:
         if start.folder is None:
             raise CheckpointError(f"{ckpt_path}: a LoRA checkpoint whose base weights ({base!r}) cannot be found")
         tensors, source = read_state_dict(start.folder)
-        converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.bert.pooler is not None,
-                                                  source=source, spec=family_spec(model.bert.config.model_type))
-        load_into(model, {k: v for k, v in converted.items() if k.startswith("bert.")}, report)
+        converted, report = convert_hf_state_dict(tensors, None, has_pooler=model.encoder.pooler is not None,
+                                                  source=source, spec=family_spec(model.encoder.config.model_type))
+        load_into(model, {k: v for k, v in converted.items() if k.startswith("encoder.")}, report)
     log.info("LoRA base weights: %s", report.summary())
 
 
 def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
-    encoder_config = loaded.model.bert.config
+    encoder_config = loaded.model.encoder.config
     config = dict(encoder_config.hf_config) if isinstance(encoder_config, GenericEncoderConfig) else \
         family_spec(encoder_config.model_type).write_config(encoder_config)
     config["architectures"] = [architecture]
@@ -204,7 +212,7 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: Checkpoin
     check_trusted(ckpt_path, tokenizer, recorded=loaded.tokenizer_fingerprint, folder=tokenizer_dir,
                   run_id=loaded.run_id)
     tokenizer.save_for_transformers(out_dir, words=loaded.task.family == "token",
-                                    token_types=takes_token_types(loaded.model.bert.config))
+                                    token_types=takes_token_types(loaded.model.encoder.config))
     return [name for name in TOKENIZER_FILES if (out_dir / name).is_file()]
 
 
@@ -344,22 +352,22 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
     out_dir.mkdir(parents=True, exist_ok=True)
     _copy_tokenizer(tok_dir, out_dir, loaded)
 
-    if getattr(model.bert, "generic", False):
+    if getattr(model.encoder, "generic", False):
         # The generic path: the AutoModel's own names, as transformers saves the base model.
-        architecture = type(model.bert._model[0]).__name__
-        tensors = {k[len("bert."):]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith("bert.")}
+        architecture = type(model.encoder._model[0]).__name__
+        tensors = {k: v.detach().contiguous().cpu() for k, v in encoder_state(state).items()}
     else:
-        spec = family_spec(model.bert.config.model_type)
+        spec = family_spec(model.encoder.config.model_type)
         architecture = spec.architecture(head_kind)
     if head_kind is not None:
         tensors = export_state_dict(state, head_kind, spec)
     else:
-        if not getattr(model.bert, "generic", False):
+        if not getattr(model.encoder, "generic", False):
             # No stock class computes this head: the encoder alone as <Family>Model (no prefix, as HF saves it).
             prefix = spec.prefix + "."
             tensors = {k[len(prefix):]: v for k, v in export_state_dict(state, None, spec).items()}
-        head_tensors = {k[len("head."):]: v.detach().contiguous().cpu() for k, v in state.items()
-                        if k.startswith("head.")}
+        head_tensors = {k[len(HEAD_PREFIX):]: v.detach().contiguous().cpu() for k, v in state.items()
+                        if k.startswith(HEAD_PREFIX)}
         save_file(head_tensors, str(out_dir / HEAD_WEIGHTS_NAME), metadata={"format": "pt"})
         head_info = {
             "format": "bertlab-head",
@@ -367,7 +375,7 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
             "task": asdict(loaded.task),
             "head": asdict(loaded.head),
             "labels": loaded.labels,
-            "encoder_has_pooler": model.bert.pooler is not None,
+            "encoder_has_pooler": model.encoder.pooler is not None,
             "note": f"no transformers class computes this head: load the encoder as {architecture} and apply the "
                     "head tensors as bertlab's heads.py does (or bertlab.export.load_checkpoint_model)",
         }
@@ -387,7 +395,7 @@ def _write_export(loaded: CheckpointModel, ckpt_path: Path, out_dir: Path, tok_d
         from bertlab.inference.sentence_transformers import write_sentence_transformers_modules
 
         data = (loaded.hparams.get("config") or {}).get("data") or {}
-        st_files = write_sentence_transformers_modules(out_dir, model.bert.config.hidden_size, model.head.pooling,
+        st_files = write_sentence_transformers_modules(out_dir, model.encoder.config.hidden_size, model.head.pooling,
                                                        model.head.normalize, data.get("max_seq_length"))
     # Sealed inside the folder being written (export_checkpoint's temporary one), before it is swapped in; the
     # sentence-transformers files too (their pooling and normalisation change what the folder computes).
@@ -510,9 +518,9 @@ def load_native_export(path: Path) -> tuple[TaskModel | None, TaskSpec | None, l
     tensors, source = read_state_dict(path)
     state, report = convert_hf_state_dict(tensors, head_kind, has_pooler=has_pooler, source=source, spec=spec)
     if head_kind is None:
-        state = {k: v for k, v in state.items() if k.startswith("bert.")}
+        state = {k: v for k, v in state.items() if is_encoder_key(k)}
         head_state = load_file(str(path / HEAD_WEIGHTS_NAME))
-        state.update({"head." + k: v for k, v in head_state.items()})
+        state.update({HEAD_PREFIX + k: v for k, v in head_state.items()})
         report = LoadReport(source=source, dropped=report.dropped)
     load_into(model, state, report)
     if report.newly_initialised:
@@ -536,9 +544,9 @@ def load_generic_export(path: Path) -> tuple[TaskModel, TaskSpec, list[str] | No
     num_labels = 1 if task.regression or task.family == "multiple_choice" else len(labels or [])
     model = with_head(AutoEncoder.from_pretrained(path), head_cfg,
                       build_family(task, num_labels, labels, None).build_head, None)
-    head_state = {"head." + k: v for k, v in load_file(str(path / HEAD_WEIGHTS_NAME)).items()}
+    head_state = {HEAD_PREFIX + k: v for k, v in load_file(str(path / HEAD_WEIGHTS_NAME)).items()}
     missing, unexpected = model.load_state_dict(head_state, strict=False)
-    if unexpected or any(k.startswith("head.") for k in missing):
+    if unexpected or any(k.startswith(HEAD_PREFIX) for k in missing):
         raise CheckpointError(f"{path}: {HEAD_WEIGHTS_NAME} does not match the head {HEAD_CONFIG_NAME} describes")
     return model.eval(), task, labels
 
@@ -552,13 +560,13 @@ def load_recurrent_checkpoint(path: Path) -> CheckpointModel:
 
     ckpt = read_checkpoint(path)
     hp = ckpt["hyper_parameters"]
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    state = module_state(ckpt)
     names = {f.name for f in fields(RecurrentConfig)}
     values = {k: v for k, v in ((hp.get("config") or {}).get("model") or {}).items() if k in names and v is not None}
     # The vocabulary and embedding sizes are the trained ones (a checkpoint's embeddings may have replaced
     # model.embedding_dim), and the embeddings are in the checkpoint: the BERT checkpoint they came from is
     # not read again.
-    vocab_size, embedding_dim = state["bert.embeddings.word_embeddings.weight"].shape
+    vocab_size, embedding_dim = state[encoder_key("embeddings.word_embeddings.weight")].shape
     values.update(vocab_size=int(vocab_size), embedding_dim=int(embedding_dim), init_embeddings_from=None)
     config = RecurrentConfig(**values)
     task, head_cfg, labels = TaskSpec(**hp["task"]), HeadConfig(**hp["head"]), hp.get("labels")

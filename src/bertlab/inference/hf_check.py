@@ -70,7 +70,7 @@ def check_transformers_parity(loaded: Any, tokenizer_dir: Path, out_dir: Path,
     ``shown``: the folder the error names when ``out_dir`` is a temporary one that replaces it only if it passes
     (then the error says the export was not written)."""
     head_kind = loaded.model.head_kind
-    if head_kind not in AUTO_CLASSES or getattr(loaded.model.bert, "generic", False):
+    if head_kind not in AUTO_CLASSES or getattr(loaded.model.encoder, "generic", False):
         report = ParityReport(False, "no transformers class computes this head (the export holds bertlab's own "
                                      "head file); bertlab.predict on the folder computes it")
         log.info("export: %s", report.line())
@@ -116,7 +116,7 @@ def _length_limit(loaded: Any, tokenizer: EncoderTokenizer) -> int:
     """The longest probe, in tokens: the run's max_seq_length, within the encoder's positions (RoBERTa-style
     positions start after the padding index)."""
     data = (loaded.hparams.get("config") or {}).get("data") or {}
-    config = loaded.model.bert.config
+    config = loaded.model.encoder.config
     positions = getattr(config, "max_sequence_length", None) or 512  # the family's rule (RoBERTa's offset included)
     return max(8, min(int(data.get("max_seq_length") or tokenizer.model_max_length or 512), positions))
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
+from bertlab.data.tokenizer import EncoderTokenizer, load_tokenizer
 from bertlab.inference.layout import reads_windows
 from bertlab.inference.onnx_session import is_onnx_folder, load_onnx_folder
 from bertlab.inference.settings import PredictSettings
 from bertlab.inference.tasks import pools_windows, prediction_task
 from bertlab.inference.text import BACKENDS
-from bertlab.runtime.config import TaskSpec
+from bertlab.runtime.config import RECURRENT, TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.runtime.fingerprints import check_trusted
 from bertlab.runtime.paths import existing_path
@@ -33,14 +33,14 @@ class Loaded(NamedTuple):
     """A Predictor's parts, in the order of its constructor."""
 
     model: Any  # a TaskModel (PyTorch) or an OnnxSession
-    tokenizer: BertTokenizer
+    tokenizer: EncoderTokenizer
     task: TaskSpec
     labels: list[str] | None
     settings: PredictSettings
     source: str
 
 
-def load(path: str | Path, tokenizer: BertTokenizer | None = None, backend: str = "auto") -> Loaded:
+def load(path: str | Path, tokenizer: EncoderTokenizer | None = None, backend: str = "auto") -> Loaded:
     """What ``path`` holds, by its kind: an ONNX export (unless ``backend`` is torch), an exported Hugging Face
     folder, or a run dir / ``.ckpt`` file (``backend``: :data:`~bertlab.inference.text.BACKENDS`)."""
     if backend not in BACKENDS:
@@ -83,7 +83,7 @@ def onnx_with_torch_message(path: Path) -> str:
             "export of that run (python -m bertlab.export RUN OUT)")
 
 
-def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
+def from_checkpoint(path: Path, tokenizer: EncoderTokenizer | None) -> Loaded:
     """A ``.ckpt`` file or a run dir (its best checkpoint), with the run's tokenizer and reading settings."""
     from bertlab.inference.export import (
         load_checkpoint_model,
@@ -94,7 +94,7 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
 
     ckpt = resolve_checkpoint(path)
     hp = read_checkpoint(ckpt).get("hyper_parameters") or {}
-    if (hp.get("encoder_config") or {}).get("encoder") == "recurrent":
+    if (hp.get("encoder_config") or {}).get("encoder") == RECURRENT:
         loaded = load_recurrent_checkpoint(ckpt)
     else:
         loaded = load_checkpoint_model(ckpt)
@@ -116,7 +116,7 @@ def from_checkpoint(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     return Loaded(loaded.model, tokenizer, loaded.task, loaded.labels, settings, str(ckpt))
 
 
-def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
+def from_hf_folder(path: Path, tokenizer: EncoderTokenizer | None) -> Loaded:
     """An export: a stock ``BertFor*`` head, or ``BertModel`` + bertlab's own head file, read as its run read
     text (the export's long-text record; a folder without one truncates at min(512, the position table))."""
     from bertlab.inference.export import load_native_export
@@ -130,7 +130,7 @@ def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     return Loaded(model, tokenizer, task, labels, _export_settings(path, task, window), str(path))
 
 
-def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) -> Loaded:
+def from_onnx_folder(path: Path, tokenizer: EncoderTokenizer | None, backend: str) -> Loaded:
     """An ONNX export (:mod:`bertlab.inference.onnx_session`): no torch is imported."""
     tokenizer = _trusted_tokenizer(path, tokenizer)
     model, task, labels, data = load_onnx_folder(path, backend)
@@ -139,17 +139,17 @@ def from_onnx_folder(path: Path, tokenizer: BertTokenizer | None, backend: str) 
     return Loaded(model, tokenizer, task, labels, settings, str(model.path))
 
 
-def from_generic_export(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
+def from_generic_export(path: Path, tokenizer: EncoderTokenizer | None) -> Loaded:
     """An export of the generic path: the AutoModel folder transformers saved + bertlab's head file."""
     from bertlab.inference.export import load_generic_export
 
     tokenizer = _trusted_tokenizer(path, tokenizer)
     model, task, labels = load_generic_export(path)
-    window = min(512, model.bert.config.max_sequence_length)
+    window = min(512, model.encoder.config.max_sequence_length)
     return Loaded(model, tokenizer, task, labels, _export_settings(path, task, window), str(path))
 
 
-def _trusted_tokenizer(path: Path, tokenizer: BertTokenizer | None) -> BertTokenizer:
+def _trusted_tokenizer(path: Path, tokenizer: EncoderTokenizer | None) -> EncoderTokenizer:
     """An export folder's tokenizer (or the one given), once the folder's files and that tokenizer are checked
     against the fingerprints the export recorded, before its weights are read."""
     tokenizer = tokenizer or load_tokenizer(path)

@@ -68,7 +68,6 @@ log = logging.getLogger(__name__)
 
 REPORT_NAME = "export_report.json"
 OPSET = 17
-FAMILIES = ONNX_FAMILIES  # the families an ONNX export covers: the table's (inference.tasks)
 
 
 class QualityGateError(CheckpointError):
@@ -91,9 +90,9 @@ def require_onnx() -> tuple[Any, Any]:
 
 def reads_segments(model: TaskModel) -> bool:
     """Whether the encoder reads token_type_ids (a family with more than one segment row)."""
-    config = model.bert.config
-    if getattr(model.bert, "generic", False):
-        return bool(getattr(model.bert, "_types", False))
+    config = model.encoder.config
+    if getattr(model.encoder, "generic", False):
+        return bool(getattr(model.encoder, "_types", False))
     return int(getattr(config, "type_vocab_size", 0) or 0) > 1
 
 
@@ -146,10 +145,10 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
     serving stack that knows nothing of bertlab) gets ``window_doc``'s default, an empty tensor, which reads
     every row as a document of its own: the plain path's logits (:func:`optional_input`)."""
     require_onnx()
-    if task.family not in FAMILIES:
-        raise ConfigError(f"ONNX export covers the prediction heads ({', '.join(FAMILIES)}), not {task.family}")
-    if not hasattr(model.bert, "static_graph") and not getattr(model.bert, "generic", False):
-        raise ConfigError(f"ONNX export needs a transformer encoder; {type(model.bert).__name__} has no graph form")
+    if task.family not in ONNX_FAMILIES:
+        raise ConfigError(f"ONNX export covers the prediction heads ({', '.join(ONNX_FAMILIES)}), not {task.family}")
+    if not hasattr(model.encoder, "static_graph") and not getattr(model.encoder, "generic", False):
+        raise ConfigError(f"ONNX export needs a transformer encoder; {type(model.encoder).__name__} has no graph form")
     model = plain_model(model).eval()
     segments = reads_segments(model)
     kind = PREDICTION_TASKS[task.family]
@@ -158,7 +157,7 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else []) + \
         (["window_doc"] if windows else [])
     shape = (2, 2, 8) if choices else (3 if windows else 2, 8)
-    vocab = int(model.bert.config.vocab_size)
+    vocab = int(model.encoder.config.vocab_size)
     ids = torch.randint(min(5, vocab - 1), vocab, shape)
     mask = torch.ones_like(ids)
     mask[1, ..., 6:] = 0  # padding in the example batch
@@ -171,9 +170,9 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
     dynamic = {name: axes for name in inputs} | {name: out_axes for name in outputs}
     if windows:  # an axis of its own: empty when left out, one per row when given
         dynamic["window_doc"] = {0: "window_rows"}
-    static_before = getattr(model.bert, "static_graph", None)
+    static_before = getattr(model.encoder, "static_graph", None)
     if static_before is not None:
-        model.bert.static_graph = True
+        model.encoder.static_graph = True
     try:
         with warnings.catch_warnings(), torch.no_grad():
             # The tracer warns about shape checks it records as constants (the position-table bound) and that
@@ -184,7 +183,7 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
                               opset_version=opset, do_constant_folding=True)
     finally:
         if static_before is not None:
-            model.bert.static_graph = static_before
+            model.encoder.static_graph = static_before
     if windows:
         optional_input(path, "window_doc")
     return inputs
@@ -401,8 +400,8 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
                               "sizes_mb": {"pytorch_fp32": round(sum(p.numel() * 4 for p in reference.parameters())
                                                                  / 2**20, 2), "onnx_fp32": _size_mb(fp32_path)}}
     # The fp32 check, before anything else is written: the graph at the family's hard lengths (onnx_check).
-    model_type = getattr(reference.bert.config, "model_type", None)
-    max_len = min(int(data.get("max_seq_length") or 512), int(reference.bert.config.max_sequence_length))
+    model_type = getattr(reference.encoder.config, "model_type", None)
+    max_len = min(int(data.get("max_seq_length") or 512), int(reference.encoder.config.max_sequence_length))
     check = report["onnx_fp32_check"] = check_graph(
         reference, OnnxTaskModel(fp32_path, task.family), task.family, max_len, "token_type_ids" in inputs, windows)
     if not check["passed"]:

@@ -73,7 +73,7 @@ def _ids(rows: int, length: int, real: list[int], vocab: int, pad: int, g: torch
 def check_batches(model: nn.Module, family: str, max_len: int, segments: bool, windows: bool,
                   seed: int = 0) -> Iterator[tuple[str, dict[str, torch.Tensor], dict[str, Any]]]:
     """(what the case is, the batch, the head's keyword arguments) for every case of the check."""
-    config = model.bert.config
+    config = model.encoder.config
     vocab, pad = int(config.vocab_size), int(getattr(config, "pad_token_id", 0) or 0)
     g = torch.Generator().manual_seed(seed)
     choices = 2 if PREDICTION_TASKS[family].output == "choices" else 1
@@ -126,7 +126,7 @@ def check_graph(reference: nn.Module, graph: nn.Module, family: str, max_len: in
             cases += 1
             if not diff <= worst:  # NaN counts as the worst
                 worst, worst_case = diff, case
-    return {"lengths": hard_lengths(reference.bert.config, max_len), "cases": cases, "max_abs_diff": worst,
+    return {"lengths": hard_lengths(reference.encoder.config, max_len), "cases": cases, "max_abs_diff": worst,
             "worst_case": worst_case, "tolerance": FP32_TOLERANCE, "passed": worst <= FP32_TOLERANCE}
 
 

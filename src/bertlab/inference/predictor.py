@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.windows import WindowCap
 from bertlab.inference import loading
 from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents, forward_features
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAMILIES = PREDICT_FAMILIES  # the families a Predictor gives records for: the table's (inference.tasks)
 PREDICTIONS_FILE = "predict_predictions.jsonl"
 
 
@@ -76,9 +75,9 @@ class Predictor:
     [choices])`` tuple or a dict; embeddings a text or a dict with one.
     """
 
-    def __init__(self, model: TaskModel | OnnxSession, tokenizer: BertTokenizer, task: TaskSpec,
+    def __init__(self, model: TaskModel | OnnxSession, tokenizer: EncoderTokenizer, task: TaskSpec,
                  labels: list[str] | None, settings: PredictSettings, source: str = "") -> None:
-        if task.family not in FAMILIES:
+        if task.family not in PREDICT_FAMILIES:
             pretraining = ("; a pre-training run is a start for fine-tuning: train a task from it with "
                            "model.init_from=<its run dir>" if task.family in RAW_TEXT_FAMILIES else "")
             raise ConfigError(
@@ -101,7 +100,7 @@ class Predictor:
 
     @classmethod
     def from_run(cls, path: str | Path, device: str | torch.device | None = None, batch_size: int | None = None,
-                 tokenizer: BertTokenizer | None = None, data: DataConfig | None = None,
+                 tokenizer: EncoderTokenizer | None = None, data: DataConfig | None = None,
                  backend: str = "auto") -> Predictor:
         """A run dir (its best checkpoint, else ``last.ckpt``), a ``.ckpt`` file, an exported HF folder or an
         ONNX export (``backend``: auto, torch, onnx (fp32) or onnx-int8; auto takes what the folder holds, the

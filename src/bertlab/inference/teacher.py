@@ -17,8 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.data.tokenizer import BertTokenizer
-from bertlab.runtime.config import DISTILL_FAMILIES, DataConfig, DistillConfig, ModelConfig, TaskSpec
+from bertlab.data.tokenizer import EncoderTokenizer
+from bertlab.models.keys import legacy_key
+from bertlab.runtime.config import (
+    DISTILL_FAMILIES,
+    TRANSFORMER,
+    DataConfig,
+    DistillConfig,
+    ModelConfig,
+    TaskSpec,
+)
 from bertlab.runtime.errors import CheckpointError, ConfigError
 from bertlab.tasks.distill import TeacherOutputs, parameter_checksum
 
@@ -33,7 +41,7 @@ class Teacher:
     """A loaded teacher: its model (a ``TaskModel``, eval mode), tokenizer, task and labels."""
 
     model: Any
-    tokenizer: BertTokenizer
+    tokenizer: EncoderTokenizer
     task: TaskSpec
     labels: list[str] | None
     source: str
@@ -42,7 +50,7 @@ class Teacher:
         """Whether the student reads the teacher's tokenizer: a student built from the teacher's layers, or a
         scratch student (no checkpoint of its own: its vocabulary would be trained anew, with other ids)."""
         scratch = not (model_cfg.pretrained or model_cfg.init_from or model_cfg.tokenizer)
-        return settings.student_layers is not None or (scratch and model_cfg.encoder == "bert")
+        return settings.student_layers is not None or (scratch and model_cfg.kind == TRANSFORMER)
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
@@ -55,7 +63,7 @@ class Teacher:
         time): the (B, T, H) input and output, q/k/v, the (B, T, intermediate) MLP input and the (B, heads, T, T)
         attention scores and probabilities; with layer matching also every layer's hidden states, kept for the
         loss, and one mapped layer's attention probabilities again. At the teacher's parameter dtype."""
-        config = getattr(self.model.bert, "config", None)
+        config = getattr(self.model.encoder, "config", None)
         width = int(getattr(config, "hidden_size", 0) or 0)
         layers = int(getattr(config, "num_hidden_layers", 0) or 0)
         inner = int(getattr(config, "intermediate_size", 0) or 4 * width)
@@ -81,18 +89,21 @@ class Teacher:
         and task settings, ``data.max_seq_length`` among them, and the tokenizer)."""
         path = None
         if data.cache_dir is not None:
-            key = f"{self.task.name}-{parameter_checksum(self.model)}-{datamodule.split_key('train')}"
+            # Hashed over the names the first runs gave the tensors (models.keys.legacy_key): caches written
+            # before the encoder's keys became encoder.* are found again.
+            checksum = parameter_checksum(self.model, legacy_key)
+            key = f"{self.task.name}-{checksum}-{datamodule.split_key('train')}"
             path = Path(data.cache_dir) / "teacher_outputs" / f"{key}.safetensors"
         return TeacherOutputs(path, len(datamodule.splits["train"].features))
 
-    def check(self, labels: list[str] | None, tokenizer: BertTokenizer, data: DataConfig) -> None:
+    def check(self, labels: list[str] | None, tokenizer: EncoderTokenizer, data: DataConfig) -> None:
         """Refuse a teacher whose labels, vocabulary or position table do not fit the student's run."""
         if (labels or None) != (self.labels or None):
             raise ConfigError(_labels_message(self.source, self.labels, labels))
         ours, theirs = tokenizer.tokenizer.get_vocab(), self.tokenizer.tokenizer.get_vocab()
         if ours != theirs:
             raise ConfigError(_vocab_message(self.source, theirs, ours))
-        longest = getattr(getattr(self.model.bert, "config", None), "max_sequence_length", None)
+        longest = getattr(getattr(self.model.encoder, "config", None), "max_sequence_length", None)
         if longest is not None and data.max_seq_length > longest:
             raise ConfigError(
                 f"distill.teacher={self.source}: data.max_seq_length={data.max_seq_length} is longer than the "

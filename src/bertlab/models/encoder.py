@@ -1,9 +1,9 @@
 """What a head needs from an encoder: the ``Encoder`` protocol and its output, ``EncoderOutput``.
 
-Two encoders implement it: BERT (:class:`bertlab.models.bert.BertModel`) and the recurrent baselines
-(:class:`bertlab.models.recurrent.RecurrentEncoder`). ``TaskModel`` holds either under the name ``bert`` (the
-name of Hugging Face's ``BertFor*`` checkpoint keys), and heads, freeze policies and the update-scope audit
-only use what this protocol names.
+Every encoder implements it: the native families (:class:`bertlab.models.bert.BertModel` and the families built
+on it, ModernBERT's and DeBERTa's own modules), the generic AutoModel path and the recurrent baselines
+(:class:`bertlab.models.recurrent.RecurrentEncoder`). ``TaskModel`` holds any of them under the name ``encoder``,
+and heads, freeze policies and the update-scope audit only use what this protocol names.
 """
 
 from __future__ import annotations

@@ -412,12 +412,13 @@ def _init_linear(module: nn.Module, std: float) -> None:
 
 
 class TaskModel(nn.Module):
-    """The shared encoder (``bert``: any :class:`~bertlab.models.encoder.Encoder`, BERT or recurrent) and one task
-    head (``head``); names match HF's ``BertFor*`` layouts."""
+    """The shared encoder (``encoder``: any :class:`~bertlab.models.encoder.Encoder` — a native family, the generic
+    AutoModel path or a recurrent one) and one task head (``head``). Its state dict's keys are ``encoder.*`` and
+    ``head.*`` (:mod:`bertlab.models.keys`); ``models.hf_weights`` maps them to each family's transformers layout."""
 
-    def __init__(self, bert: Encoder, head: nn.Module, head_kind: str | None, output_hidden_states: bool = False):
+    def __init__(self, encoder: Encoder, head: nn.Module, head_kind: str | None, output_hidden_states: bool = False):
         super().__init__()
-        self.bert = bert
+        self.encoder = encoder
         self.head = head
         self.head_kind = head_kind  # "sequence" | "token" | "span" | "mlm" | "pretraining" | None (custom, rtd)
         self.output_hidden_states = output_hidden_states
@@ -435,7 +436,7 @@ class TaskModel(nn.Module):
         """The windows of a document longer than a batch may encode at once (``window_chunk`` rows at a time).
         While training, each chunk runs under activation checkpointing: only the chunks' pooled vectors stay in
         memory, each chunk is computed again in the backward pass (same dropout: the RNG state is restored)."""
-        grads = torch.is_grad_enabled() and any(p.requires_grad for p in self.bert.parameters())
+        grads = torch.is_grad_enabled() and any(p.requires_grad for p in self.encoder.parameters())
         parts = []
         for start in range(0, ids.shape[0], chunk):
             rows = [None if t is None else t[start:start + chunk] for t in (ids, mask, types)]
@@ -445,9 +446,9 @@ class TaskModel(nn.Module):
     def _encode(self, ids, mask, types):
         kwargs = {"output_hidden_states": self.output_hidden_states}
         if (getattr(self.head, "reads_first_token_only", False) and not self.output_hidden_states
-                and getattr(self.bert, "computes_first_token_only", False)):
+                and getattr(self.encoder, "computes_first_token_only", False)):
             kwargs["first_token_only"] = True  # the encoder may skip the last layer's other positions
-        enc = self.bert(ids, attention_mask=mask, token_type_ids=types, **kwargs)
+        enc = self.encoder(ids, attention_mask=mask, token_type_ids=types, **kwargs)
         if getattr(self.head, "reads_attention_mask", False):  # mean pooling: padding must not count
             return self.head.features(enc, mask)
         return self.head.features(enc)

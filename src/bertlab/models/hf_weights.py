@@ -1,8 +1,8 @@
 """Hugging Face checkpoints of every native family ↔ bertlab, through each family's explicit key map.
 
-bertlab's canonical names are ``bert.<encoder key>`` for the encoder (BERT's module names for every BERT-shaped
+bertlab's canonical names are ``encoder.<encoder key>`` for the encoder (BERT's module names for every BERT-shaped
 family, which ``bertlab.models.bert.BertModel`` computes; a family with a module of its own, ModernBERT, its HF
-names) and ``head.<leaf>`` for the task head. A family's :class:`~bertlab.models.families.FamilySpec` holds the
+names) and ``head.<leaf>`` for the task head (:mod:`bertlab.models.keys`). A family's :class:`~bertlab.models.families.FamilySpec` holds the
 whole map, applied before anything else touches a key: its encoder prefix (``bert.``, ``roberta.``,
 ``distilbert.``, ``electra.``, ModernBERT's ``model.``, kept although Lightning's wrapper prefix is stripped
 otherwise) or a bare encoder's keys, its
@@ -12,7 +12,7 @@ and, per head kind, its head's names. For BERT:
 =====================================================  ==========================================
 HF checkpoint key                                        bertlab
 =====================================================  ==========================================
-``bert.{rest}`` or ``{rest}`` (bare ``BertModel``)       ``bert.{rest}``
+``bert.{rest}`` or ``{rest}`` (bare ``BertModel``)       ``encoder.{rest}``
 ``classifier.*``                                         ``head.classifier.*`` (sequence / token / choice)
 ``qa_outputs.*``                                         ``head.qa_outputs.*`` (span)
 ``cls.predictions.transform.*``                          ``head.predictions.transform.*`` (MLM)
@@ -20,6 +20,7 @@ HF checkpoint key                                        bertlab
 ``cls.predictions.decoder.weight``                       dropped: tied to the word embeddings
 ``cls.seq_relationship.*``                               ``head.seq_relationship.*`` (pre-training)
 ``bert.embeddings.position_ids``                         dropped (a stale buffer, HF issue #25330)
+``model.`` + ``encoder.*`` / ``head.*`` (a bertlab .ckpt)  ``encoder.*`` / ``head.*`` (an older run's ``bert.*`` too)
 ``*LayerNorm.gamma`` / ``*LayerNorm.beta``               ``*LayerNorm.weight`` / ``*LayerNorm.bias``
 =====================================================  ==========================================
 
@@ -44,6 +45,18 @@ from torch import nn
 from bertlab.models.families import FamilySpec, encoder_refusal, family_spec, is_native, supported_list
 from bertlab.models.families.bert import BERT
 from bertlab.models.families.config_file import check_generic, read_family_config
+from bertlab.models.keys import (
+    ENCODER_PREFIX,
+    HEAD_PREFIX,
+    MODULE_PREFIX,
+    encoder_key,
+    encoder_name,
+    encoder_of,
+    encoder_state,
+    is_encoder_key,
+    is_task_model_key,
+    migrate_key,
+)
 from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.files import writing
@@ -72,7 +85,7 @@ def architecture_to_head(architecture: str | None) -> tuple[str | None, str | No
     return None, None
 
 # Prefixes stripped on purpose: our LightningModule attribute inside .ckpt files and torch.compile's wrapper.
-_STRIP_PREFIXES = ("model.", "_orig_mod.")
+_STRIP_PREFIXES = (MODULE_PREFIX, "_orig_mod.")
 _LEGACY_LN = re.compile(r"(LayerNorm)\.(gamma|beta)$")
 
 
@@ -285,8 +298,9 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 
 def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT,
                       ) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
-    """A family's checkpoint keys → encoder keys as ``bert.<bertlab name>`` (the family's prefix or a bare encoder's
+    """A family's checkpoint keys → encoder keys as ``encoder.<bertlab name>`` (the family's prefix or a bare encoder's
     keys, then its encoder renames), head keys as they are; wrapper prefixes stripped, legacy LayerNorm keys renamed.
+    A bertlab Lightning checkpoint's keys (``model.`` + a TaskModel key) are bertlab's already: only migrated.
 
     Returns (the state in that form, renamed keys, dropped stale buffers).
     """
@@ -295,14 +309,18 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT
     dropped: list[str] = []
     own_prefix = spec.prefix + "."
     for key, tensor in state.items():
+        ours = _task_model_key(key, spec)
+        if ours is not None:
+            out[ours] = tensor
+            continue
         new = _strip_wrappers(key, own_prefix)
         new = _LEGACY_LN.sub(lambda m: f"{m.group(1)}.{'weight' if m.group(2) == 'gamma' else 'bias'}", new)
         if new != key:
             renamed.append(key)  # a legacy LayerNorm name or a wrapper prefix
         if new.startswith(own_prefix):
-            new = "bert." + spec.encoder_keys.to_ours(new[len(own_prefix):])
+            new = encoder_key(spec.encoder_keys.to_ours(new[len(own_prefix):]))
         elif new.startswith(spec.bare_roots):
-            new = "bert." + spec.encoder_keys.to_ours(new)  # a bare encoder checkpoint
+            new = encoder_key(spec.encoder_keys.to_ours(new))  # a bare encoder checkpoint
         if new.endswith("embeddings.position_ids") or new.endswith("embeddings.token_type_ids"):
             dropped.append(key)  # buffers, not weights; stale in older checkpoints
             continue
@@ -310,23 +328,34 @@ def normalize_hf_keys(state: Mapping[str, torch.Tensor], spec: FamilySpec = BERT
     return out, renamed, dropped
 
 
+def _task_model_key(key: str, spec: FamilySpec) -> str | None:
+    """The TaskModel key (migrated) of a bertlab Lightning checkpoint's ``model.<root>.…`` key, else None. Where
+    our encoder root is also a root of the family's bare encoder (BERT's ``encoder.layer.…`` wrapped in ``model.``),
+    ours is the one followed by a root again (``encoder.encoder.layer.…``, ``encoder.embeddings.…``)."""
+    rest = key.removeprefix("_orig_mod.")
+    if not rest.startswith(MODULE_PREFIX) or not is_task_model_key(rest[len(MODULE_PREFIX):]):
+        return None
+    written = rest[len(MODULE_PREFIX):]
+    ours = migrate_key(written)
+    if written != ours or not is_encoder_key(ours) or ENCODER_PREFIX not in spec.bare_roots \
+            or encoder_name(ours).startswith(spec.bare_roots):
+        return ours
+    return None
+
+
 def _strip_wrappers(key: str, own_prefix: str) -> str:
     """``key`` without the wrapper prefixes of :data:`_STRIP_PREFIXES`, read before the family's own prefix: a
-    family whose encoder prefix is itself one of them (ModernBERT's ``model.``) keeps it, unless what follows is a
-    bertlab ``TaskModel``'s own root (``model.bert.``, ``model.head.``: a Lightning checkpoint's state dict)."""
+    family whose encoder prefix is itself one of them (ModernBERT's ``model.``) keeps it."""
     for prefix in _STRIP_PREFIXES:
-        if not key.startswith(prefix):
-            continue
-        rest = key[len(prefix):]
-        if prefix != own_prefix or rest.startswith(("bert.", "head.")):
-            key = rest
+        if key.startswith(prefix) and prefix != own_prefix:
+            key = key[len(prefix):]
     return key
 
 
 def hf_key_to_bertlab(key: str, head_kind: str | None, spec: FamilySpec = BERT) -> str | None:
     """Map one normalised key (:func:`normalize_hf_keys`) to bertlab's name; None = deliberately dropped for this
     head kind (another head of the family, a tied decoder weight)."""
-    if key.startswith("bert."):
+    if is_encoder_key(key):
         return key
     layout = spec.heads.get(head_kind) if head_kind is not None else None
     if layout is not None and key not in layout.tied:
@@ -341,9 +370,9 @@ def hf_key_to_bertlab(key: str, head_kind: str | None, spec: FamilySpec = BERT) 
 
 def bertlab_key_to_hf(key: str, head_kind: str | None, spec: FamilySpec = BERT) -> str | None:
     """Inverse map for export; None = not part of the family's layout (e.g. our pooler in a token model)."""
-    if key.startswith("bert."):
-        return spec.prefix + "." + spec.encoder_keys.to_theirs(key[len("bert."):])
-    if not key.startswith("head.") or head_kind not in spec.heads:
+    if is_encoder_key(key):
+        return spec.prefix + "." + spec.encoder_keys.to_theirs(encoder_name(key))
+    if not key.startswith(HEAD_PREFIX) or head_kind not in spec.heads:
         return None
     return spec.heads[head_kind].to_theirs(key)
 
@@ -383,7 +412,7 @@ def convert_hf_state_dict(
         ours = hf_key_to_bertlab(key, head_kind, spec)
         if head_kind is None and ours is None:
             ours = shared_head_key(key, new_head, spec)
-        if ours is not None and ours.startswith("bert.pooler.") and not has_pooler:
+        if ours is not None and ours.startswith(encoder_key("pooler.")) and not has_pooler:
             ours = None  # NER/QA/MLM models have no pooler (HF builds them with add_pooling_layer=False)
         if ours is None:
             report.dropped.append(key)
@@ -406,7 +435,7 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
     to_load: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         name = key[len(prefix):] if prefix and key.startswith(prefix) else key
-        if name not in own and name.removeprefix("bert.").startswith(optional):
+        if name not in own and encoder_name(name).startswith(optional):
             report.dropped.append(key)  # a tensor the family's checkpoints carry and this model does not use
             continue
         if name not in own:
@@ -415,7 +444,7 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
                 f"({type(model).__name__} has no parameter {name!r}); check the architecture in config.json"
             )
         if own[name].shape != tensor.shape:
-            if name.startswith("head."):
+            if name.startswith(HEAD_PREFIX):
                 report.dropped.append(f"{key} (shape {tuple(tensor.shape)} ≠ model {tuple(own[name].shape)})")
                 continue
             raise CheckpointError(
@@ -440,7 +469,7 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], report: LoadRepo
 
 def _optional_keys(model: nn.Module) -> tuple[str, ...]:
     """The encoder keys of the model's family that a checkpoint may hold without the model having them."""
-    config = getattr(getattr(model, "bert", model), "config", None)
+    config = getattr(encoder_of(model), "config", None)
     model_type = getattr(config, "model_type", None)
     return family_spec(model_type).optional_keys if model_type and is_native(model_type) else ()
 
@@ -448,7 +477,7 @@ def _optional_keys(model: nn.Module) -> tuple[str, ...]:
 def _is_encoder_key(name: str) -> bool:
     # A pooler may be absent from a checkpoint (token/QA/MLM models have none): it is then newly
     # initialised, as in transformers. Every other encoder tensor must be on disk.
-    return not name.startswith("head.") and ".pooler." not in f".{name}"
+    return not name.startswith(HEAD_PREFIX) and ".pooler." not in f".{name}"
 
 
 def _tied_aliases(model: nn.Module) -> set[str]:
@@ -477,8 +506,7 @@ def load_encoder(path_or_hub_id: str | Path, add_pooling_layer: bool = True):
     encoder = spec.build_encoder(config, add_pooling_layer=add_pooling_layer)
     converted, report = convert_hf_state_dict(state, head_kind=None, has_pooler=encoder.pooler is not None,
                                               source=source, spec=spec)
-    converted = {k[len("bert."):]: v for k, v in converted.items()}
-    load_into(encoder, converted, report)
+    load_into(encoder, encoder_state(converted), report)
     log.info("%s.from_pretrained: %s", spec.base_architecture, report.summary())
     encoder.load_report = report
     return encoder

@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bertlab.models.families import family_spec, is_native
+from bertlab.models.keys import legacy_key
 from bertlab.runtime.config import ConfigError, LoraConfig
 
 log = logging.getLogger(__name__)
@@ -209,20 +211,28 @@ __all__ = [
 ]
 
 
-def base_fingerprint(model: nn.Module, stored: set[str]) -> str:
+def base_fingerprint(model: nn.Module, stored: set[str], names: Callable[[str], str] = str) -> str:
     """A content hash of the frozen base tensors a slim LoRA checkpoint leaves out.
 
     ``stored``: the model keys the checkpoint holds (adapters, head, whatever trained); every other tensor of
-    the model (adapters excluded) comes from the base weights and enters the hash, in key order. A
-    checkpoint records it when saved, and loading refuses a base whose tensors hash differently.
+    the model (adapters excluded) comes from the base weights and enters the hash, in key order, with its key as
+    ``names`` gives it. A checkpoint records it when saved, and loading refuses a base whose tensors hash
+    differently (:func:`base_matches`).
     """
     h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
+    for name, tensor in sorted(model.state_dict().items(), key=lambda item: names(item[0])):
         if name in stored or name.rsplit(".", 1)[-1] in ADAPTER_PARAMETER_NAMES:
             continue
-        h.update(name.encode())
+        h.update(names(name).encode())
         h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def base_matches(model: nn.Module, stored: set[str], recorded: str) -> bool:
+    """Whether ``model``'s frozen base tensors are the ones a LoRA checkpoint recorded the fingerprint ``recorded``
+    of: hashed with today's key names, or with the names the checkpoint's own run had (``models.keys.legacy_key``:
+    a run written before ``bert.`` became ``encoder.``)."""
+    return recorded in (base_fingerprint(model, stored), base_fingerprint(model, stored, legacy_key))
 
 
 def base_changed_message(base: str | None, where: str = "this LoRA checkpoint") -> str:

@@ -2,7 +2,7 @@
 sampled tokens, and the run's encoder — the discriminator, the model that is fine-tuned afterwards — tells
 for every token whether it is the original or a replacement.
 
-The discriminator is the ``TaskModel``'s own encoder (``bert.*``, the same tensors and names as any other
+The discriminator is the ``TaskModel``'s own encoder (``encoder.*``, the same tensors and names as any other
 run's encoder, so ``model.init_from`` takes it as it takes a masked-LM run's). Everything else lives in the head
 (``head.*``, which ``init_from`` drops):
 

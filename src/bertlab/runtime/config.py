@@ -7,13 +7,42 @@ themselves, so a bad value fails with a message that says what to change.
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.schema import SETTINGS, WINDOW_POOLINGS, check_fields, check_value
 
+log = logging.getLogger(__name__)
+
 POSITION_STYLES = ("absolute", "after_padding")
+
+# model.encoder: the kind of encoder a run builds. "transformer" (the default) is any native family or the generic
+# AutoModel path; "recurrent" the LSTM/GRU baselines (model=bilstm|gru|lstm).
+TRANSFORMER, RECURRENT = "transformer", "recurrent"
+ENCODER_KINDS = (TRANSFORMER, RECURRENT)
+# Values older runs saved, and older command lines pass, read as today's (logged once per process).
+OLD_ENCODER_KINDS = {"bert": TRANSFORMER}
+_told: set[str] = set()
+
+
+def encoder_kind(model_cfg: Mapping[str, Any]) -> str:
+    """``model.encoder`` of a run's ``model`` settings (a saved run's too) as one of :data:`ENCODER_KINDS`:
+    unset is a transformer; ``bert``, the name before bertlab had seven families, reads as ``transformer``. The
+    value itself is left as given, so a resumed run's settings still equal the ones it saved."""
+    kind = model_cfg.get("encoder") or TRANSFORMER
+    if kind in OLD_ENCODER_KINDS:
+        if kind not in _told:
+            _told.add(kind)
+            log.info("model.encoder=%s is read as model.encoder=%s (its name before bertlab had seven families)",
+                     kind, OLD_ENCODER_KINDS[kind])
+        kind = OLD_ENCODER_KINDS[kind]
+    if kind not in ENCODER_KINDS:
+        raise ConfigError(f"model.encoder must be one of {', '.join(ENCODER_KINDS)}, got {kind!r}: "
+                          f"{TRANSFORMER} for any transformer family (the default), {RECURRENT} for model=bilstm|gru|lstm")
+    return kind
 
 
 @dataclass
@@ -136,9 +165,6 @@ class ExecutionConfig:
         return cls(**{f.name: model_cfg.get(f.name, getattr(defaults, f.name)) for f in fields(cls)})
 
 
-ENCODER_KINDS = ("bert", "recurrent")  # model.encoder: a transformer family, or models.recurrent
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """The ``model`` group (conf/model/*.yaml): where the encoder starts, its tokenizer, how it runs, and the
@@ -148,7 +174,7 @@ class ModelConfig:
     refuses any other key as unknown."""
 
     name: str | None = None
-    encoder: str = "bert"  # bert (any transformer family) | recurrent (model=bilstm|gru|lstm)
+    encoder: str = TRANSFORMER  # transformer (any transformer family) | recurrent (model=bilstm|gru|lstm)
     # The start (bertlab.training.start.RunStart): a hub id, a local folder or pkg:<package>; a bertlab run dir, a
     # .ckpt or a Hugging Face folder to continue from (it replaces pretrained); whether the start's head is kept.
     pretrained: str | None = None
@@ -199,8 +225,7 @@ class ModelConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.encoder not in ENCODER_KINDS:
-            raise ConfigError(f"model.encoder must be 'bert' or 'recurrent', got {self.encoder!r}")
+        encoder_kind({"encoder": self.encoder})  # a known kind (an old run's "bert" is read as transformer)
         for f in fields(self):  # the values set, by their declared kind (null: the family's or the checkpoint's)
             value = getattr(self, f.name)
             setting = SETTINGS.get(f"model.{f.name}")
@@ -212,6 +237,11 @@ class ModelConfig:
         """Every key set (not null), with ``extra``'s: what a family's or a recurrent config takes its fields from."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         return {k: v for k, v in {**out, **self.extra}.items() if v is not None}
+
+    @property
+    def kind(self) -> str:
+        """``model.encoder`` as one of :data:`ENCODER_KINDS` (:func:`encoder_kind`)."""
+        return encoder_kind({"encoder": self.encoder})
 
     @property
     def execution(self) -> ExecutionConfig:
@@ -316,7 +346,7 @@ class OptimConfig:
         self.betas = tuple(self.betas)  # type: ignore[assignment]
 
 
-TASK_FAMILIES = ("sequence", "token", "qa", "mlm", "clm", "rtd", "multiple_choice", "embedding")
+TASK_FAMILY_NAMES = ("sequence", "token", "qa", "mlm", "clm", "rtd", "multiple_choice", "embedding")
 # Families that pre-train on raw text: their files are plain text (no labels), read, packed and prepared alike.
 RAW_TEXT_FAMILIES = ("mlm", "clm", "rtd")
 # Families whose batches the collator corrupts with masked-LM masking (bertlab.data.mlm.mask_tokens): masked LM,
@@ -371,8 +401,8 @@ class TaskSpec:
                 raise ConfigError(f"task.rerank=true needs task.family=sequence (a cross-encoder scores a (query, "
                                   f"passage) pair with the sequence head), got {self.family!r}")
             self.regression = True
-        if self.family not in TASK_FAMILIES:
-            raise ConfigError(f"task.family must be one of {', '.join(TASK_FAMILIES)}, got {self.family!r}")
+        if self.family not in TASK_FAMILY_NAMES:
+            raise ConfigError(f"task.family must be one of {', '.join(TASK_FAMILY_NAMES)}, got {self.family!r}")
         if self.mode not in ("min", "max"):
             raise ConfigError(f"task.mode must be 'min' or 'max', got {self.mode!r}")
         if self.labels is not None:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from bertlab.data.mlm import IGNORE_INDEX
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.models.heads import CausalLMHead
 from bertlab.runtime.errors import ConfigError
 from bertlab.tasks.base import Family
@@ -56,7 +56,7 @@ def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor,
 
 
 @torch.no_grad()
-def generate(model: nn.Module, tokenizer: BertTokenizer, prompt: str, n_tokens: int) -> str:
+def generate(model: nn.Module, tokenizer: EncoderTokenizer, prompt: str, n_tokens: int) -> str:
     """Greedy continuation of ``prompt`` by up to ``n_tokens`` pieces; returns the continuation's text.
 
     The prompt is read as the template's start (``[CLS]``, RoBERTa's ``<s>``) + its pieces (how training segments

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +94,11 @@ def freeze_teacher(teacher: nn.Module) -> nn.Module:
     return teacher
 
 
-def parameter_checksum(model: nn.Module) -> str:
-    """A hash of every parameter of ``model`` (name, shape, dtype and values): the same before and after
-    training exactly when nothing updated it (update_scope.json's ``teacher`` section)."""
+def parameter_checksum(model: nn.Module, names: Callable[[str], str] = str) -> str:
+    """A hash of every parameter of ``model`` (name as ``names`` gives it, shape, dtype and values): the same
+    before and after training exactly when nothing updated it (update_scope.json's ``teacher`` section)."""
     digest = hashlib.sha256()
-    for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+    for name, p in sorted(((names(n), p) for n, p in model.named_parameters()), key=lambda kv: kv[0]):
         digest.update(f"{name}:{tuple(p.shape)}:{p.dtype}".encode())
         digest.update(p.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]

@@ -16,7 +16,7 @@ default :func:`uniform_layer_map`: the top layer matches the top layer). Two ter
 
 Both sides read the same batch, so teacher and student must share the tokenizer (``inference.teacher`` checks it
 for every distillation run). The encoders are asked for every layer's hidden states (``output_hidden_states``)
-through a forward hook on ``TaskModel.bert`` for the step; attention probabilities are computed again from a
+through a forward hook on ``TaskModel.encoder`` for the step; attention probabilities are computed again from a
 layer's input (``hidden_states[i]``) with its own query and key projections — bertlab's attention kernels (SDPA,
 varlen) never form them — which :func:`attention_log_probs` does for the BERT-shaped encoder (BERT, RoBERTa, XLM-R,
 DistilBERT, ELECTRA). DeBERTa-v3 (relative-position terms), ModernBERT (rotary, local windows) and the generic
@@ -123,7 +123,7 @@ def recording(model: nn.Module) -> Iterator[Recorded]:
 
     before = model.output_hidden_states
     model.output_hidden_states = True
-    handle = model.bert.register_forward_hook(hook)
+    handle = model.encoder.register_forward_hook(hook)
     try:
         yield got
     finally:
@@ -139,8 +139,8 @@ class LayerMatching:
                  teacher: nn.Module, projection: nn.Linear | None):
         self.settings, self.layer_map, self.projection = settings, layer_map, projection
         self.pairs = [(s, t) for s, t in enumerate(layer_map) if t is not None]
-        self._student_attention = _attention_modules(student.bert) if settings.attention_weight > 0 else None
-        self._teacher_attention = _attention_modules(teacher.bert) if settings.attention_weight > 0 else None
+        self._student_attention = _attention_modules(student.encoder) if settings.attention_weight > 0 else None
+        self._teacher_attention = _attention_modules(teacher.encoder) if settings.attention_weight > 0 else None
 
     @classmethod
     def build(cls, student: nn.Module, teacher: nn.Module, settings: DistillConfig) -> LayerMatching | None:
@@ -149,11 +149,11 @@ class LayerMatching:
         if not settings.matches:
             return None
         for role, model in (("student", student), ("teacher", teacher)):
-            if isinstance(model.bert, RecurrentEncoder):
+            if isinstance(model.encoder, RecurrentEncoder):
                 raise ConfigError(f"distill.hidden_weight / distill.attention_weight match transformer layers, but "
                                   f"the {role} is a recurrent encoder (model=bilstm, gru or lstm): "
                                   "use a transformer student and teacher, or set both weights to 0")
-        s_layers, t_layers = student.bert.num_layers, teacher.bert.num_layers
+        s_layers, t_layers = student.encoder.num_layers, teacher.encoder.num_layers
         layer_map = settings.layer_map or uniform_layer_map(s_layers, t_layers)
         if len(layer_map) != s_layers or any(t is not None and t >= t_layers for t in layer_map):
             raise ConfigError(
@@ -162,19 +162,19 @@ class LayerMatching:
                 f"distill.layer_map={uniform_layer_map(s_layers, t_layers)}")
         if settings.attention_weight > 0:
             for role, model in (("student", student), ("teacher", teacher)):
-                if not isinstance(model.bert, BertModel):
-                    kind = getattr(model.bert.config, "model_type", type(model.bert).__name__)
+                if not isinstance(model.encoder, BertModel):
+                    kind = getattr(model.encoder.config, "model_type", type(model.encoder).__name__)
                     raise ConfigError(
                         f"distill.attention_weight={settings.attention_weight}: the {role}'s encoder ({kind}) does "
                         "not expose its attention probabilities (its kernels never form them; attention matching "
                         "covers the BERT-shaped families: BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA). Set "
                         "distill.attention_weight=0 (hidden-state matching, distill.hidden_weight, works for "
                         "every transformer family)")
-        s_width, t_width = student.bert.hidden_size, teacher.bert.hidden_size
+        s_width, t_width = student.encoder.hidden_size, teacher.encoder.hidden_size
         projection = None
         if settings.hidden_weight > 0 and s_width != t_width:
             projection = nn.Linear(s_width, t_width, bias=False)
-            nn.init.normal_(projection.weight, std=getattr(student.bert.config, "initializer_range", 0.02))
+            nn.init.normal_(projection.weight, std=getattr(student.encoder.config, "initializer_range", 0.02))
         return cls(settings, layer_map, student, teacher, projection)
 
     def describe(self) -> str:

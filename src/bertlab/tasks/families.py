@@ -21,17 +21,17 @@ from bertlab.tasks.rtd import RTDFamily
 from bertlab.tasks.sequence import SequenceFamily
 from bertlab.tasks.token import TokenFamily
 
-__all__ = ["FAMILIES", "CLMFamily", "EmbeddingFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
+__all__ = ["TASK_FAMILIES", "CLMFamily", "EmbeddingFamily", "EvalState", "Family", "MLMFamily", "MultipleChoiceFamily", "QAFamily",
            "RTDFamily", "RerankFamily", "SequenceFamily", "TokenFamily", "build_family",
            "logged_metrics"]
 
-FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
+TASK_FAMILIES = {"sequence": SequenceFamily, "token": TokenFamily, "qa": QAFamily, "mlm": MLMFamily, "clm": CLMFamily,
             "rtd": RTDFamily, "multiple_choice": MultipleChoiceFamily, "embedding": EmbeddingFamily}
 
 
 def _family_class(family: Any, rerank: Any) -> type[Family] | None:
     """The class of ``task.family``; a sequence task with ``task.rerank`` is the cross-encoder reranker."""
-    cls = FAMILIES.get(str(family))
+    cls = TASK_FAMILIES.get(str(family))
     return RerankFamily if cls is SequenceFamily and rerank else cls
 
 

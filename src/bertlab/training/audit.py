@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from bertlab.models.encoder import layer_stack_path
+from bertlab.models.keys import ENCODER, HEAD
 from bertlab.models.lora import ADAPTER_PARAMETER_NAMES
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
 from bertlab.tasks.distill import parameter_checksum
@@ -83,7 +84,7 @@ class ScopeAudit:
         report = audit.report()
 
     Names: encoder tensors are ``<encoder_prefix>.<name in the encoder>``, head tensors
-    ``<head_prefix>.<name in the head>`` (the callback uses ``bert`` / ``head``, i.e. ``TaskModel``'s own
+    ``<head_prefix>.<name in the head>`` (the callback uses ``encoder`` / ``head``, i.e. ``TaskModel``'s own
     parameter names). A tensor tied into the head appears once, under its encoder name.
 
     Groups: ``layer.N`` for ``encoder.layer.N.*`` (or the encoder's ``layer_stack``), else the first component
@@ -298,11 +299,11 @@ class ScopeAudit:
 class UpdateScopeAuditCallback(pl.Callback):
     """Runs ``ScopeAudit`` over a fit and writes ``update_scope.json``.
 
-    Reads ``pl_module.model.bert`` / ``.head``, ``trainer.optimizers[0]`` and
+    Reads ``pl_module.model.encoder`` / ``.head``, ``trainer.optimizers[0]`` and
     ``pl_module.freeze_plan.policy``.
     Snapshot at ``on_train_start``; gradients at every ``on_before_optimizer_step`` (after backward, before
     the step and the next zero_grad); changes after the first optimizer step (``on_train_batch_end`` once
-    ``global_step`` moved) and at ``on_train_end``. Names are ``TaskModel``'s (``bert.*``, ``head.*``).
+    ``global_step`` moved) and at ``on_train_end``. Names are ``TaskModel``'s (``encoder.*``, ``head.*``).
 
     ``output_path``: the JSON file, or a directory (no ``.json`` suffix) that gets ``update_scope.json``.
     Written on global rank 0 only; then every rank raises ``FrozenTensorChanged`` if a frozen tensor changed
@@ -322,8 +323,8 @@ class UpdateScopeAuditCallback(pl.Callback):
         plan = getattr(pl_module, "freeze_plan", None)
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         self.audit = ScopeAudit(
-            pl_module.model.bert, pl_module.model.head, optimizer,
-            policy=plan.policy if plan is not None else "unknown", encoder_prefix="bert", head_prefix="head",
+            pl_module.model.encoder, pl_module.model.head, optimizer,
+            policy=plan.policy if plan is not None else "unknown", encoder_prefix=ENCODER, head_prefix=HEAD,
         )
         self.audit.start()
         self._teacher = _teacher_of(pl_module)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bertlab.data.tokenizer import BertTokenizer, tokenizer_for
+from bertlab.data.tokenizer import EncoderTokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
 from bertlab.models.encoder import layer_stack_path
@@ -34,10 +34,13 @@ from bertlab.models.hf_weights import (
     sentence_transformers_pooling,
     shared_head_key,
 )
+from bertlab.models.keys import HEAD_PREFIX, encoder_key, is_encoder_key, module_state, with_encoder_prefix
 from bertlab.runtime.config import (
     DEFAULT_MLM_PROBABILITY,
     HEAD_POOLINGS,
     MASKED_FAMILIES,
+    RECURRENT,
+    TRANSFORMER,
     ConfigError,
     EncoderConfig,
     ExecutionConfig,
@@ -57,7 +60,7 @@ log = logging.getLogger(__name__)
 SCRATCH_TOKEN_IDS = TOKEN_ID_ROLES
 
 
-def architecture(model_cfg: ModelConfig | Mapping[str, Any], tokenizer: BertTokenizer | None = None) -> EncoderConfig:
+def architecture(model_cfg: ModelConfig | Mapping[str, Any], tokenizer: EncoderTokenizer | None = None) -> EncoderConfig:
     """A scratch encoder's architecture: the config class of the family ``model.model_type`` names (BERT when
     unset), with the fields ``model.*`` sets; with ``tokenizer``, its vocabulary's size and special-token ids.
     The result goes through the family's config.json once (written, read back), so a scratch model is what
@@ -102,7 +105,7 @@ def architecture(model_cfg: ModelConfig | Mapping[str, Any], tokenizer: BertToke
 
 
 def build_tokenizer(model_cfg: ModelConfig | Mapping[str, Any], start: RunStart | None, training_texts,
-                    cache_dir: str | None) -> BertTokenizer:
+                    cache_dir: str | None) -> EncoderTokenizer:
     """The tokenizer the run's start names (:attr:`RunStart.tokenizer`: ``model.tokenizer``, the one saved with
     ``model.init_from`` or the resumed checkpoint, or the pretrained checkpoint's), or a vocabulary of
     ``model.tokenizer_kind`` (wordpiece | bpe | unigram) trained on the training split only (cached by content
@@ -128,9 +131,9 @@ def resolve_head_config(head_cfg: HeadConfig, start: RunStart | ModelConfig | Ma
         return head_cfg
     start = start if isinstance(start, RunStart) else resolve_start(start)
     declared, where = None, None
-    if start.encoder == "bert" and start.kind == "checkpoint":
+    if start.encoder == TRANSFORMER and start.kind == "checkpoint":
         declared, where = _run_start_pooling(start)
-    elif start.encoder == "bert" and start.kind == "folder":
+    elif start.encoder == TRANSFORMER and start.kind == "folder":
         declared = sentence_transformers_pooling(start.folder)
         where = f"the checkpoint's sentence-transformers Pooling module in {start.folder}"
     pooling = declared or "pooler"
@@ -177,13 +180,13 @@ def resolve_task_defaults(task: TaskSpec, start: RunStart | ModelConfig | Mappin
 
 
 def build_model(model_cfg: ModelConfig | Mapping[str, Any], head_cfg: HeadConfig, family: Family,
-                tokenizer: BertTokenizer, start: RunStart | None = None) -> tuple[TaskModel, LoadReport | None]:
+                tokenizer: EncoderTokenizer, start: RunStart | None = None) -> tuple[TaskModel, LoadReport | None]:
     """Encoder (the run's start: a Hugging Face folder, a bertlab checkpoint, or scratch) + the family's head,
     with a load report. ``start`` None: resolved here from ``model_cfg`` (a call outside a run)."""
     model_cfg = model_config(model_cfg)
     start = start if start is not None else resolve_start(model_cfg)
     head_cfg = resolve_head_config(head_cfg, start)  # a run passes it resolved: nothing is read again
-    if start.encoder == "recurrent":
+    if start.encoder == RECURRENT:
         return build_recurrent_model(model_cfg, head_cfg, family, tokenizer, start)
     if start.kind == "folder":  # a bertlab export: its files and this tokenizer as the export recorded them
         check_trusted(start.folder, tokenizer, folder=start.folder, has_record=False)
@@ -221,7 +224,7 @@ def build_model(model_cfg: ModelConfig | Mapping[str, Any], head_cfg: HeadConfig
     model = assemble(config, head_cfg, family.build_head, family.stock_head_kind(head_cfg),
                      add_pooling_layer=needs_pooler(config, family.task.family, head_cfg, family.task.nsp),
                      unpad=execution.unpad, kernels=kernels)
-    bert = model.bert
+    encoder = model.encoder
     report = None
     init_head = _init_head(model_cfg)
     if start.kind == "folder":
@@ -230,7 +233,7 @@ def build_model(model_cfg: ModelConfig | Mapping[str, Any], head_cfg: HeadConfig
         ckpt_type, ckpt_head = architecture_to_head((start.config_json.get("architectures") or [None])[0])
         same_head = ckpt_head == model.head_kind and ckpt_type == config.model_type
         head_kind = model.head_kind if same_head and init_head == "auto" else None
-        state, report = convert_hf_state_dict(state, head_kind, has_pooler=bert.pooler is not None, source=source,
+        state, report = convert_hf_state_dict(state, head_kind, has_pooler=encoder.pooler is not None, source=source,
                                               spec=spec, new_head=None if same_head else model.head_kind)
         load_into(model, state, report)
     elif start.kind == "checkpoint":
@@ -240,11 +243,11 @@ def build_model(model_cfg: ModelConfig | Mapping[str, Any], head_cfg: HeadConfig
     if execution.compile:
         # In place (nn.Module.compile): parameter names, checkpoints and exports stay those of the eager module.
         # dynamic=True: batch size and sequence length change from batch to batch.
-        bert.compile(dynamic=True)
+        encoder.compile(dynamic=True)
     return model, report
 
 
-def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, tokenizer: EncoderTokenizer,
                         ) -> tuple[TaskModel, LoadReport | None]:
     """Any other encoder of the hub (a model_type that is not a native family) through transformers' AutoModel:
     its weights as transformers loads them, bertlab's heads on top (exported as the encoder + bertlab's head
@@ -254,12 +257,12 @@ def build_generic_model(directory: Path, head_cfg: HeadConfig, family: Family, t
         raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but {directory}'s vocabulary holds "
                           f"{encoder.config.vocab_size}: use the checkpoint's own tokenizer")
     model = with_head(encoder, head_cfg, family.build_head, None)
-    report = LoadReport(source=str(directory), loaded=[f"bert.{k}" for k in encoder.state_dict()])
+    report = LoadReport(source=str(directory), loaded=list(with_encoder_prefix(encoder.state_dict())))
     log.info("weights: %s (transformers.AutoModel)", report.summary())
     return model, report
 
 
-def build_recurrent_model(model_cfg: ModelConfig, head_cfg: HeadConfig, family: Family, tokenizer: BertTokenizer,
+def build_recurrent_model(model_cfg: ModelConfig, head_cfg: HeadConfig, family: Family, tokenizer: EncoderTokenizer,
                           start: RunStart) -> tuple[TaskModel, LoadReport | None]:
     """``model.encoder=recurrent`` (model=bilstm|gru|lstm): embeddings (random, or a BERT checkpoint's word
     embeddings with ``model.init_embeddings_from``: :attr:`RunStart.embeddings`) + a (bi)LSTM/GRU, the family's
@@ -272,7 +275,7 @@ def build_recurrent_model(model_cfg: ModelConfig, head_cfg: HeadConfig, family: 
     report, embeddings = None, None
     if start.embeddings is not None:
         state, path = read_state_dict(start.embeddings)
-        key = "bert.embeddings.word_embeddings.weight"
+        key = encoder_key("embeddings.word_embeddings.weight")
         embeddings = normalize_hf_keys(state)[0].get(key)
         if embeddings is None:
             raise CheckpointError(f"{path}: no {key} (not a BERT checkpoint)")
@@ -280,7 +283,7 @@ def build_recurrent_model(model_cfg: ModelConfig, head_cfg: HeadConfig, family: 
             log.info("model.embedding_dim=%s replaced by the width of the checkpoint's word embeddings, %d",
                      values.get("embedding_dim"), embeddings.shape[1])
         values.update(vocab_size=embeddings.shape[0], embedding_dim=embeddings.shape[1])
-        report = LoadReport(source=path, loaded=["bert.embeddings.word_embeddings.weight"])
+        report = LoadReport(source=path, loaded=[key])
     config = RecurrentConfig(**values)
     if tokenizer.vocab_size > config.vocab_size:
         raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's embeddings hold "
@@ -307,14 +310,14 @@ def build_recurrent_model(model_cfg: ModelConfig, head_cfg: HeadConfig, family: 
     return model, report
 
 
-def _ckpt_encoder_config(start: RunStart, tokenizer: BertTokenizer | None = None) -> EncoderConfig:
+def _ckpt_encoder_config(start: RunStart, tokenizer: EncoderTokenizer | None = None) -> EncoderConfig:
     path = start.checkpoint
     if tokenizer is not None:  # the tokenizer beside a checkpoint must be the one it was trained with
         check_trusted(path, tokenizer, recorded=start.fingerprint, folder=start.run_tokenizer, run_id=start.run_id)
     encoder = start.record.get("encoder_config")
     if encoder is None:
         raise CheckpointError(f"{path}: no encoder_config in its hyper_parameters (not a bertlab checkpoint?)")
-    if encoder.get("encoder") == "recurrent":
+    if encoder.get("encoder") == RECURRENT:
         raise ConfigError(f"model.init_from={path} holds a recurrent encoder: start from it with the same "
                           "recurrent model (model=bilstm|gru|lstm and its sizes)")
     return config_from_record(encoder)
@@ -355,7 +358,7 @@ def _same_head(hparams: dict[str, Any], family: Family, head_cfg: HeadConfig,
 
 def _is_window_pooling(key: str) -> bool:
     """A tensor of a head's WindowPooling (models/heads.py: ``head.windows``), not of its classifier."""
-    return key.startswith("head.windows.")
+    return key.startswith(f"{HEAD_PREFIX}windows.")
 
 
 def _without_window_pooling(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -368,14 +371,14 @@ def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head
     ``keep_head`` and it is the same head for the same labels (:func:`_same_head`); otherwise the head is dropped
     and this run's starts new. The log says which, and why."""
     ckpt = read_checkpoint(path, "model.init_from")
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    state = module_state(ckpt)
     report = LoadReport(source=str(path))
     own = model.state_dict()
-    ckpt_head = {k: v for k, v in state.items() if k.startswith("head.")}
+    ckpt_head = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
     take_head = False
     if ckpt_head and keep_head:
         why_not = _same_head(ckpt.get("hyper_parameters") or {}, family, head_cfg, ckpt_head,
-                             {k: v for k, v in own.items() if k.startswith("head.")})
+                             {k: v for k, v in own.items() if k.startswith(HEAD_PREFIX)})
         take_head = why_not is None
         if take_head:
             # Window-pooling weights come along only where both heads have them alike; else this run's start new.
@@ -390,7 +393,7 @@ def _load_from_lightning_ckpt(model: TaskModel, path: Path, family: Family, head
     keep = {}
     shared = {} if take_head else _shared_head_tensors(model, ckpt.get("hyper_parameters") or {}, ckpt_head)
     for k, v in state.items():
-        if (k.startswith("bert.") or (take_head and k in ckpt_head)) and k in own:
+        if (is_encoder_key(k) or (take_head and k in ckpt_head)) and k in own:
             keep[k] = v
         elif k in shared:
             keep[shared[k][0]] = shared[k][1]
@@ -403,8 +406,8 @@ def _shared_head_tensors(model: TaskModel, hp: dict[str, Any], ckpt_head: dict[s
     """The tensors of a bertlab checkpoint's head (another task's) that this run's new head takes as
     transformers would from the same checkpoint exported (``hf_weights.shared_head_key``: ModernBERT's
     prediction head ``head.dense`` / ``head.norm`` of a masked-LM run): checkpoint key → (our key, tensor)."""
-    model_type = getattr(model.bert.config, "model_type", None)
-    if not ckpt_head or not is_native(model_type) or getattr(model.bert, "generic", False) \
+    model_type = getattr(model.encoder.config, "model_type", None)
+    if not ckpt_head or not is_native(model_type) or getattr(model.encoder, "generic", False) \
             or hp.get("head_kind") == model.head_kind:  # a head of this kind that is not taken: all of it new
         return {}
     spec, own = family_spec(model_type), model.state_dict()
@@ -428,7 +431,7 @@ def build_student(teacher: TaskModel, layers: list[int], model_cfg: ModelConfig 
     """``distill.student_layers`` (DistilBERT's initialisation): the teacher's family and width with the chosen
     layers, renumbered 0.. in the order given; the embeddings (and pooler) copied, and the head too when it is
     the teacher's (same tensors: the labels were checked equal). ``model.*`` still chooses how it runs."""
-    config = teacher.bert.config
+    config = teacher.encoder.config
     spec = None if isinstance(config, GenericEncoderConfig) else family_spec(config.model_type)
     why = ("the generic path's encoders" if spec is None else spec.layer_subset_refusal
            or ("LoRA teachers (export the teacher first: python -m bertlab.export merges the adapters)"
@@ -441,9 +444,9 @@ def build_student(teacher: TaskModel, layers: list[int], model_cfg: ModelConfig 
                           " only; choose among them (e.g. every other one)")
     execution, kernels = _execution(model_config(model_cfg))
     student = assemble(dataclasses.replace(config, num_hidden_layers=len(layers)), head_cfg, family.build_head,
-                       family.stock_head_kind(head_cfg), add_pooling_layer=getattr(teacher.bert, "pooler", None)
+                       family.stock_head_kind(head_cfg), add_pooling_layer=getattr(teacher.encoder, "pooler", None)
                        is not None, unpad=execution.unpad, kernels=kernels)
-    stack = f"bert.{layer_stack_path(teacher.bert)}."
+    stack = encoder_key(f"{layer_stack_path(teacher.encoder)}.")
     new_index = {old: new for new, old in enumerate(layers)}
     state: dict[str, torch.Tensor] = {}
     for key, value in teacher.state_dict().items():
@@ -454,15 +457,15 @@ def build_student(teacher: TaskModel, layers: list[int], model_cfg: ModelConfig 
         else:
             state[key] = value
     own = student.state_dict()
-    own_head = {k: v.shape for k, v in own.items() if k.startswith("head.")}
-    same_head = own_head == {k: v.shape for k, v in state.items() if k.startswith("head.")}
+    own_head = {k: v.shape for k, v in own.items() if k.startswith(HEAD_PREFIX)}
+    same_head = own_head == {k: v.shape for k, v in state.items() if k.startswith(HEAD_PREFIX)}
     keep = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape
-            and (k.startswith("bert.") or same_head)}
+            and (is_encoder_key(k) or same_head)}
     report = load_into(student, keep, LoadReport(source="distill.teacher"))
     log.info("distill.student_layers=%s: the student is the teacher's %s with %d of its %d layers (%s); the head "
              "%s. %s", layers, config.model_type, len(layers), config.num_hidden_layers,
              ", ".join(f"{old}→{new}" for old, new in new_index.items()),
              "is the teacher's" if same_head else "starts new (not the teacher's head)", report.summary())
     if execution.compile:
-        student.bert.compile(dynamic=True)
+        student.encoder.compile(dynamic=True)
     return student

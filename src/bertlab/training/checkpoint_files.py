@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from bertlab.models.keys import migrate_checkpoint
 from bertlab.runtime.errors import CheckpointError
 from bertlab.runtime.records import read_record
 
@@ -54,7 +55,8 @@ def run_dir_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def read_checkpoint(path: str | Path, setting: str | None = None) -> dict[str, Any]:
-    """A bertlab Lightning checkpoint, read with ``weights_only=True``: tensors and plain values only.
+    """A bertlab Lightning checkpoint, read with ``weights_only=True``: tensors and plain values only, its tensors
+    under today's names (``models.keys.migrate_checkpoint``: a run written before a rename reads as a new one).
 
     Lightning reloads bertlab's checkpoints the same way on resume, so even a checkpoint from someone else
     cannot run code when it is read; a file that needs full unpickling is refused, not trusted. ``setting``
@@ -73,4 +75,4 @@ def read_checkpoint(path: str | Path, setting: str | None = None) -> dict[str, A
         ) from None
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise CheckpointError(f"{where}: no state_dict in it; it is not a Lightning checkpoint")
-    return ckpt
+    return migrate_checkpoint(ckpt)  # an older run's tensor names → today's

@@ -15,7 +15,8 @@ import torch
 from bertlab.data.features import Split
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import CheckpointError
-from bertlab.models.lora import base_changed_message, base_fingerprint
+from bertlab.models.keys import MODULE_PREFIX, migrate_checkpoint
+from bertlab.models.lora import base_changed_message, base_fingerprint, base_matches
 from bertlab.runtime.config import OptimConfig
 from bertlab.runtime.errors import NonFiniteLossError
 from bertlab.runtime.files import RUN_DIR_FIX, write_text_atomic, writing
@@ -34,7 +35,7 @@ MAX_SKIPPED_FRACTION = 0.5
 MIN_BATCHES_JUDGED = 10
 
 
-class BertTaskModule(L.LightningModule):
+class TaskModule(L.LightningModule):
     def __init__(
         self,
         model: TaskModel,
@@ -94,14 +95,17 @@ class BertTaskModule(L.LightningModule):
     # ------------------------------------------------------------------------------------------------
     # Checkpoints
 
+    def _trained_names(self) -> set[str]:
+        """The TaskModel keys of the tensors that train (a slim checkpoint stores these)."""
+        return {n for n, p in self.model.named_parameters() if p.requires_grad}
+
     def _trainable_keys(self) -> set[str]:
-        return {f"model.{n}" for n, p in self.model.named_parameters() if p.requires_grad}
+        return {MODULE_PREFIX + n for n in self._trained_names()}
 
     def _base_fingerprint(self) -> str:
         """The hash of the frozen base tensors (they never change during a run: computed once)."""
         if self._fingerprint is None:
-            stored = {k[len("model."):] for k in self._trainable_keys()}
-            self._fingerprint = base_fingerprint(self.model, stored)
+            self._fingerprint = base_fingerprint(self.model, self._trained_names())
         return self._fingerprint
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -112,6 +116,9 @@ class BertTaskModule(L.LightningModule):
             checkpoint["bertlab_base_fingerprint"] = self._base_fingerprint()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Lightning reads the file itself (resume, train=false evaluation): older runs' keys get today's names
+        # here, before Lightning loads the state dict.
+        migrate_checkpoint(checkpoint)
         if self.family_modules is None:  # e.g. evaluating a distilled run: its projection is training state only
             checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items()
                                         if not k.startswith(TRAINING_ONLY_PREFIX)}
@@ -120,7 +127,8 @@ class BertTaskModule(L.LightningModule):
             if missing:
                 raise KeyError(f"LoRA checkpoint lacks trained tensors: {missing[:5]}")
             recorded = checkpoint.get("bertlab_base_fingerprint")
-            if recorded is not None and recorded != self._base_fingerprint():
+            if recorded is not None and recorded != self._base_fingerprint() \
+                    and not base_matches(self.model, self._trained_names(), recorded):
                 raise CheckpointError(base_changed_message(checkpoint.get("bertlab_base_weights")))
 
     # ------------------------------------------------------------------------------------------------
@@ -269,7 +277,7 @@ class BertTaskModule(L.LightningModule):
                 write_text_atomic(out, json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
 
 
-def evaluate_extra_split(trainer: L.Trainer, module: BertTaskModule, datamodule: Any, name: str,
+def evaluate_extra_split(trainer: L.Trainer, module: TaskModule, datamodule: Any, name: str,
                          ckpt_path: str | None) -> dict[str, float]:
     """Score the labelled dev set ``name`` (a ``data.val_extra_files`` entry) once, exactly as ``val``.
 

@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 
 from bertlab.models.encoder import embeddings_path, layer_stack_path
+from bertlab.models.keys import encoder_of
 from bertlab.runtime.errors import ConfigError
 from bertlab.training.freeze import _is_bias
 
@@ -17,8 +18,8 @@ from bertlab.training.freeze import _is_bias
 def _name_patterns(model: nn.Module) -> tuple[re.Pattern, re.Pattern]:
     """Where a parameter name says its layer (``encoder.layer.N.``, or the encoder's own ``layer_stack``) and that
     it belongs to the embeddings (``embeddings.``, or the encoder's ``embeddings_path``), for ``model`` or the
-    encoder it holds under ``bert`` (a ``TaskModel``)."""
-    encoder = getattr(model, "bert", model)
+    encoder it holds (a ``TaskModel``)."""
+    encoder = encoder_of(model)
     stack, embeddings = re.escape(layer_stack_path(encoder)), re.escape(embeddings_path(encoder))
     return re.compile(rf"(?:^|\.){stack}\.(\d+)\."), re.compile(rf"(?:^|\.){embeddings}\.")
 

@@ -24,7 +24,7 @@ from bertlab.data.tokenizer import holds_tokenizer
 from bertlab.models.families import families, family_spec
 from bertlab.models.hf_weights import read_config_json, resolve_checkpoint_dir
 from bertlab.models.recurrent import RecurrentConfig
-from bertlab.runtime.config import ModelConfig
+from bertlab.runtime.config import RECURRENT, TRANSFORMER, ModelConfig
 from bertlab.runtime.errors import CheckpointError, ConfigError, TokenizerError
 from bertlab.runtime.fingerprints import FINGERPRINT_KEY, RUN_ID_KEY
 from bertlab.runtime.model_folders import package_model_dir
@@ -70,7 +70,7 @@ class RunStart:
     """Where one run starts, resolved once (:func:`resolve_start`)."""
 
     kind: str = "scratch"  # scratch | folder | checkpoint | teacher (START_KINDS)
-    encoder: str = "bert"  # model.encoder: bert | recurrent
+    encoder: str = TRANSFORMER  # model.encoder as its kind: transformer | recurrent
     # The start as the user named it (model.pretrained's or model.init_from's value) and by which key: what a LoRA
     # checkpoint records as the base of its frozen weights.
     source: str | None = None
@@ -107,7 +107,7 @@ def resolve_start(model: ModelConfig | Mapping[str, Any] | None, ckpt_path: str 
         return RunStart(kind="checkpoint", source=ckpt_path, setting="ckpt_path", checkpoint=resume, resume=resume)
     model = model_config(model if model is not None else {})
     if from_teacher:  # distill.student_layers: model.* names no start (its checkpoint is not read)
-        return RunStart(kind="teacher", encoder=model.encoder, resume=resume)
+        return RunStart(kind="teacher", encoder=model.kind, resume=resume)
     if model.name == "auto" and not (model.pretrained or model.init_from):
         raise ConfigError("model=auto reads the family and the tokenizer from a checkpoint: give it one with "
                           "model.pretrained=<hub id | local Hugging Face folder> (e.g. model.pretrained=roberta-base)")
@@ -127,7 +127,7 @@ def resolve_start(model: ModelConfig | Mapping[str, Any] | None, ckpt_path: str 
     else:
         tokenizer = pretrained.get() if model.pretrained else embeddings.get()
     return dataclasses.replace(start, tokenizer=tokenizer, resume=resume,
-                               embeddings=embeddings.get() if model.encoder == "recurrent" else None)
+                               embeddings=embeddings.get() if model.kind == RECURRENT else None)
 
 
 class _Once:
@@ -145,25 +145,25 @@ class _Once:
 def _weights_start(model: ModelConfig, pretrained: _Once) -> RunStart:
     """Where the encoder's weights come from: model.init_from whenever it is set (it replaces the preset's
     checkpoint: model=minilm_l6 model.init_from=<a run of it> continues that run), else model.pretrained."""
-    if model.encoder == "recurrent" and model.pretrained:
+    if model.kind == RECURRENT and model.pretrained:
         raise ConfigError("model.pretrained loads a BERT encoder; a recurrent model takes a BERT checkpoint's "
                           "word embeddings (and tokenizer) with model.init_embeddings_from=<checkpoint>")
     if model.init_from is not None:
         start = init_start(model.init_from)
-        if model.encoder == "recurrent" and start.kind == "folder":
+        if model.kind == RECURRENT and start.kind == "folder":
             raise ConfigError(f"model.init_from={start.folder} is a BERT checkpoint; a recurrent model starts from a "
                               "bertlab run (dir or .ckpt), or takes BERT word embeddings with "
                               "model.init_embeddings_from")
-        if model.pretrained and model.encoder == "bert":
+        if model.pretrained and model.kind == TRANSFORMER:
             log.info("model.init_from=%s replaces model.pretrained=%s: the encoder starts from the former's "
                      "weights", model.init_from, model.pretrained)
-    elif model.pretrained is not None and model.encoder == "bert":
+    elif model.pretrained is not None and model.kind == TRANSFORMER:
         folder = pretrained.get()
         start = _folder_start(folder, str(model.pretrained), "model.pretrained")
     else:
-        start = RunStart(kind="scratch", model_type=model.model_type if model.encoder == "bert" else None)
-    if model.encoder == "recurrent":
-        start = dataclasses.replace(start, encoder="recurrent", model_type=None)
+        start = RunStart(kind="scratch", model_type=model.model_type if model.kind == TRANSFORMER else None)
+    if model.kind == RECURRENT:
+        start = dataclasses.replace(start, encoder=RECURRENT, model_type=None)
     return start
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bertlab.data.readers import BadExamplePolicy
-from bertlab.data.tokenizer import BertTokenizer
+from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.windows import WindowCap
 from bertlab.inference.settings import PredictSettings
 from bertlab.runtime.config import TaskSpec
@@ -35,7 +35,7 @@ class Reading(Protocol):
     """What a piece uses of the predictor that calls it (:class:`bertlab.inference.predictor.Predictor`)."""
 
     task: TaskSpec
-    tokenizer: BertTokenizer
+    tokenizer: EncoderTokenizer
     labels: list[str] | None
     settings: PredictSettings
 

@@ -48,7 +48,7 @@ def _registry() -> dict[str, FamilySpec]:
     return {spec.model_type: spec for spec in specs}
 
 
-FAMILIES: dict[str, FamilySpec] = {}
+ENCODER_FAMILIES: dict[str, FamilySpec] = {}
 
 # config.json keys with which a model says it reads only the tokens before each position, or generates.
 DECODER_FLAGS = ("is_decoder", "is_encoder_decoder", "add_cross_attention", "is_causal", "causal")  # causal: XLM's CLM
@@ -105,9 +105,9 @@ def is_encoder_type(model_type: str, config: Mapping[str, Any] | None = None) ->
 
 
 def families() -> dict[str, FamilySpec]:
-    if not FAMILIES:
-        FAMILIES.update(_registry())
-    return FAMILIES
+    if not ENCODER_FAMILIES:
+        ENCODER_FAMILIES.update(_registry())
+    return ENCODER_FAMILIES
 
 
 def supported_list() -> str:
@@ -155,6 +155,6 @@ def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> Enco
     return read_family_config(family_spec(data.get("model_type") or "bert"), data, source)
 
 
-__all__ = ["FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
+__all__ = ["ENCODER_FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
            "encoder_refusal", "families", "family_spec", "is_encoder_type", "is_native", "known_encoder_types",
            "scratch_families", "spec_of", "supported_list", "tiny_config"]
