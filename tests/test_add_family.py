@@ -79,7 +79,7 @@ def camembert(tmp_path, monkeypatch):
     spec.loader.exec_module(module)
     real = registry._registry
     monkeypatch.setattr(registry, "_registry", lambda: {**real(), "camembert": module.CAMEMBERT})  # 2. the line
-    monkeypatch.setattr(registry, "FAMILIES", {})
+    monkeypatch.setattr(registry, "ENCODER_FAMILIES", {})
     monkeypatch.setattr(registry, "_ENCODER_TYPES", [])
     conf = tmp_path / "conf"
     (conf / "model").mkdir(parents=True)

@@ -157,26 +157,33 @@ def test_every_reader_of_a_bertlab_checkpoint_migrates(tmp_path):
     torch.save({"state_dict": {f"model.{_old('encoder.x')}": torch.zeros(1)}}, path)
     assert list(read_checkpoint(path)["state_dict"]) == ["model.encoder.x"]
     ckpt = torch.load(path, weights_only=True)
-    TaskModule.on_load_checkpoint(SimpleNamespace(strict_loading=True), ckpt)
+    TaskModule.on_load_checkpoint(SimpleNamespace(strict_loading=True, family_modules=None), ckpt)
     assert list(ckpt["state_dict"]) == ["model.encoder.x"]
 
 
-@pytest.mark.parametrize("model_type", ["bert", "distilbert", "modernbert"])
+@pytest.mark.parametrize("model_type", list(__import__("bertlab.models.families", fromlist=["x"]).families()))
 def test_hf_key_mapping_reads_old_and_new_lightning_state_dicts_alike(model_type):
-    """A bertlab Lightning state dict (old or new names) is bertlab's already, for a family whose prefix is
-    ``bert.``, another, or ``model.`` (ModernBERT); a ``model.``-wrapped bare BERT encoder is still BERT's."""
-    from bertlab.models.families import family_spec
+    """A bertlab Lightning state dict (old or new names) is bertlab's already, for every family (whose own prefix
+    may be ``bert.``, another, or ``model.`` as ModernBERT's); a ``model.``-wrapped bare BERT encoder is still
+    BERT's. The keys are a real tiny model's of the family."""
+    from bertlab.models.assemble import assemble
+    from bertlab.models.families import family_spec, tiny_config
     from bertlab.models.hf_weights import normalize_hf_keys
+    from bertlab.runtime.config import HeadConfig, TaskSpec
+    from bertlab.tasks.families import build_family
 
     spec = family_spec(model_type)
-    layer = {"bert": "encoder.layer.0.output.dense.weight", "distilbert": "encoder.layer.0.output.dense.weight",
-             "modernbert": "layers.0.mlp.Wo.weight"}[model_type]
-    ours = {f"encoder.{layer}": torch.zeros(1), "encoder.embeddings.word_embeddings.weight": torch.ones(1),
-            "head.classifier.weight": torch.full((1,), 2.0)}
+    config = spec.read_config(tiny_config(model_type), "test")
+    task = TaskSpec(name="sequence", family="sequence", labels=["a", "b"])
+    family = build_family(task, 2, task.labels, None)
+    model = assemble(config, HeadConfig(pooling="cls"), family.build_head, "sequence", add_pooling_layer=False)
+    ours = {k: torch.full((1,), float(i)) for i, k in enumerate(model.state_dict())}
+    assert any(k.startswith("head.") for k in ours) and any(k.startswith("encoder.") for k in ours)
     for state in ({f"model.{k}": v for k, v in ours.items()}, {f"model.{_old(k)}": v for k, v in ours.items()}):
         normalized = normalize_hf_keys(state, spec)[0]
         assert normalized.keys() == ours.keys() and all(torch.equal(normalized[k], ours[k]) for k in ours)
-    if model_type == "bert":
+    if spec.prefix == "bert":  # BERT's bare encoder keys (encoder.layer.…) look like a TaskModel's root
+        layer = next(k for k in ours if ".layer.0." in k).removeprefix("encoder.")
         wrapped_bare = normalize_hf_keys({f"model.{layer}": torch.zeros(1)}, spec)[0]
         assert list(wrapped_bare) == [f"encoder.{layer}"]
 

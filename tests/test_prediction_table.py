@@ -107,7 +107,7 @@ def test_a_new_family_is_one_table_entry(monkeypatch):
                                        for i, x in enumerate("abcd")]
     assert seen == [(4, 3)]  # one chunk (READ_AHEAD batches), the batch size
     # the ONNX check reads the family's output shape from the same entry: choices get a (B, K, T) batch
-    model = type("M", (), {"bert": type("E", (), {"config": type("C", (), {"vocab_size": 50})()})()})()
+    model = type("M", (), {"encoder": type("E", (), {"config": type("C", (), {"vocab_size": 50})()})()})()
     case, batch, kwargs = next(onnx_check.check_batches(model, "sequence", 8, False, False))
     assert batch["input_ids"].dim() == 3 and kwargs == {"num_choices": 2}
 

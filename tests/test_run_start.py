@@ -178,7 +178,7 @@ def test_a_native_familys_other_config_fields_pass_as_extra():
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"encoder": "lstm"}, "model.encoder must be 'bert' or 'recurrent', got 'lstm'"),
+    ({"encoder": "lstm"}, "model.encoder must be one of transformer, recurrent, got 'lstm'"),
     ({"init_head": "old"}, "model.init_head=old"),
     ({"hidden_size": -1}, "model.hidden_size=-1"),
     ({"unpad": "sometimes"}, "model.unpad must be auto, true or false"),

@@ -105,8 +105,9 @@ SAME_TRAINING = {"task.mlm_probability": {(0.15, None)},
                  "model.model_type": {("<unset>", "bert")},
                  "data.max_windows_per_example": {("<unset>", 128)},
                  "data.distill_file": {("<unset>", None)}}
-# Settings added as a whole node: a run recorded before the node existed trained as the node's "off" value does.
-SAME_TRAINING_NODES = {"distill": lambda now: isinstance(now, dict) and not now.get("teacher")}
+# Nodes of a feature that can be off: while it is off in both runs (or the run was recorded before the node
+# existed), none of its settings changes what trains, so keys the node gained since are no difference either.
+SAME_TRAINING_NODES = {"distill": lambda value: value == "<unset>" or isinstance(value, dict) and not value.get("teacher")}
 # The run record's keys and their types (config: the training configuration the check compares).
 RECORD_SHAPE = {"fingerprint": str, "status": str, "config": dict, "pid": int, "host": str, "started": str}
 RECORD_FIX = ("bertlab cannot tell which configuration the run in {run_dir} had, so it cannot check that this run "
@@ -153,7 +154,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     for key in sorted(set(old) | set(new), key=lambda k: (_FIRST.get(str(k), 9), str(k))):
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
         name = f"{prefix}{key}"
-        if name in RETIRED_KEYS or (a == "<unset>" and name in SAME_TRAINING_NODES and SAME_TRAINING_NODES[name](b)) \
+        if name in RETIRED_KEYS or (name in SAME_TRAINING_NODES and SAME_TRAINING_NODES[name](a)
+                                    and SAME_TRAINING_NODES[name](b)) \
                 or (not isinstance(b, dict) and (a, b) in SAME_TRAINING.get(name, ())):
             continue
         if isinstance(a, dict) and isinstance(b, dict):
