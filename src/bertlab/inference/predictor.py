@@ -303,19 +303,29 @@ class Predictor:
 
     # Embeddings (task=embedding): {"text", "embedding"} per input, the vector as the run computes it
 
-    def _embedding(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
+    def _embedding_text(self, x: Any, where: str) -> str:
         s = self.settings
-        texts = []
-        for where, x in chunk:
-            text = x.get(s.text_column, x.get("text")) if isinstance(x, dict) else x
-            if not isinstance(text, str):
-                raise DataError(f"{where}: expected a text, or a dict with {s.text_column!r} or 'text', got "
-                                f"{type(x).__name__}")
-            if not text.strip():
-                raise DataError(f"{where}: the text is empty")
-            texts.append(text.strip())
+        text = x.get(s.text_column, x.get("text")) if isinstance(x, dict) else x
+        if not isinstance(text, str):
+            raise DataError(f"{where}: expected a text, or a dict with {s.text_column!r} or 'text', got "
+                            f"{type(x).__name__}")
+        if not text.strip():
+            raise DataError(f"{where}: the text is empty")
+        return text.strip()
+
+    def _embedding(self, chunk: list[tuple[str, Any]], size: int) -> Iterator[dict[str, Any]]:
+        texts = [self._embedding_text(x, where) for where, x in chunk]
         for text, vector in zip(texts, self.embed_texts(texts, size)):
             yield {"text": text, "embedding": [float(v) for v in vector]}
+
+    def embed_items(self, items: Iterable[tuple[str, Any]], batch_size: int | None = None,
+                    ) -> Iterator[tuple[list[tuple[str, Any]], np.ndarray]]:
+        """An embedding model's ``(where, input)`` pairs (read as :meth:`predict_items` reads them) as matrices:
+        (the chunk's pairs, their (n, D) float32 embeddings), READ_AHEAD batches of inputs at a time."""
+        size = int(batch_size or self.settings.batch_size)
+        it = iter(items)
+        while chunk := list(itertools.islice(it, size * READ_AHEAD)):
+            yield chunk, self.embed_texts([self._embedding_text(x, where) for where, x in chunk], size)
 
     def embed_texts(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
         """(N, D) float32: each text's embedding as the run computes it (an embedding model only), texts
