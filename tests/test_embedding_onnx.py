@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_train
+from conftest import FIXTURES, run_train
 
 pytest.importorskip("onnxruntime")
 
@@ -100,3 +100,16 @@ def test_gate_metric_by_kind():
     sst2 = TaskSpec(name="sst2", family="sequence", monitor="val/accuracy", mode="max")
     assert bonnx.gate_metric(sst2, {"accuracy": 0.9}) == ("accuracy", "max")
     assert bonnx.metric_points(emb, 0.50, 0.49, "max") == pytest.approx(1.0)
+
+
+def test_retrieve_searches_with_the_onnx_folder_as_with_the_run(run_dir, tmp_path):
+    from bertlab.retrieve import main
+
+    data = FIXTURES / "retrieval"
+    metrics = {}
+    for model in (run_dir, run_dir / "onnx"):
+        out = tmp_path / model.name
+        main([str(model), "--corpus", str(data / "corpus.tsv"), "--queries", str(data / "queries.tsv"), "--qrels",
+              str(data / "qrels.txt"), "--out", str(out), "--no-progress"])
+        metrics[model.name] = json.loads((out / "metrics.json").read_text())
+    assert metrics["onnx"] == pytest.approx(metrics["run"], abs=1e-6)
