@@ -1,13 +1,14 @@
 """Encoder families at their base shape: bertlab's encoder of the family (random weights, the unpadded path as
 ``model.unpad=auto`` runs it) against the family's ``transformers`` model (sdpa; eager for DeBERTa, which has no
-sdpa path) with dynamic padding, on the same batches, weights and threads.
+sdpa path) with dynamic padding, on the same batches, weights and threads. Every family of the registry
+(bertlab.models.families), each at the shape its spec gives (``base_config``; ``tiny_config`` with --tiny).
 
 The measure is the encoder train step of benchmarks/unpadded.py (forward, a loss over the real positions,
 backward, AdamW, zero_grad) on batches of 32 SST-2 training sentences in random order, each padded to its
 longest; real (non-padding) tokens per second, sides interleaved, medians. Random weights: speed does not
 depend on them, and no hub weights are needed.
 
-    python benchmarks/families.py [--families roberta,distilbert,electra,modernbert,deberta-v2] [--threads 2] [--json out.json]
+    python benchmarks/families.py [--families roberta,modernbert] [--threads 2] [--json out.json]   # default: all
     python benchmarks/families.py --tiny      # tiny shapes, the bundled SST-2 sample: a smoke check
 """
 
@@ -24,51 +25,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED_DATA, emit, machine_description, set_threads  # noqa: E402
 from unpadded import measure_encoder, random_order_batches, sst2_sentences  # noqa: E402
 
-# The families' base shapes (as their hub configs), and what differs in each.
-BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
-# DeBERTa-v3's relative attention (microsoft/deberta-v3-base's config.json).
-DEBERTA_V3 = dict(relative_attention=True, position_biased_input=False, pos_att_type="p2c|c2p", position_buckets=256,
-                  max_relative_positions=-1, share_att_key=True, norm_rel_ebd="layer_norm", type_vocab_size=0,
-                  max_position_embeddings=512, layer_norm_eps=1e-7, pad_token_id=0)
-SHAPES = {
-    "roberta": dict(BASE, vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
-                    layer_norm_eps=1e-5),
-    "distilbert": dict(vocab_size=30522, dim=768, n_layers=6, n_heads=12, hidden_dim=3072, pad_token_id=0),
-    "electra": dict(BASE, vocab_size=30522, embedding_size=768, pad_token_id=0),
-    # ModernBERT-base: 22 pre-norm layers, GeGLU 1152, rotary, every third layer global, 128-token local windows.
-    "modernbert": dict(vocab_size=50368, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
-                       intermediate_size=1152, local_attention=128, global_attn_every_n_layers=3,
-                       pad_token_id=50283),
-    "deberta-v2": dict(BASE, vocab_size=128100, **DEBERTA_V3),
-}
-TINY = {"roberta": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                        vocab_size=2000, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1),
-        "distilbert": dict(vocab_size=2000, dim=64, n_layers=2, n_heads=4, hidden_dim=128, pad_token_id=0),
-        "electra": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                        vocab_size=2000, embedding_size=32, pad_token_id=0),
-        # Windows of 16 tokens: the sample's sentences cross them.
-        "modernbert": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96,
-                           vocab_size=2000, local_attention=16, global_attn_every_n_layers=2, pad_token_id=0,
-                           bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
-        "deberta-v2": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                           vocab_size=2000, **DEBERTA_V3)}
 BATCH = 32
-REFERENCE_ATTENTION = {"deberta-v2": "eager"}
 
 
 def models(model_type: str, tiny: bool):
     """(bertlab encoder, transformers model) of the family with the same random weights, both in train mode."""
     import transformers
 
-    from bertlab.models.families import family_spec
+    from bertlab.models.families import family_spec, tiny_config
     from bertlab.models.hf_weights import convert_hf_state_dict, load_into
 
-    config = transformers.AutoConfig.for_model(model_type, **(TINY if tiny else SHAPES)[model_type])
-    torch.manual_seed(0)
-    # transformers computes DeBERTa's disentangled attention in eager mode only (it has no SDPA path).
-    ref = transformers.AutoModel.from_config(config, attn_implementation=REFERENCE_ATTENTION.get(model_type, "sdpa"))
-    ref.train()
     spec = family_spec(model_type)
+    shape = tiny_config(model_type) if tiny else {"model_type": model_type, **spec.base_config}
+    config = transformers.AutoConfig.for_model(**shape)
+    torch.manual_seed(0)
+    ref = transformers.AutoModel.from_config(config, attn_implementation=spec.reference_attention)
+    ref.train()
     ours = spec.build_encoder(spec.read_config(config.to_dict(), "bench"), add_pooling_layer=False).train()
     state, report = convert_hf_state_dict(ref.state_dict(), None, has_pooler=False, spec=spec)
     load_into(ours, {k[len("bert."):]: v for k, v in state.items()}, report)
@@ -105,7 +77,7 @@ def run(families: list[str], threads: int, tiny: bool, data_dir: Path | None, re
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--families", default="roberta,distilbert,electra,modernbert,deberta-v2")
+    p.add_argument("--families", default=None, help="comma-separated model_types (default: every family)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tiny", action="store_true", help="tiny shapes and the bundled sample: a smoke check")
     p.add_argument("--repeats", type=int, default=3)
@@ -113,7 +85,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     data_dir = args.data_dir if (args.data_dir / "sst2" / "train.tsv").is_file() else None
-    report = run(args.families.split(","), args.threads, args.tiny, data_dir, args.repeats)
+    from bertlab.models.families import families
+
+    names = args.families.split(",") if args.families else list(families())
+    report = run(names, args.threads, args.tiny, data_dir, args.repeats)
     emit(report, args.json)
     return report
 

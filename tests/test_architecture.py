@@ -189,19 +189,35 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def tool_sources() -> tuple[dict[str, str], set[str]]:
-    """tools/ and benchmarks/ scripts import their neighbours by bare name (``from doc_figures import x``):
-    read as modules ``bertlab_tools.<name>`` so that the same graph code sees their circles."""
+    """tools/ and benchmarks/ scripts import their neighbours by bare name (``from doc_figures import x``, and
+    a package beside them: ``from samples.cli import main``): read as modules ``bertlab.<folder>_<name>`` (a
+    package's modules as ``bertlab.<folder>_<package>.<module>``) so that the same graph code sees their
+    circles."""
     sources = {}
     for folder in ("tools", "benchmarks"):
-        for path in sorted((ROOT / folder).glob("*.py")):
+        base = ROOT / folder
+        paths = sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
+        tops = {p.relative_to(base).parts[0].removesuffix(".py") for p in paths}
+        for path in paths:
             text = path.read_text(encoding="utf-8")
-            names = {p.stem for p in (ROOT / folder).glob("*.py")}
-            for name in names:  # a bare import of a neighbour becomes an absolute one
-                text = re.sub(rf"^(\s*)from {name} import", rf"\1from bertlab.{folder}_{name} import", text,
-                              flags=re.M)
+            for name in tops:  # a bare import of a neighbour (or of a module of its package) becomes an absolute one
+                text = re.sub(rf"^(\s*)from {name}((?:\.\w+)*) import", rf"\1from bertlab.{folder}_{name}\2 import",
+                              text, flags=re.M)
                 text = re.sub(rf"^(\s*)import {name}\b", rf"\1import bertlab.{folder}_{name}", text, flags=re.M)
-            sources[f"bertlab.{folder}_{path.stem}"] = text
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            sources[f"bertlab.{folder}_" + ".".join(parts)] = text
     return sources, set(sources)
+
+
+def test_the_tools_packages_are_in_the_graph():
+    """tools/samples/ (the sample generator's package) is read like the scripts: its modules and the imports
+    between them, and make_samples.py's import of it, are edges of the graph the circle test walks."""
+    tools, names = tool_sources()
+    graph = import_graph(tools, names)
+    assert "bertlab.tools_samples.cli" in graph["bertlab.tools_make_samples"]
+    assert "bertlab.tools_samples.common" in graph["bertlab.tools_samples.sst2"]
 
 
 def test_there_is_no_import_circle_in_src_or_tools():
@@ -223,7 +239,9 @@ def test_the_circle_finder_catches_a_planted_circle(sources, circle):
 
 
 def test_no_module_of_src_is_longer_than_600_lines():
-    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "src").rglob("*.py"))
+    # src/, and the tools split into a package of modules (the sample generator)
+    paths = [*(ROOT / "src").rglob("*.py"), *(ROOT / "tools" / "samples").rglob("*.py"), ROOT / "tools" / "make_samples.py"]
+    long = {str(p.relative_to(ROOT)): n for p in sorted(paths)
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}, f"split these modules (at most {MAX_LINES} lines each): {long}"
 

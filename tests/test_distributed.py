@@ -172,9 +172,16 @@ def test_fsdp_wraps_the_layer_of_every_native_family():
     strategy = fsdp_strategy(activation_checkpointing=True)
     wrapped = strategy.kwargs["auto_wrap_policy"]._module_classes
     checkpointed = strategy._activation_checkpointing_kwargs["auto_wrap_policy"]._module_classes
+    from bertlab.models.families import tiny_config
+
     for name, spec in families().items():
         assert spec.layer_class in wrapped and spec.layer_class in checkpointed, name
         assert issubclass(spec.layer_class, nn.Module) and spec.layer_class.__name__.endswith("Layer"), name
+        # A built encoder of the family (its tiny model) is made of exactly those units, one per layer.
+        config = spec.read_config(tiny_config(name), "test")
+        units = [m for m in spec.build_encoder(config, add_pooling_layer=False).modules()
+                 if isinstance(m, spec.layer_class)]
+        assert len(units) == config.num_hidden_layers, name
     assert len({spec.layer_class for spec in families().values()}) >= 3  # BERT-shaped, DeBERTa, ModernBERT
 
 

@@ -24,12 +24,14 @@ from bertlab.tasks.embedding import (
 
 transformers = pytest.importorskip("transformers")
 
-from test_families import batch, hf_model, tiny_hf_config  # noqa: E402
+from test_families import batch, hf_model, segments, tiny_hf_config  # noqa: E402
 
 from bertlab.models.assemble import assemble  # noqa: E402
-from bertlab.models.families import families, family_spec  # noqa: E402
+from bertlab.models.families import families, family_spec, tiny_config  # noqa: E402
 
 FAMILY_TYPES = sorted(families())  # the registry: a family added there is tested here too
+# One family per encoder module (its layer class): BertModel's families share their dropout placement.
+ONE_PER_ENCODER = list({spec.layer_class: name for name, spec in reversed(families().items())}.values())[::-1]
 from bertlab.models.hf_weights import convert_hf_state_dict, load_into  # noqa: E402
 
 
@@ -107,10 +109,8 @@ def test_duplicate_positive_is_not_a_negative():
 def embedding_model(model_type: str, pooling: str = "mean", unpad: str = "true", dropout: float = 0.0):
     """bertlab's encoder of the family (weights from a random HF model) with the embedding head."""
     hf = hf_model(model_type, None)
-    extra = {} if dropout == 0.0 else (
-        dict(dropout=dropout, attention_dropout=dropout) if model_type == "distilbert" else
-        dict(embedding_dropout=dropout, mlp_dropout=dropout, attention_dropout=dropout) if model_type == "modernbert"
-        else dict(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout))
+    # The tiny config names each of the family's dropouts (all off): turned on together.
+    extra = {k: dropout for k in tiny_config(model_type) if k.endswith(("dropout", "dropout_prob"))} if dropout else {}
     config = family_spec(model_type).read_config(tiny_hf_config(model_type, **extra).to_dict(), "test")
     task = TaskSpec(name="embedding", family="embedding", pooling=pooling)
     family = EmbeddingFamily(task, 0, None, None)
@@ -128,7 +128,7 @@ def test_every_family_embeds_as_its_transformers_hidden_states_pooled(model_type
     hf, model, _ = embedding_model(model_type, pooling, unpad)
     model.eval()
     ids, mask, types = batch(model_type)
-    kw = {"token_type_ids": types} if model_type in ("bert", "electra") else {}
+    kw = {"token_type_ids": types} if segments(model_type) else {}
     with torch.no_grad():
         hidden = hf(input_ids=ids, attention_mask=mask, **kw).last_hidden_state
         got = model({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
@@ -140,7 +140,7 @@ def test_every_family_embeds_as_its_transformers_hidden_states_pooled(model_type
 
 def pair_batch(model_type: str, b: int = 6, negatives: int = 2, duplicate: bool = True):
     """B queries, B passages (one passage repeated when ``duplicate``), hard negatives; padded rows."""
-    pad = 1 if "roberta" in model_type else 0
+    pad = tiny_config(model_type)["pad_token_id"]
     g = torch.Generator().manual_seed(3)
     rows = 2 * b + negatives
     ids = torch.randint(5, 99, (rows, 12), generator=g)
@@ -180,7 +180,7 @@ def test_cached_gradients_equal_uncached_on_the_unpadded_path(model_type):
         assert torch.allclose(got[name], 0.5 * want[name], atol=1e-5), (name, (got[name] - 0.5 * want[name]).abs().max())
 
 
-@pytest.mark.parametrize("model_type", ["bert", "modernbert", "deberta-v2"])
+@pytest.mark.parametrize("model_type", ONE_PER_ENCODER)
 def test_cached_gradients_with_dropout_equal_the_same_chunks_with_a_graph(model_type):
     """Dropout on: the replay draws the masks of the first pass (RNG state saved per chunk), so the cached
     gradients equal those of embedding the same chunks with a graph from the same RNG state."""

@@ -17,6 +17,7 @@ from bertlab.models.families import (  # noqa: E402
     families,
     family_spec,
     is_encoder_type,
+    tiny_config,
 )
 from bertlab.models.hf_weights import (  # noqa: E402
     CheckpointError,
@@ -31,45 +32,24 @@ from bertlab.models.hf_weights import (  # noqa: E402
 from bertlab.runtime.config import HeadConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
-NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2"]
-VOCAB = 99
-# DeBERTa-v3's config.json keys, with few buckets so that the batch's 11 tokens reach the log-spaced ones.
-DEBERTA_V3 = dict(relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"],
-                  position_buckets=8, max_relative_positions=64, share_att_key=True, norm_rel_ebd="layer_norm",
-                  type_vocab_size=0, pooler_dropout=0.0, cls_dropout=0.0)
+NATIVE = list(families())  # the registry: a family added there is checked against transformers here
+VOCAB = 99  # the tiny models' vocabulary (FamilySpec.tiny_config)
 
 
 def tiny_hf_config(model_type: str, **extra):
-    """A tiny random config of the family, dropout off (outputs must be deterministic)."""
-    if model_type == "distilbert":
-        kw = dict(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64,
-                  dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0, qa_dropout=0.0)
-    elif model_type == "modernbert":
-        # A local window (3 tokens each side) shorter than the test rows (11), global layers 0 and 2 of 3, a
-        # global theta other than the local one, biases in the head (classifier_bias) as some checkpoints have.
-        kw = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
-                  max_position_embeddings=64, local_attention=6, global_attn_every_n_layers=2,
-                  global_rope_theta=1000.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
-                  sep_token_id=2, classifier_bias=True)
-    else:
-        kw = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5 if "roberta" in model_type else 1e-12)
-        if model_type == "electra":
-            kw.update(embedding_size=16, summary_last_dropout=0.0)
-        if model_type == "bert":
-            kw.update(type_vocab_size=2)
-        if "roberta" in model_type:
-            kw.update(type_vocab_size=1, max_position_embeddings=66, pad_token_id=1)
-        if model_type == "deberta-v2":  # DeBERTa-v3's layout: relative attention with log buckets (8 → 4 exact)
-            kw.update(DEBERTA_V3, layer_norm_eps=1e-7)
-    kw.update(extra)
-    return transformers.AutoConfig.for_model(model_type, **kw)
+    """The family's tiny random config (``FamilySpec.tiny_config``: dropout off, its own layout small enough for the
+    test rows of 11 tokens to reach it)."""
+    return transformers.AutoConfig.for_model(**tiny_config(model_type, **extra))
+
+
+def segments(model_type: str) -> bool:
+    """Whether the family's tiny model has segment embeddings that token_type_ids select (BERT's, ELECTRA's)."""
+    return family_spec(model_type).read_config(tiny_config(model_type), "test").type_vocab_size > 1
 
 
 def batch(model_type: str):
-    """Three rows, two of them padded, ids clear of every family's pad id."""
-    pad = 1 if "roberta" in model_type else 0
+    """Three rows, two of them padded with the family's pad id, other ids clear of every special id."""
+    pad = tiny_config(model_type)["pad_token_id"]
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, VOCAB, (3, 11), generator=g)
     mask = torch.ones_like(ids)
@@ -77,7 +57,7 @@ def batch(model_type: str):
     mask[2, 4:] = 0
     ids[mask == 0] = pad
     types = torch.zeros_like(ids)
-    if model_type in ("bert", "electra"):
+    if segments(model_type):
         types[:, 5:] = 1
     return ids, mask, types
 
@@ -115,7 +95,7 @@ def ours_for(model_type: str, head_kind: str, num_labels: int = 3, unpad: str = 
 
 def hf_logits(model, head_kind, ids, mask, types, model_type):
     kw = {"attention_mask": mask}
-    if model_type in ("bert", "electra"):
+    if segments(model_type):
         kw["token_type_ids"] = types
     if head_kind == "multiple_choice":
         kw = {k: v.view(1, 3, -1) for k, v in kw.items()}
@@ -196,7 +176,7 @@ def test_encoder_from_pretrained_folder(model_type, tmp_path):
     enc = load_encoder(tmp_path / "hf", add_pooling_layer=False).eval()
     assert enc.config.model_type == model_type
     ids, mask, types = batch(model_type)
-    kw = {"token_type_ids": types} if model_type in ("bert", "electra") else {}
+    kw = {"token_type_ids": types} if segments(model_type) else {}
     with torch.no_grad():
         want = hf(input_ids=ids, attention_mask=mask, **kw).last_hidden_state
         got = enc(ids, attention_mask=mask, token_type_ids=types if kw else None).last_hidden_state
@@ -213,12 +193,12 @@ def test_encoder_from_pretrained_folder(model_type, tmp_path):
 def test_roberta_positions_count_from_after_padding():
     """RoBERTa's positions: pad_token_id + 1 + index for real tokens, pad_token_id for padding (HF's rule)."""
     config = family_spec("roberta").read_config(tiny_hf_config("roberta").to_dict(), "test")
-    assert config.position_offset == 2 and config.max_sequence_length == 64
+    assert config.position_offset == 2 and config.max_sequence_length == config.max_position_embeddings - 2
     enc = family_spec("roberta").build_encoder(config, add_pooling_layer=False)
     ids = torch.tensor([[0, 7, 8, 2, 1, 1]])
     assert enc.embeddings.position_ids(ids).tolist() == [[2, 3, 4, 5, 1, 1]]
-    with pytest.raises(ValueError, match="64 positions"):
-        enc(torch.full((1, 65), 5))
+    with pytest.raises(ValueError, match=f"{config.max_sequence_length} positions"):
+        enc(torch.full((1, config.max_sequence_length + 1), 5))
 
 
 def test_pair_segment_ids_are_ignored_by_single_segment_families():
@@ -269,7 +249,6 @@ def test_non_native_model_types_are_explained(model_type, expect, tmp_path):
 
 
 def test_registry_is_consistent():
-    assert set(NATIVE) <= set(families())
     assert is_encoder_type("camembert") and not is_encoder_type("gpt_neox")
     for spec in families().values():
         archs = [spec.base_architecture] + [h.architecture for h in spec.heads.values()]

@@ -15,6 +15,7 @@ from conftest import FIXTURE_DATA, assert_onnx_like_torch, run_train
 
 from bertlab.data.tokenizer import train_wordpiece
 from bertlab.inference.export import load_checkpoint_model
+from bertlab.models.families import families, is_native, tiny_config
 from bertlab.runtime.errors import ConfigError
 
 transformers = pytest.importorskip("transformers")
@@ -33,21 +34,12 @@ def tiny_folder(root: Path, model_type: str) -> Path:
     if folder.is_dir():
         return folder
     tok = train_wordpiece(_texts(), vocab_size=300)
-    vocab = tok.vocab_size
-    if model_type == "distilbert":
-        kw = dict(dim=32, n_layers=2, n_heads=4, hidden_dim=37)
-    elif model_type == "modernbert":
-        # A local window (4 tokens each side) the SST-2 sample sentences are longer than; global layers 0 and 2.
-        kw = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, local_attention=8,
-                  global_attn_every_n_layers=2, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
-    elif model_type == "mpnet":
-        kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
-    else:
-        kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
-        if model_type == "electra":
-            kw["embedding_size"] = 16
-    cfg = transformers.AutoConfig.for_model(model_type, vocab_size=vocab, max_position_embeddings=130, pad_token_id=0,
-                                            **kw)
+    if is_native(model_type):  # the family's tiny model, with this vocabulary's size and special ids
+        cfg = transformers.AutoConfig.for_model(**tiny_config(model_type, tok))
+    else:  # a model_type of transformers' that no native family has (the generic path)
+        cfg = transformers.AutoConfig.for_model(model_type, vocab_size=tok.vocab_size, max_position_embeddings=130,
+                                                pad_token_id=0, hidden_size=32, num_hidden_layers=2,
+                                                num_attention_heads=4, intermediate_size=37)
     torch.manual_seed(0)
     transformers.AutoModel.from_config(cfg).save_pretrained(folder)
     tok.save(folder)
@@ -60,24 +52,18 @@ def folders(tmp_path_factory):
     return lambda model_type: tiny_folder(root, model_type)
 
 
-@pytest.mark.parametrize("model_type, architecture", [
-    ("roberta", "RobertaForSequenceClassification"),
-    ("distilbert", "DistilBertForSequenceClassification"),
-    ("electra", "ElectraForSequenceClassification"),
-    ("modernbert", "ModernBertForSequenceClassification"),
-])
-def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, architecture, caplog):
+@pytest.mark.parametrize("model_type", families())  # the registry: a family added there runs here too
+def test_auto_trains_and_exports_each_family(folders, tmp_path, model_type, caplog):
     folder = folders(model_type)
     run_dir = tmp_path / "run"
     with caplog.at_level(logging.INFO):
         metrics = run_train([*QUICK, f"model.pretrained={folder}", "task=sst2", "export=true"], run_dir)
     assert metrics["val"]["accuracy"] is not None
-    spec_display = {"roberta": "RoBERTa", "distilbert": "DistilBERT", "electra": "ELECTRA",
-                    "modernbert": "ModernBERT"}[model_type]
-    assert f"model=auto ({spec_display})" in caplog.text
+    spec = families()[model_type]
+    assert f"model=auto ({spec.display})" in caplog.text
     export = run_dir / "export"
     config = json.loads((export / "config.json").read_text())
-    assert config["architectures"] == [architecture] and config["model_type"] == model_type
+    assert config["architectures"] == [spec.heads["sequence"].architecture] and config["model_type"] == model_type
     hf, info = transformers.AutoModelForSequenceClassification.from_pretrained(export, output_loading_info=True)
     assert not any(info.values()), info
     hf.eval()
@@ -96,8 +82,10 @@ ONNX_INPUTS = {"sst2": ["a gorgeous, witty film .", "the plot is a mess", "x"],
                "conll2003": ["John Smith visited New York .", "Paris"]}
 
 
-@pytest.mark.parametrize("model_type, task", [*[(t, "sst2") for t in ("roberta", "distilbert", "electra", "modernbert")],
-                                              ("roberta", "conll2003"), ("modernbert", "conll2003")])
+# Every family on a sequence task; a token task for those whose token heads transform each position first.
+@pytest.mark.parametrize("model_type, task", [*[(t, "sst2") for t in families()],
+                                              *[(t, "conll2003") for t, spec in families().items()
+                                                if spec.token_transform]])
 def test_onnx_export_of_each_family_equals_pytorch(folders, tmp_path, model_type, task):
     """Every native family exports to ONNX with its own embeddings, attention and head (ModernBERT's local
     windows included; the graph is the padded path): fp32 logits as PyTorch's, the same records from both backends."""

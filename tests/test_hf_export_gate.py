@@ -20,7 +20,7 @@ from bertlab.data.tokenizer import train_tokenizer
 from bertlab.inference.export import CheckpointModel, _write_export, check_export
 from bertlab.inference.hf_check import TOLERANCE, check_transformers_parity
 from bertlab.models.assemble import assemble, needs_pooler
-from bertlab.models.families import families, family_spec
+from bertlab.models.families import families, family_spec, tiny_config
 from bertlab.runtime.config import HeadConfig, TaskSpec
 from bertlab.runtime.errors import CheckpointError
 from bertlab.tasks.families import build_family
@@ -35,20 +35,6 @@ HEADS = {  # case: (task, labels)
     "span": (TaskSpec(name="qa", family="qa"), None),
     "multiple_choice": (TaskSpec(name="mc", family="multiple_choice"), None),
 }
-HF_TYPES = {"deberta-v2": "deberta-v2"}
-EXTRA = {
-    "distilbert": dict(dim=32, n_layers=2, n_heads=4, hidden_dim=37),
-    # a local window (8 tokens) far shorter than the long probe; global layers 0 and 2
-    "modernbert": dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
-                       local_attention=8, global_attn_every_n_layers=2),
-    "deberta-v2": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                       relative_attention=True, position_biased_input=False, pos_att_type="p2c|c2p",
-                       position_buckets=8, type_vocab_size=0),
-    "electra": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                    embedding_size=16),
-}
-
-
 def _texts() -> list[str]:
     lines = (FIXTURE_DATA / "sst2" / "train.tsv").read_text().splitlines()[1:]
     return [line.split("\t")[0] for line in lines] + ["John Smith visited New York in 2019 -- and loved Paris!"]
@@ -70,12 +56,8 @@ def build_export(tmp_path: Path, model_type: str, case: str) -> tuple[Checkpoint
     tok = _tokenizer(spec.tokenizer_kind)
     tok_dir = tmp_path / "tokenizer"
     tok.save(tok_dir)
-    kw = EXTRA.get(model_type, dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37))
-    if model_type == "modernbert":
-        kw = dict(kw, cls_token_id=tok.cls_id, sep_token_id=tok.sep_id, bos_token_id=tok.cls_id,
-                  eos_token_id=tok.sep_id)
-    hf_config = transformers.AutoConfig.for_model(HF_TYPES.get(model_type, model_type), vocab_size=tok.vocab_size,
-                                                  max_position_embeddings=130, pad_token_id=tok.pad_id, **kw)
+    # The family's tiny model (FamilySpec.tiny_config) with this vocabulary's size and special ids.
+    hf_config = transformers.AutoConfig.for_model(**tiny_config(model_type, tok))
     config = spec.read_config(hf_config.to_dict(), "test")
     task, labels = HEADS[case]
     head_cfg = HeadConfig()
@@ -106,11 +88,14 @@ def test_transformers_predicts_what_bertlab_predicts_for_every_family_and_head(t
     assert report.max_delta <= TOLERANCE and report.inputs >= 2
     config = json.loads((out / "tokenizer_config.json").read_text())
     assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
-    assert ("token_type_ids" in config["model_input_names"]) == (model_type not in ("distilbert", "modernbert",
-                                                                                    "deberta-v2"))
+    assert ("token_type_ids" in config["model_input_names"]) == (loaded.model.bert.config.type_vocab_size > 1)
 
 
-@pytest.mark.parametrize("model_type", ["modernbert", "roberta"])
+# The families whose vocabulary is byte-level BPE (raw text without a prefix space: RoBERTa's, ModernBERT's).
+BYTE_LEVEL = [name for name, spec in families().items() if spec.tokenizer_kind == "bpe"]
+
+
+@pytest.mark.parametrize("model_type", BYTE_LEVEL)
 def test_byte_level_token_exports_read_words_with_a_space_before_each(tmp_path, model_type):
     """The issue's case and its fresh sibling: a byte-level BPE tokenizer whose raw text has no prefix space.
     The token export's tokenizer reads pre-split words (and raw text) with one, as bertlab does, while a
@@ -141,12 +126,12 @@ def test_a_perturbed_weight_fails_the_gate(tmp_path):
         check_transformers_parity(loaded, tok_dir, out)
 
 
-@pytest.mark.parametrize("model_type", ["modernbert", "bert"])
+@pytest.mark.parametrize("model_type", [*BYTE_LEVEL, "bert"])
 def test_a_tokenizer_config_that_reads_otherwise_fails_the_gate(tmp_path, model_type):
-    """The export before the fix (the run's tokenizer files copied: ModernBERT's words without a prefix space),
-    and a fresh case (a WordPiece export told to lower-case a cased vocabulary)."""
+    """The export before the fix (the run's tokenizer files copied: a byte-level family's words without a prefix
+    space, ModernBERT's in the issue), and a fresh case (a WordPiece export told to lower-case a cased vocabulary)."""
     loaded, tok_dir, out = build_export(tmp_path, model_type, "token")
-    if model_type == "modernbert":
+    if family_spec(model_type).tokenizer_kind == "bpe":
         for name in ("tokenizer.json", "tokenizer_config.json"):
             (out / name).write_bytes((tok_dir / name).read_bytes())
     else:

@@ -27,7 +27,7 @@ from bertlab.inference.onnx_check import (  # noqa: E402
 )
 from bertlab.models import deberta, kernels  # noqa: E402
 from bertlab.models.assemble import assemble, needs_pooler  # noqa: E402
-from bertlab.models.families import families, family_spec  # noqa: E402
+from bertlab.models.families import families, family_spec, tiny_config  # noqa: E402
 from bertlab.runtime.config import HeadConfig, TaskSpec  # noqa: E402
 from bertlab.tasks.families import build_family  # noqa: E402
 
@@ -35,14 +35,15 @@ FAMILIES = sorted(families())  # the registry: a family added there is checked h
 HEADS = {"sequence": "sequence", "token": "token", "span": "qa", "multiple_choice": "multiple_choice"}
 # Boundaries as hard as the issue's: ModernBERT's local window of 16 (8 each side: the traced length itself), DeBERTa
 # exact up to 4 positions and log-bucketed beyond; position tables of 64, every position of them used (max_len).
-HARD = {"modernbert": dict(local_attention=16), "deberta-v2": dict(position_buckets=8, max_relative_positions=32)}
+# Set on every family whose tiny config has the key (FamilySpec.tiny_config).
+HARD = dict(local_attention=16, position_buckets=8, max_relative_positions=32)
 
 
 def tiny_model(model_type: str, head_kind: str, pooling: str = "max"):
     """A tiny random model of the family with its stock head; weights moved off their init (no zero biases, no
     unit norms), so that every position and length changes the outputs."""
-    config = family_spec(model_type).read_config(tiny_hf_config(model_type, **HARD.get(model_type, {})).to_dict(),
-                                                 "test")
+    hard = {key: value for key, value in HARD.items() if key in tiny_config(model_type)}
+    config = family_spec(model_type).read_config(tiny_hf_config(model_type, **hard).to_dict(), "test")
     family_name = HEADS[head_kind]
     task = TaskSpec(name=family_name, family=family_name,
                     labels=["a", "b", "c"] if family_name in ("sequence", "token") else None)

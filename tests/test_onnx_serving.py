@@ -22,8 +22,8 @@ from bertlab.inference.predictor import Predictor  # noqa: E402
 
 QUICK = ("task=sst2", "trainer.max_epochs=1", "trainer.limit_train_batches=3")
 RUNS = {
-    "bert": ("model=bert_tiny",),
-    "modernbert": ("model=modernbert_tiny", "model.global_attn_every_n_layers=2", "model.local_attention=16",
+    "bert_tiny": ("model=bert_tiny",),
+    "modernbert_tiny": ("model=modernbert_tiny", "model.global_attn_every_n_layers=2", "model.local_attention=16",
                    "model.tokenizer_kind=bpe", "model.lowercase=false"),
 }
 LONG = ("it is a film whose every scene , every line and every one of its many turns is longer than the local "
@@ -64,7 +64,7 @@ def test_a_classifier_graph_requires_the_standard_inputs_only(exports, tmp_path,
     run_dir, out = exports(name)
     session = ort.InferenceSession(str(out / bonnx.ONNX_NAME), providers=["CPUExecutionProvider"])
     required = [i.name for i in session.get_inputs()]
-    assert required == (["input_ids", "attention_mask", "token_type_ids"] if name == "bert"
+    assert required == (["input_ids", "attention_mask", "token_type_ids"] if name == "bert_tiny"
                         else ["input_ids", "attention_mask"])
     assert [i.name for i in session.get_overridable_initializers()] == ["window_doc"]
     info = json.loads((out / bonnx.INFO_NAME).read_text())

@@ -25,6 +25,7 @@ from conftest import FIXTURE_DATA, ROOT
 
 from bertlab.data.readers import BadExamplePolicy, read_table
 from bertlab.data.tokenizer import load_tokenizer, train_wordpiece
+from bertlab.models.families import families, tiny_config
 from bertlab.models.families.config_file import CONFIG_KEYS
 from bertlab.models.hf_weights import read_encoder_config, read_state_dict
 from bertlab.runtime.config import EncoderConfig
@@ -35,25 +36,13 @@ transformers = pytest.importorskip("transformers")
 
 TINY_BERT = EncoderConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                           intermediate_size=37, max_position_embeddings=64)
-NATIVE = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2"]
+NATIVE = list(families())  # the registry: a family added there is checked here too
 
 
 def hub_config(model_type: str) -> dict:
-    """A tiny config.json of the family, as transformers writes it (every key a hub folder has)."""
-    kw = dict(vocab_size=99, max_position_embeddings=66, pad_token_id=1)
-    if model_type == "distilbert":
-        kw.update(dim=32, n_layers=2, n_heads=4, hidden_dim=37)
-    else:
-        kw.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
-    if model_type == "modernbert":
-        kw.update(local_attention=8, global_attn_every_n_layers=2, cls_token_id=2, sep_token_id=3, bos_token_id=2,
-                  eos_token_id=3)
-    if model_type == "deberta-v2":
-        kw.update(relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"],
-                  position_buckets=8, max_relative_positions=64, type_vocab_size=0, norm_rel_ebd="layer_norm")
-    if model_type == "electra":
-        kw.update(embedding_size=16)
-    return transformers.AutoConfig.for_model(model_type, **kw).to_dict()
+    """A tiny config.json of the family (FamilySpec.tiny_config), as transformers writes it (every key a hub
+    folder has)."""
+    return transformers.AutoConfig.for_model(**tiny_config(model_type)).to_dict()
 
 
 def folder_with(tmp_path: Path, name: str, config: dict) -> Path:
@@ -97,7 +86,8 @@ def user_error(proc: subprocess.CompletedProcess, *names: str) -> str:
 def test_every_family_reads_its_hub_config(model_type, tmp_path):
     """The checks refuse nothing a real config.json of the family holds."""
     config = read_encoder_config(folder_with(tmp_path, model_type, hub_config(model_type)))
-    assert config.hidden_size == 32 and config.num_hidden_layers == 2
+    assert config.hidden_size == 32 and config.num_hidden_layers == hub_config(model_type).get(
+        "num_hidden_layers", hub_config(model_type).get("n_layers"))
 
 
 @pytest.mark.parametrize("model_type", NATIVE)

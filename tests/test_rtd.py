@@ -18,6 +18,7 @@ from bertlab.data.batching import Collator
 from bertlab.data.mlm import IGNORE_INDEX
 from bertlab.models.assemble import assemble
 from bertlab.models.deberta import DebertaConfig
+from bertlab.models.families import families
 from bertlab.models.modernbert import ModernBertConfig
 from bertlab.models.recurrent import RecurrentConfig
 from bertlab.models.rtd import RTDOutput, check_discriminator, generator_config
@@ -103,7 +104,9 @@ def test_labels_on_a_hand_built_batch():
     assert float(rtd_losses(RTDOutput(gen_logits, right, corrupted), batch)["disc"]) < 1e-6
 
 
-FAMILIES = pytest.mark.parametrize("encoder", ["bert", "modernbert"])
+# One family of each way a generator shares the discriminator's embeddings (FamilySpec.rtd_generator).
+FAMILIES = pytest.mark.parametrize("encoder", list({spec.rtd_generator: name for name, spec in reversed(families().items())
+                                                    if spec.rtd_generator}.values())[::-1])
 
 
 @FAMILIES

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertlab.data.tokenizer import tokenizer_for
-from bertlab.models.families import families, family_spec
+from bertlab.models.families import families, family_spec, scratch_families, tiny_config
 from bertlab.runtime.config import ConfigError
 from bertlab.training.build import architecture
 
@@ -27,9 +27,10 @@ def vocabularies(tmp_path_factory):
 @pytest.mark.parametrize("model_type", families())
 def test_each_family_builds_its_own_config_with_the_vocabulary_ids(vocabularies, model_type):
     tokenizer = vocabularies["bpe"]  # <s> 0, <pad> 1, </s> 2: ids that differ from BERT's defaults
-    extra = {"type_vocab_size": 0} if model_type == "modernbert" else {}
-    config = architecture({"model_type": model_type, **SHAPE, **extra}, tokenizer)
     spec = family_spec(model_type)
+    # The family's own segment count (ModernBERT and DeBERTa-v3 have none), as its tiny config says.
+    segments = spec.read_config(tiny_config(model_type), "test").type_vocab_size
+    config = architecture({"model_type": model_type, **SHAPE, "type_vocab_size": segments}, tokenizer)
     assert type(config) is spec.config_class and config.model_type == model_type
     assert config.vocab_size == tokenizer.vocab_size and config.pad_token_id == tokenizer.pad_id == 1
     assert (config.hidden_size, config.num_hidden_layers) == (64, 2)
@@ -76,10 +77,17 @@ def test_a_preset_of_another_family_says_which_setting_to_change(vocabularies):
                      vocabularies["wordpiece"])
 
 
-def test_the_settings_schema_names_every_family():
-    from bertlab.runtime.schema import SCRATCH_FAMILIES
+def test_the_settings_check_takes_the_registry_families():
+    """model.model_type is checked against the registry when a run starts (the schema holds no list of its own):
+    every family is accepted, another name is refused with the registry's names."""
+    from bertlab.runtime.schema import check_config
 
-    assert set(SCRATCH_FAMILIES) == set(families())
+    names = {"model.model_type": scratch_families()}
+    assert set(scratch_families()) == {name for name, spec in families().items() if spec.scratch} == set(families())
+    for model_type in families():
+        check_config({"model": {"model_type": model_type}}, names)
+    with pytest.raises(ConfigError, match="model.model_type=gpt2: .* one of bert, roberta"):
+        check_config({"model": {"model_type": "gpt2"}}, names)
 
 
 def test_unknown_family_is_a_config_error(vocabularies):

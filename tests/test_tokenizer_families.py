@@ -86,9 +86,9 @@ def _xlmr_style() -> Tokenizer:
 
 FAMILIES = {
     # family: (tokenizer builder, the HF class that saves it, pair specials, has token types)
-    "roberta": (_roberta_style, "RobertaTokenizerFast", 4, False),
-    "xlmr": (_xlmr_style, "XLMRobertaTokenizerFast", 4, False),
-    "bert": (lambda: build_wordpiece(TEXTS, 400, True, 2), "BertTokenizerFast", 3, True),
+    "roberta_style": (_roberta_style, "RobertaTokenizerFast", 4, False),
+    "xlmr_style": (_xlmr_style, "XLMRobertaTokenizerFast", 4, False),
+    "bert_style": (lambda: build_wordpiece(TEXTS, 400, True, 2), "BertTokenizerFast", 3, True),
 }
 
 
@@ -111,7 +111,7 @@ def _hf(folder: Path, **kw):
 def test_roles_templates_and_counts_are_the_familys(folders, name):
     tok = load_tokenizer(folders[name])
     vocab = tok.tokenizer.get_vocab()
-    names = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]") if name == "bert" else ("<s>", "</s>", "<pad>", "<mask>",
+    names = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]") if name == "bert_style" else ("<s>", "</s>", "<pad>", "<mask>",
                                                                                    "<unk>")
     assert (tok.cls_id, tok.sep_id, tok.pad_id, tok.mask_id, tok.unk_id) == tuple(vocab[t] for t in names)
     assert (tok.num_special_tokens(), tok.num_special_tokens(pair=True)) == (2, FAMILIES[name][2])
@@ -157,7 +157,7 @@ def test_single_and_pair_encodings_equal_hf_autotokenizer(folders, name):
     theirs = hf(texts, pairs, return_token_type_ids=True)
     assert [e.ids for e in ours] == theirs["input_ids"]
     assert [e.type_ids for e in ours] == theirs["token_type_ids"]
-    if name != "bert":
+    if name != "bert_style":
         assert ours[0].ids.count(tok.sep_id) == 3  # <s> A </s></s> B </s>
 
 
@@ -166,13 +166,13 @@ def test_pre_split_words_encode_as_hf_with_a_prefix_space(folders, name):
     """Byte-level BPE reads each pre-split word with its leading space (HF: add_prefix_space=True), as in running
     text: "world" alone and " world" in a sentence are different pieces otherwise."""
     tok = load_tokenizer(folders[name])
-    hf = _hf(folders[name], **({"add_prefix_space": True} if name == "roberta" else {}))
+    hf = _hf(folders[name], **({"add_prefix_space": True} if name == "roberta_style" else {}))
     words = [s.split() for s in TEXTS[3::53][:8]]
     ours = tok.encode_words_batch(words)
     theirs = hf(words, is_split_into_words=True)
     assert [e.ids for e in ours] == theirs["input_ids"]
     assert [e.word_ids for e in ours] == [theirs.word_ids(i) for i in range(len(words))]
-    if name == "roberta":  # each word's pieces are the ones it has after a space inside a sentence
+    if name == "roberta_style":  # each word's pieces are the ones it has after a space inside a sentence
         alone = tok.encode_batch([" " + w for w in words[0]], add_special_tokens=False)
         assert ours[0].ids[1:-1] == [i for enc in alone for i in enc.ids]
 
@@ -246,8 +246,8 @@ def test_ner_labels_the_first_piece_of_words_split_differently_by_bpe_and_unigra
         assert feature["input_ids"][0] == tok.cls_id and feature["input_ids"][-1] == tok.sep_id
     # The premise: the three kinds cut the words into different pieces, some into several.
     assert len({tuple(p) for p in pieces.values()}) == 3 and all(max(p) > 1 for p in pieces.values())
-    assert pieces["roberta"][WORDS.index("\u0007")] >= 1  # bytes never vanish in byte-level BPE
-    assert pieces["xlmr"][WORDS.index("\u0007")] == 0 and pieces["bert"][WORDS.index("\u200b")] == 0
+    assert pieces["roberta_style"][WORDS.index("\u0007")] >= 1  # bytes never vanish in byte-level BPE
+    assert pieces["xlmr_style"][WORDS.index("\u0007")] == 0 and pieces["bert_style"][WORDS.index("\u200b")] == 0
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -318,7 +318,7 @@ def test_whole_word_masking_masks_every_piece_of_a_word_or_none(folders, tmp_pat
     assert selected.any()
 
 
-@pytest.mark.parametrize("name", ["bert", "xlmr", "roberta"])
+@pytest.mark.parametrize("name", ["bert_style", "xlmr_style", "roberta_style"])
 def test_the_tokenizers_own_word_marks_group_as_word_ids_do(folders, name):
     """Prepared corpora hold ids only: there the tokenizer's own marking of pieces (## / ▁ / Ġ) groups them. It
     agrees with word ids for WordPiece and SentencePiece; byte-level BPE marks only words after a space (the
@@ -330,12 +330,12 @@ def test_the_tokenizers_own_word_marks_group_as_word_ids_do(folders, name):
         enc = tok.encode_batch([text], add_special_tokens=False)[0]
         by_ids = [k == 0 or enc.word_ids[k] != enc.word_ids[k - 1] for k in range(len(enc.ids))]
         by_table = [k == 0 or not table[i] for k, i in enumerate(enc.ids)]
-        if name == "roberta":  # never a word start inside a word; some word starts missed
+        if name == "roberta_style":  # never a word start inside a word; some word starts missed
             assert all(i or not t for t, i in zip(by_table, by_ids)), text
             differ += by_table != by_ids
         else:
             assert by_table == by_ids, text
-    assert (differ > 0) is (name == "roberta")
+    assert (differ > 0) is (name == "roberta_style")
 
 
 def test_wordpiece_whole_word_masks_are_the_ones_of_the_continuation_table():
@@ -356,7 +356,7 @@ def test_wordpiece_whole_word_masks_are_the_ones_of_the_continuation_table():
         assert torch.equal(a["labels"], b["labels"]) and torch.equal(a["input_ids"], b["input_ids"])
 
 
-@pytest.mark.parametrize("name", ["roberta", "xlmr"])
+@pytest.mark.parametrize("name", ["roberta_style", "xlmr_style"])
 def test_pretraining_pairs_and_segments_follow_the_template(folders, tmp_path, name):
     tok = load_tokenizer(folders[name])
     for nsp in (True, False):
@@ -375,9 +375,9 @@ def test_pretraining_pairs_and_segments_follow_the_template(folders, tmp_path, n
 def test_max_seq_length_must_leave_room_for_the_familys_special_tokens(folders):
     from bertlab.data.datamodule import TaskDataModule
 
-    tok = load_tokenizer(folders["roberta"])
+    tok = load_tokenizer(folders["roberta_style"])
     task = TaskSpec(name="pairs", family="sequence")
-    TaskDataModule(task, DataConfig(max_seq_length=5, text_pair_column="b"), load_tokenizer(folders["bert"]))
+    TaskDataModule(task, DataConfig(max_seq_length=5, text_pair_column="b"), load_tokenizer(folders["bert_style"]))
     with pytest.raises(ConfigError, match=r"max_seq_length=5 .* \(<s> a </s> </s> b </s>\) already take 4 positions"):
         TaskDataModule(task, DataConfig(max_seq_length=5, text_pair_column="b"), tok)
 
@@ -439,19 +439,19 @@ def test_the_cache_key_of_a_wordpiece_vocabulary_is_unchanged_and_each_kind_has_
 
 def test_a_folder_with_only_slow_tokenizer_files_is_converted(folders, tmp_path):
     """vocab.json + merges.txt (a RoBERTa folder without tokenizer.json): transformers converts them, offline."""
-    hf = transformers.AutoTokenizer.from_pretrained(str(folders["roberta"]))
+    hf = transformers.AutoTokenizer.from_pretrained(str(folders["roberta_style"]))
     spec = json.loads(hf.backend_tokenizer.to_str())
     (tmp_path / "vocab.json").write_text(json.dumps(spec["model"]["vocab"]))
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
     (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    (tmp_path / "tokenizer_config.json").write_text((folders["roberta"] / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text((folders["roberta_style"] / "tokenizer_config.json").read_text())
     tok = load_tokenizer(tmp_path)
     assert [e.ids for e in tok.encode_batch(TEXTS[:5])] == hf(TEXTS[:5])["input_ids"]
 
 
 def test_random_pairs_keep_their_shape_under_truncation(folders):
     """A truncating copy keeps the template: the special tokens stay, the texts are cut."""
-    tok = load_tokenizer(folders["roberta"]).truncated(16)
+    tok = load_tokenizer(folders["roberta_style"]).truncated(16)
     rng = random.Random(0)
     for _ in range(10):
         a, b = rng.sample(TEXTS, 2)
@@ -463,13 +463,13 @@ def test_the_folders_add_prefix_space_wins_as_in_hf(folders, tmp_path):
     """tokenizer_config.json's add_prefix_space=true over tokenizer.json's false: HF's fast tokenizer reads text
     with a leading space then, and so does bertlab."""
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        (tmp_path / name).write_text((folders["roberta"] / name).read_text())
+        (tmp_path / name).write_text((folders["roberta_style"] / name).read_text())
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "add_prefix_space": True}))
     tok, hf = load_tokenizer(tmp_path), _hf(tmp_path)
     assert [e.ids for e in tok.encode_batch(TEXTS[:8])] == hf(TEXTS[:8])["input_ids"]
     assert tok.encode_batch(TEXTS[:1])[0].tokens[1].startswith("\u0120")
-    assert load_tokenizer(folders["roberta"]).encode_batch(TEXTS[:1])[0].ids != tok.encode_batch(TEXTS[:1])[0].ids
+    assert load_tokenizer(folders["roberta_style"]).encode_batch(TEXTS[:1])[0].ids != tok.encode_batch(TEXTS[:1])[0].ids
 
 
 @pytest.mark.parametrize("hf_class", ["DistilBertTokenizerFast", "ElectraTokenizerFast"])

@@ -1,6 +1,6 @@
-"""``python -m bertlab.retrieve RUN_OR_EXPORT --corpus FILE --queries FILE [--qrels FILE]``: search a corpus with
-an embedding model, write a TREC run file, score it against relevance judgements, mine hard negatives (the rules:
-:mod:`bertlab.inference.retrieve`)."""
+"""``python -m bertlab.retrieve RUN_OR_EXPORT --corpus FILE --queries FILE [--qrels FILE] [--rerank RUN]``: search a
+corpus with an embedding model, rerank the candidates with a cross-encoder, write a TREC run file, score it against
+relevance judgements, mine hard negatives (the rules: :mod:`bertlab.inference.retrieve`)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
                         "rows for task=embedding (needs --qrels)")
     p.add_argument("--skip-ranks", type=int, default=0,
                    help="with --mine-negatives: ignore the first K ranks (likely unjudged positives; default 0)")
+    p.add_argument("--rerank", metavar="RERANK_RUN", default=None,
+                   help="rerank each query's first candidates with a cross-encoder (a task=rerank run or its export): "
+                        "run.trec holds the reranked order, run.first_stage.trec the retrieval's")
+    p.add_argument("--rerank-top-k", type=int, default=None, metavar="K",
+                   help="with --rerank: candidates reranked per query (default: --top-k)")
     p.add_argument("--tag", default="bertlab", help="the run tag, the last column of the run file")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
@@ -55,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     with user_errors():
         if args.top_k < 1 or (args.batch_size is not None and args.batch_size < 1):
             raise ConfigError(f"--top-k ({args.top_k}) and --batch-size ({args.batch_size}) must be at least 1")
+        if args.rerank_top_k is not None and (args.rerank is None or args.rerank_top_k < 1):
+            raise ConfigError(f"--rerank-top-k {args.rerank_top_k}: give a count of at least 1, with --rerank RUN")
         mine = None
         if args.mine_negatives:
             count, path = args.mine_negatives
@@ -67,11 +74,12 @@ def main(argv: list[str] | None = None) -> None:
                                                                (args.qrels, "qrels")) if f]
         refuse_folder_in_bertlab_folders(out, f"--out {out}", "Give --out a folder of its own (e.g. --out "
                                          "retrieval)")
-        for name in ("run.trec", "metrics.json"):
-            refuse_writing_over(out / name, reads + model_files(args.model), f"--out {out} ({name})",
+        models = model_files(args.model) + (model_files(args.rerank) if args.rerank else [])
+        for name in ("run.trec", "run.first_stage.trec", "metrics.json"):
+            refuse_writing_over(out / name, reads + models, f"--out {out} ({name})",
                                 "Give --out a folder of its own")
         if mine:
-            refuse_writing_over(mine[1], reads + model_files(args.model), f"--mine-negatives ... {mine[1]}",
+            refuse_writing_over(mine[1], reads + models, f"--mine-negatives ... {mine[1]}",
                                 "Give the triples a file of their own")
             refuse_replacing_bertlab_files(mine[1], f"--mine-negatives ... {mine[1]}",
                                            "Give the triples a file outside run and export folders")
@@ -89,6 +97,11 @@ def _retrieve(args, out: Path, mine) -> None:
     query_ids, query_texts = r.read_texts(Path(args.queries), args.id_column, args.text_column, "query")
     qrels = r.read_qrels(Path(args.qrels), query_ids, corpus_ids) if args.qrels else None
     predictor = r.load_embedding_model(args.model, args.device, args.batch_size)
+    reranker = None
+    if args.rerank:  # loaded (and refused if it is no reranker) before any embedding
+        from bertlab.inference.rerank import load_reranker
+
+        reranker = load_reranker(args.rerank, args.device, args.batch_size)
     size = int(args.batch_size or predictor.settings.batch_size)
     progress = not args.no_progress
     with writing(out, "the retrieval outputs", "give --out a folder on a disk with room"):
@@ -98,11 +111,25 @@ def _retrieve(args, out: Path, mine) -> None:
         queries = r.embed_in_batches(predictor, query_texts, size, progress, "query")
         scores, indices = search(torch.from_numpy(queries), torch.from_numpy(corpus), top_k=args.top_k)
         scores, indices = scores.numpy(), indices.numpy().astype(np.int64)
+        first_stage = (scores, indices)
+        if reranker is not None:
+            from bertlab.inference.rerank import rerank
+
+            k = args.rerank_top_k or args.top_k
+            r.write_trec_run(out / "run.first_stage.trec", query_ids, corpus_ids, scores, indices, args.tag)
+            scores, indices = rerank(reranker, query_texts, corpus_texts, indices, k,
+                                     int(args.batch_size or reranker.settings.batch_size), progress)
+            first_stage = (first_stage[0][:, :k], first_stage[1][:, :k])  # scored on the candidates reranked
+            log.info("reranked: the top %d candidates of each query with %s", indices.shape[1], args.rerank)
         r.write_trec_run(out / "run.trec", query_ids, corpus_ids, scores, indices, args.tag)
         log.info("run file: %s (%d queries, top %d of %d passages)", out / "run.trec", len(query_ids),
                  indices.shape[1], len(corpus_ids))
         if qrels is not None:
             metrics = r.score(qrels, r.run_dict(query_ids, corpus_ids, scores, indices), args.top_k)
+            if reranker is not None:  # before and after reranking, over the same candidates
+                metrics = {"first_stage": r.score(qrels, r.run_dict(query_ids, corpus_ids, *first_stage), args.top_k,
+                                                   warn=False),
+                           "reranked": metrics}
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
             print(json.dumps(metrics))
         if mine:

@@ -30,6 +30,7 @@ from bertlab.data.windows import window_bound_text
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
+from bertlab.inference.rerank import first_stage_run
 from bertlab.inference.teacher import load_teacher
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.bert import num_parameters
@@ -187,6 +188,7 @@ def _run(cfg: DictConfig, job: HydraDDPJob | None = None) -> float | None:
     # Tokenizer: the checkpoint's, or one trained on the training split only (a scratch model): a function of
     # the configuration and the training files, built before the data module that uses it.
     files = DataFiles(task, data_cfg)
+    task = first_stage_run(task, data_cfg, files, run_dir)  # task=rerank: an embedding run's candidates, as a run file
     # A checkpoint to resume or evaluate brings its run's tokenizer: a scratch WordPiece vocabulary trained
     # again (in another process, with another cache) can differ, as the trainer breaks ties at random.
     tokenizer_from = model_cfg.get("init_from") or _checkpoint_file(cfg.get("ckpt_path"), run_dir)

@@ -148,6 +148,8 @@ class TaskDataModule(L.LightningDataModule):
         files = path if isinstance(path, list) else [path]
         if self.task.family == "embedding" and self.cfg.corpus_file and split != "train":
             files = [*files, self.resolve(self.cfg.corpus_file)]  # retrieval's corpus: part of the split
+        if self.task.rerank and split != "train":  # the reranked candidates: part of the split
+            files = [*files, *(p for p in (self.resolve(self.cfg.corpus_file), self._first_stage()) if p)]
         if split == "train" and self.cfg.distill_file:  # its unlabelled texts join the training features
             files = [*files, self.resolve(self.cfg.distill_file)]
         settings = json.dumps({"data": asdict(self.cfg), "task": asdict(self.task), "labels": self.labels,
@@ -190,7 +192,8 @@ class TaskDataModule(L.LightningDataModule):
         return size > self.cfg.stream_threshold_mb * 1e6
 
     def _streamed_split(self, split: str, path) -> Split:
-        from bertlab.data.pretrain import ArrowExamples, prepare
+        from bertlab.data.prepared import ArrowExamples
+        from bertlab.data.pretrain import prepare
 
         paths = path if isinstance(path, list) else [path]
         folder = prepare(paths, self.tokenizer, self.cfg.cache_dir, split=split,
@@ -223,6 +226,8 @@ class TaskDataModule(L.LightningDataModule):
         labelled = split != "predict"  # val, test and the data.val_extra_files sets carry labels
         family = self.task.family
         label_map = self._label_map()
+        if family == "sequence" and self.task.rerank:
+            return self._rerank_split(split, path, train, limit)
         if family == "sequence":
             built = sequence_split(split, path, self.cfg, self.tokenizer, label_map, self.task.regression,
                                    labelled=labelled, max_examples=limit)
@@ -254,6 +259,31 @@ class TaskDataModule(L.LightningDataModule):
             return choice_split(split, path, self.cfg, self.tokenizer, labelled=labelled, max_examples=limit)
         paths = path if isinstance(path, list) else [path]
         return mlm_split(split, paths, self.cfg, self.tokenizer, self.task, self.seed, max_examples=limit)
+
+    def _first_stage(self) -> Path | None:
+        """task.first_stage as a TREC run file (bertlab.train has written an embedding run's retrieval to one)."""
+        if self.task.first_stage is None:
+            return None
+        path = self.files.resolve(self.task.first_stage, "task.first_stage")
+        if path.is_dir() or path.suffix == ".ckpt":
+            raise ConfigError(f"task.first_stage={self.task.first_stage}: an embedding run or export retrieves the "
+                              "candidates when the run starts (python train.py); here a TREC run file is needed")
+        return path
+
+    def _rerank_split(self, split: str, path, train: bool, limit: int | None) -> Split:
+        """task=rerank: (query, passage) pairs with their relevance (bertlab.data.rerank)."""
+        from bertlab.data.rerank import rerank_eval_split, rerank_train_split
+
+        if self.cfg.long_text == "windows":
+            raise ConfigError("task=rerank with data.long_text=windows: a reranker scores one (query, passage) pair "
+                              "per input, cut to the window as sentence-transformers' CrossEncoder cuts it; set "
+                              "data.long_text=truncate (conf/task/rerank.yaml does)")
+        if train and self.cfg.distill_file:
+            raise ConfigError("data.distill_file: task=rerank reads no unlabelled texts; remove data.distill_file")
+        if train:
+            return rerank_train_split(split, path, self.cfg, self.tokenizer, max_examples=limit)
+        return rerank_eval_split(split, path, self.cfg, self.task, self.tokenizer, self.resolve(self.cfg.corpus_file),
+                                 self._first_stage(), max_examples=limit)
 
     def _splits_for(self, stage: str | None) -> list[str]:
         names = []

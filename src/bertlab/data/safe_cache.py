@@ -45,8 +45,10 @@ def _dataclasses() -> dict[str, type]:
     from bertlab.data.embedding import EmbeddingEvalData
     from bertlab.data.features import Split, TokenEvalData
     from bertlab.data.qa import QAEvalData, QAExample, QAFeatures
+    from bertlab.data.rerank import RerankEvalData
 
-    return {c.__name__: c for c in (Split, TokenEvalData, QAEvalData, QAExample, QAFeatures, EmbeddingEvalData)}
+    return {c.__name__: c for c in (Split, TokenEvalData, QAEvalData, QAExample, QAFeatures, EmbeddingEvalData,
+                                    RerankEvalData)}
 
 
 class _Encoder:

@@ -28,6 +28,7 @@ from bertlab.inference.layout import (
     TOKENIZER_FILES,
     reads_windows,
 )
+from bertlab.inference.tasks import pools_windows
 from bertlab.models.assemble import assemble, config_from_record
 from bertlab.models.families import family_spec
 from bertlab.models.families.generic import GENERIC, GenericEncoderConfig
@@ -175,6 +176,8 @@ def _hf_config(loaded: CheckpointModel, architecture: str) -> dict[str, Any]:
         config["num_labels"] = len(loaded.labels)
     if loaded.head.dropout is not None and loaded.model.head_kind == "sequence":
         config["classifier_dropout"] = loaded.head.dropout
+    if loaded.task.rerank:  # sentence_transformers.CrossEncoder.predict returns the raw score, as bertlab's
+        config["sentence_transformers"] = {"activation_fn": "torch.nn.modules.linear.Identity"}
     return config
 
 
@@ -202,10 +205,13 @@ def _copy_tokenizer(tokenizer_dir: Path | None, out_dir: Path, loaded: Checkpoin
 
 
 def takes_token_types(config: Any) -> bool:
-    """Whether an encoder has segment embeddings (its transformers class then takes ``token_type_ids``)."""
+    """Whether an encoder has segment embeddings to choose among (two rows or more: its transformers class then
+    reads ``token_type_ids``). One row (RoBERTa's) is read for every token whatever the ids say in bertlab, so the
+    export's tokenizer leaves them out as RoBERTa's tokenizers do: a pair template's 1s (a WordPiece vocabulary
+    beside a RoBERTa-shaped model) would index past that row in transformers."""
     hf = getattr(config, "hf_config", None)  # the generic path: the checkpoint's own config.json
     size = hf.get("type_vocab_size") if isinstance(hf, dict) else getattr(config, "type_vocab_size", 0)
-    return int(size or 0) > 0
+    return int(size or 0) > 1
 
 
 # Every name an export writes (HF and ONNX; the ONNX names repeated from inference.onnx_session, which this
@@ -399,7 +405,7 @@ def long_text_record(loaded: CheckpointModel) -> dict[str, Any] | None:
     """What an export of a classification / regression run says about text longer than its window: how the run
     read it (``data.long_text``, the window, the stride, the pooling) and what a plain ``transformers``
     pipeline does instead. None for other tasks."""
-    if loaded.task.family != "sequence":
+    if not pools_windows(loaded.task.family):
         return None
     data = (loaded.hparams.get("config") or {}).get("data") or {}
     mode, window = "windows" if reads_windows(loaded.task, data) else "truncate", data.get("max_seq_length")

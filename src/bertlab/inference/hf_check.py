@@ -117,10 +117,8 @@ def _length_limit(loaded: Any, tokenizer: EncoderTokenizer) -> int:
     positions start after the padding index)."""
     data = (loaded.hparams.get("config") or {}).get("data") or {}
     config = loaded.model.bert.config
-    positions = getattr(config, "max_position_embeddings", None) or 512
-    offset = int(getattr(config, "pad_token_id", 0) or 0) + 1 if getattr(config, "position_style", "") == "roberta" \
-        else 0
-    return max(8, min(int(data.get("max_seq_length") or tokenizer.model_max_length or 512), positions - offset))
+    positions = getattr(config, "max_sequence_length", None) or 512  # the family's rule (RoBERTa's offset included)
+    return max(8, min(int(data.get("max_seq_length") or tokenizer.model_max_length or 512), positions))
 
 
 def _fit(tokenizer: EncoderTokenizer, text: str, limit: int, pair_with: str | None = None) -> str:

@@ -14,7 +14,8 @@ from typing import Any, BinaryIO, TextIO
 
 from bertlab.data.readers import BadExamplePolicy, DataError, json_object, read_conll, read_squad, read_table
 from bertlab.data.validate import missing_column
-from bertlab.inference.predictor import FAMILIES, PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.predictor import PREDICTIONS_FILE, Predictor, PredictSettings
+from bertlab.inference.tasks import PREDICT_FAMILIES, prediction_task
 from bertlab.inference.text import FORMATS
 from bertlab.runtime.config import ConfigError, DataConfig, TaskSpec
 from bertlab.runtime.files import RUN_DIR_FIX, atomic_path, refuse_writing_over, writing
@@ -67,7 +68,10 @@ def _looks_like_conll(path: Path, lines: list[str]) -> bool:
 
 
 def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
-    """``text``, ``jsonl``, ``table``, ``conll`` or ``squad`` from the file's name and first lines."""
+    """``text``, ``jsonl``, ``table``, ``conll`` or ``squad`` from the file's name and first lines (the last three
+    for the families whose own format they are: ``file_format`` of :mod:`bertlab.inference.tasks`)."""
+    task = prediction_task(family)
+    own = task.file_format if task else None
     lines = _head(path)
     filled = [line for line in lines if line.strip()]
     suffix = path.suffix.lower()
@@ -80,12 +84,12 @@ def detect_format(path: Path, family: str, settings: PredictSettings) -> str:
             first = None  # a JSON document over several lines: SQuAD
         if isinstance(first, dict) and "data" not in first:
             return "jsonl"
-        if family == "qa":
+        if own == "squad":
             return "squad"
         raise DataError(f"{path}: a JSON document; for task family {family} give JSONL (one object a line)")
-    if family == "token" and _looks_like_conll(path, lines):
+    if own == "conll" and _looks_like_conll(path, lines):
         return "conll"
-    if family in ("sequence", "multiple_choice", "embedding") and suffix in (".tsv", ".csv") and filled:
+    if own == "table" and suffix in (".tsv", ".csv") and filled:
         header = [h.strip() for h in filled[0].split("," if suffix == ".csv" else "\t")]
         if settings.text_column in header:
             return "table"
@@ -125,13 +129,10 @@ def read_inputs(source: str | Path, family: str, settings: PredictSettings, fmt:
         fmt = detect_format(path, family, settings)
     log.info("reading %s as %s", path, fmt)
     policy = BadExamplePolicy("error")
-    if fmt == "table" and family == "multiple_choice":
-        from bertlab.data.choices import read_choices
-
-        columns = DataConfig(text_column=settings.text_column, choice_columns=settings.choice_columns,
-                             choice_prefix_column=settings.choice_prefix_column, choices_field=settings.choices_field)
-        choices = read_choices(path, columns, labelled=False, policy=policy)
-        return iter([(e.where, (e.context, e.choices)) for e in choices]), len(choices)
+    task = prediction_task(family)
+    if fmt == "table" and task and task.read_table:  # a family's own table (multiple choice: choice columns)
+        rows = task.read_table(path, settings, policy)
+        return iter(rows), len(rows)
     if fmt == "table":
         examples = read_table(path, settings.text_column, settings.text_pair_column if settings.pair else None,
                               None, policy)
@@ -240,8 +241,8 @@ def run_predict(trainer, module, datamodule, ckpt_path: str | None, run_dir: Pat
     Rank 0 predicts and writes; the other ranks wait for it.
     """
     family = datamodule.task.family
-    if family not in FAMILIES:
-        raise ConfigError(f"predict=true supports the {', '.join(FAMILIES)} task families, not {family!r}")
+    if family not in PREDICT_FAMILIES:
+        raise ConfigError(f"predict=true supports the {', '.join(PREDICT_FAMILIES)} task families, not {family!r}")
     if not datamodule.cfg.predict_file:
         raise ConfigError("predict=true needs data.predict_file (an unlabelled file, e.g. GLUE test.tsv)")
     path = None

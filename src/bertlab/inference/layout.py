@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bertlab.inference.tasks import pools_windows
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.fingerprints import TOKENIZER_FILES  # the tokenizer's files, which exports copy
 
@@ -21,7 +22,7 @@ LONG_TEXT_NAME = "bertlab_long_text.json"  # how the run read text longer than i
 def reads_windows(task: TaskSpec, data: dict[str, Any]) -> bool:
     """Whether a run (its recorded ``data.*`` settings) pools a long text's windows: classification and
     regression trained with ``data.long_text=windows``. A run recorded before the setting existed truncated."""
-    return task.family == "sequence" and data.get("long_text", "truncate") == "windows"
+    return pools_windows(task.family) and data.get("long_text", "truncate") == "windows"
 
 
 __all__ = ["HEAD_CONFIG_NAME", "HEAD_WEIGHTS_NAME", "HF_EXPORT_FILES", "LONG_TEXT_NAME", "TOKENIZER_FILES",

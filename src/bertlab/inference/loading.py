@@ -5,13 +5,14 @@ that need them, not with this module."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from bertlab.data.tokenizer import BertTokenizer, load_tokenizer
 from bertlab.inference.layout import reads_windows
 from bertlab.inference.onnx_session import is_onnx_folder, load_onnx_folder
+from bertlab.inference.settings import PredictSettings
+from bertlab.inference.tasks import pools_windows, prediction_task
 from bertlab.inference.text import BACKENDS
 from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.errors import CheckpointError, ConfigError
@@ -19,54 +20,11 @@ from bertlab.runtime.fingerprints import check_trusted
 from bertlab.runtime.paths import existing_path
 
 
-@dataclass
-class PredictSettings:
-    """What reading and windowing need, taken from the run's ``data.*`` settings (defaults for HF folders)."""
-
-    max_seq_length: int = 512
-    batch_size: int = 32
-    text_column: str = "text"
-    text_pair_column: str | None = None
-    pair: bool | None = None  # None (a Hugging Face folder): a pair wherever the input holds two texts
-    doc_stride: int = 128
-    # Text longer than max_seq_length: "windows" (overlapping, data.window_stride tokens shared; None: a
-    # quarter of the window) or "truncate". Classification and regression pool a document's windows as the run
-    # trained, at most max_windows_per_batch windows a batch (None: batch_size); a classifier whose run or
-    # folder does not say it read windows (recorded before them, or not bertlab's) truncates, as it was trained.
-    long_text: str = "windows"
-    window_stride: int | None = None
-    max_windows_per_batch: int | None = None
-    # The most windows one input is read in (data.max_windows_per_example, bertlab.data.windows.WindowCap): over
-    # it, an error (on_bad_example=error) or its first windows, with a warning (skip). None: no cap.
-    max_windows_per_example: int | None = 128
-    on_bad_example: str = "error"
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    # SQuAD 2.0: answer "" when the null score beats the best span by more than the threshold.
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    # Multiple choice: the choice list of a JSON input, or a table's choice columns, and a text put before
-    # every choice (SWAG's sent2).
-    choices_field: str = "choices"
-    choice_columns: list[str] | None = None
-    choice_prefix_column: str | None = None
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any]) -> PredictSettings:
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names and v is not None}
-        if data.get("eval_batch_size"):
-            values["batch_size"] = int(data["eval_batch_size"])
-        values["pair"] = data.get("text_pair_column") is not None
-        return cls(**values)
-
-
 def _classifier_windows(settings: PredictSettings, task: TaskSpec, recorded: bool) -> PredictSettings:
     """A classification / regression model pools a long document's windows only when its run or folder says it
     was trained so (``recorded``); otherwise (a run from before windows, a folder without bertlab's long-text
     record, a graph without ``window_doc``) it reads texts cut at the window, as it was trained."""
-    if task.family == "sequence" and not recorded:
+    if pools_windows(task.family) and not recorded:
         settings.long_text = "truncate"
     return settings
 
@@ -167,7 +125,8 @@ def from_hf_folder(path: Path, tokenizer: BertTokenizer | None) -> Loaded:
     model, task, labels, config = load_native_export(path)
     if model is None:
         return from_generic_export(path, tokenizer)
-    window = min(384 if task.family == "qa" else 512, config.max_sequence_length)
+    kind = prediction_task(task.family)  # a family without prediction is refused by the Predictor
+    window = min(kind.default_window if kind else 512, config.max_sequence_length)
     return Loaded(model, tokenizer, task, labels, _export_settings(path, task, window), str(path))
 
 

@@ -56,6 +56,7 @@ from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, loa
     is_onnx_folder,
     load_onnx_folder,
 )
+from bertlab.inference.tasks import ONNX_FAMILIES, PREDICTION_TASKS
 from bertlab.models.heads import TaskModel
 from bertlab.models.lora import lora_modules, merge_lora
 from bertlab.runtime.config import TaskSpec
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 
 REPORT_NAME = "export_report.json"
 OPSET = 17
-FAMILIES = ("sequence", "token", "qa", "multiple_choice", "embedding")
+FAMILIES = ONNX_FAMILIES  # the families an ONNX export covers: the table's (inference.tasks)
 
 
 class QualityGateError(CheckpointError):
@@ -96,9 +97,7 @@ def reads_segments(model: TaskModel) -> bool:
 
 
 def output_names(family: str) -> list[str]:
-    if family == "embedding":  # the pooled (and, with task.normalize, L2-normalised) vector of each row
-        return ["embedding"]
-    return ["start_logits", "end_logits"] if family == "qa" else ["logits"]
+    return PREDICTION_TASKS[family].output_names
 
 
 class _Graph(nn.Module):
@@ -107,16 +106,17 @@ class _Graph(nn.Module):
     def __init__(self, model: TaskModel, family: str, inputs: list[str]):
         super().__init__()
         self.model, self.family, self.inputs = model, family, inputs
+        self.output = PREDICTION_TASKS[family].output
 
     def forward(self, *tensors: torch.Tensor):
         batch = dict(zip(self.inputs, tensors))
         input_ids = batch["input_ids"]
-        if self.family == "multiple_choice":
+        if self.output == "choices":
             return self.model(batch, num_choices=input_ids.shape[1])  # (B, C)
         if "window_doc" in batch:  # rows are windows of documents: (N, C), one row per document
             return self.model(batch, window_doc=row_documents(batch.pop("window_doc"), input_ids.shape[0]))
         out = self.model(batch)
-        if self.family == "qa":
+        if self.output == "spans":
             return out[..., 0], out[..., 1]  # (B, T) each
         return out
 
@@ -151,22 +151,22 @@ def export_graph(model: TaskModel, task: TaskSpec, path: Path, opset: int = OPSE
         raise ConfigError(f"ONNX export needs a transformer encoder; {type(model.bert).__name__} has no graph form")
     model = plain_model(model).eval()
     segments = reads_segments(model)
-    windows = windows and task.family == "sequence"
+    kind = PREDICTION_TASKS[task.family]
+    windows = windows and kind.windows
+    choices = kind.output == "choices"
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else []) + \
         (["window_doc"] if windows else [])
-    shape = (2, 2, 8) if task.family == "multiple_choice" else (3 if windows else 2, 8)
+    shape = (2, 2, 8) if choices else (3 if windows else 2, 8)
     vocab = int(model.bert.config.vocab_size)
     ids = torch.randint(min(5, vocab - 1), vocab, shape)
     mask = torch.ones_like(ids)
     mask[1, ..., 6:] = 0  # padding in the example batch
     args = (ids, mask) + ((torch.zeros_like(ids),) if segments else ()) + \
         ((torch.tensor([0, 0, 1]),) if windows else ())  # two documents, the first of two windows
-    axes = {0: "batch", 1: "choices", 2: "sequence"} if task.family == "multiple_choice" else \
-        {0: "batch", 1: "sequence"}
-    outputs = output_names(task.family)
-    out_axes = {0: "batch", 1: "choices"} if task.family == "multiple_choice" else \
-        ({0: "documents" if windows else "batch"} if task.family in ("sequence", "embedding") else
-         {0: "batch", 1: "sequence"})
+    axes = {0: "batch", 1: "choices", 2: "sequence"} if choices else {0: "batch", 1: "sequence"}
+    outputs = kind.output_names
+    out_axes = {0: "batch", 1: "choices"} if choices else \
+        ({0: "documents" if windows else "batch"} if kind.output == "row" else {0: "batch", 1: "sequence"})
     dynamic = {name: axes for name in inputs} | {name: out_axes for name in outputs}
     if windows:  # an axis of its own: empty when left out, one per row when given
         dynamic["window_doc"] = {0: "window_rows"}
@@ -296,13 +296,15 @@ def dev_evaluator(loaded) -> Any:
 
 def _agreement(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float | None:
     """The share of predictions (argmax over classes, tags, span ends or choices) on which two models agree."""
-    if family == "embedding" or (a and a[0].shape[-1] == 1 and family == "sequence"):
-        return None  # regression, embeddings: no argmax (embeddings: :func:`_min_cosine`)
+    kind = PREDICTION_TASKS[family]
+    output = kind.output
+    if kind.vector or (a and a[0].shape[-1] == 1 and output == "row"):
+        return None  # regression, vectors: no argmax (vectors compare by :func:`_min_cosine`)
     same = total = 0
     for x, y, batch in zip(a, b, batches):
-        if family in ("token", "qa"):
+        if output in ("tokens", "spans"):
             keep = batch["attention_mask"].bool()  # real positions only
-            eq = (x.argmax(-1) == y.argmax(-1))[keep] if family == "token" else \
+            eq = (x.argmax(-1) == y.argmax(-1))[keep] if output == "tokens" else \
                 (x.argmax(1) == y.argmax(1)).reshape(-1)  # QA: the start and the end position of each window
         else:
             eq = x.argmax(-1) == y.argmax(-1)
@@ -319,28 +321,32 @@ def _min_cosine(a: list[torch.Tensor], b: list[torch.Tensor]) -> float | None:
 
 def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float:
     worst = 0.0
+    per_token = PREDICTION_TASKS[family].per_token
     for x, y, batch in zip(a, b, batches):
         d = (x - y).abs()
-        if family in ("token", "qa"):
+        if per_token:
             d = d[batch["attention_mask"].bool()]
         worst = max(worst, float(d.max()) if d.numel() else 0.0)
     return worst
 
 
 def gate_metric(task: TaskSpec, scores: dict[str, Any]) -> tuple[str, str]:
-    """The metric the int8 gate compares, and its mode, by kind of model: the run's monitored metric (``task.monitor``),
-    except for an embedding model, which is gated on what it is served for, whatever it monitors (its ``val/loss``,
-    say): retrieval nDCG@10 over the run's validation retrieval set, or, where the validation file is a scored
-    similarity set (STS-B), the Spearman correlation of the cosine similarity."""
-    if task.family == "embedding":
-        return ("ndcg_at_10" if "ndcg_at_10" in scores else "spearmanr"), "max"
+    """The metric the int8 gate compares, and its mode, by kind of model: the run's monitored metric
+    (``task.monitor``), unless the family's table entry names its gate metrics (``gate_metrics``: the first the
+    dev scores hold, mode max). An embedding model is gated on what it is served for whatever it monitors (its
+    ``val/loss``, say): retrieval nDCG@10 over the run's validation retrieval set, or, where the validation file
+    is a scored similarity set (STS-B), the Spearman correlation of the cosine similarity."""
+    names = PREDICTION_TASKS[task.family].gate_metrics
+    for name in names:
+        if name in scores:
+            return name, "max"
     return task.monitor.split("/", 1)[-1], task.mode
 
 
 def metric_points(task: TaskSpec, fp32: float, int8: float, mode: str | None = None) -> float:
     """How many points int8 loses against fp32 on the gate's metric (SQuAD's EM/F1 are already on a 0-100 scale,
     the other metrics on 0-1); negative when int8 is better. ``mode``: the metric's (default the task's)."""
-    scale = 1.0 if task.family == "qa" else 100.0
+    scale = PREDICTION_TASKS[task.family].metric_scale
     drop = (fp32 - int8) if (mode or task.mode) == "max" else (int8 - fp32)
     return round(drop * scale, 4)
 
@@ -442,7 +448,7 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
         report["onnx_fp32_vs_pytorch"] = {
             "max_abs_logit_diff": dev_diff,
             "agreement": _agreement(torch_out, fp32_out, batches, task.family),
-            **({"min_cosine": _min_cosine(torch_out, fp32_out)} if task.family == "embedding" else {}),
+            **({"min_cosine": _min_cosine(torch_out, fp32_out)} if PREDICTION_TASKS[task.family].vector else {}),
             "speed_ratio": round(results["pytorch"][2] / max(results["onnx_fp32"][2], 1e-9), 3),
             "tolerance": FP32_TOLERANCE, "passed": dev_diff <= FP32_TOLERANCE}
         if not dev_diff <= FP32_TOLERANCE:
@@ -455,8 +461,8 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
             drop = metric_points(task, float(fp32_scores[metric]), float(int8_scores[metric]), mode)
             report["onnx_int8_vs_fp32"] = {
                 "agreement": _agreement(fp32_out, results["onnx_int8"][1], batches, task.family),
-                **({"min_cosine": _min_cosine(fp32_out, results["onnx_int8"][1])} if task.family == "embedding"
-                   else {}),
+                **({"min_cosine": _min_cosine(fp32_out, results["onnx_int8"][1])}
+                   if PREDICTION_TASKS[task.family].vector else {}),
                 "metric": metric, "fp32": fp32_scores[metric], "int8": int8_scores[metric], "drop_points": drop,
                 "max_drop_points": max_drop, "passed": drop <= max_drop,
                 "size_ratio": round(report["sizes_mb"]["onnx_fp32"] / report["sizes_mb"]["onnx_int8"], 3),

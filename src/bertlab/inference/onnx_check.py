@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertlab.inference.tasks import PREDICTION_TASKS
 from bertlab.runtime.errors import CheckpointError
 
 # The largest |Δ| allowed between the fp32 graph's outputs (logits, span logits, choice scores) and PyTorch's.
@@ -75,7 +76,7 @@ def check_batches(model: nn.Module, family: str, max_len: int, segments: bool, w
     config = model.bert.config
     vocab, pad = int(config.vocab_size), int(getattr(config, "pad_token_id", 0) or 0)
     g = torch.Generator().manual_seed(seed)
-    choices = 2 if family == "multiple_choice" else 1
+    choices = 2 if PREDICTION_TASKS[family].output == "choices" else 1
 
     def batch(length: int, real: list[int]) -> dict[str, torch.Tensor]:
         rows = [n for n in real for _ in range(choices)]  # each example's choices share its length
@@ -87,7 +88,7 @@ def check_batches(model: nn.Module, family: str, max_len: int, segments: bool, w
             b = {k: v.view(len(real), choices, length) for k, v in b.items()}
         return b
 
-    kwargs = {"num_choices": choices} if family == "multiple_choice" else {}
+    kwargs = {"num_choices": choices} if choices > 1 else {}
     for length in hard_lengths(config, max_len):
         yield f"{length} tokens, a batch of one", batch(length, [length]), kwargs
         if length > 1:
@@ -101,7 +102,7 @@ def check_batches(model: nn.Module, family: str, max_len: int, segments: bool, w
 
 def _real(out: torch.Tensor, batch: dict[str, torch.Tensor], family: str) -> torch.Tensor:
     """The outputs that mean something: a token or span head's at real positions (padding is free to differ)."""
-    if family in ("token", "qa"):
+    if PREDICTION_TASKS[family].per_token:
         return out[batch["attention_mask"].bool()]
     return out
 

@@ -98,7 +98,7 @@ class OnnxSession:
                     np.zeros_like(batch["input_ids"])
             feed[name] = np.asarray(value, dtype=np.int64)
         out = self.session.run(None, feed)
-        return np.stack(out[:2], -1) if self.family == "qa" else out[0]
+        return np.stack(out, -1) if len(out) > 1 else out[0]  # QA's start and end logits: (B, T, 2)
 
 
 def file_sha256(path: Path) -> str:

@@ -208,19 +208,21 @@ def run_dict(query_ids: list[str], doc_ids: list[str], scores: np.ndarray,
             for q, qid in enumerate(query_ids)}
 
 
-def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], top_k: int) -> dict[str, float]:
-    """The measures over the queries with a relevant passage (module docstring), with the counts."""
+def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], top_k: int,
+          warn: bool = True) -> dict[str, float]:
+    """The measures over the queries with a relevant passage (module docstring), with the counts; ``warn``:
+    log the queries left out and a short run's Recall@100 (once per command: not for a second run scored)."""
     from bertlab.tasks.retrieval import run_scores
 
     scored = [q for q in run if any(r > 0 for r in qrels.get(q, {}).values())]
     without = len(run) - len(scored)
-    if without:
+    if without and warn:
         log.warning("%d of %d queries have no relevant passage in the qrels: left out of the metrics (not scored "
                     "as 0)", without, len(run))
     if not scored:
         raise DataError("no query has a relevant passage (relevance above 0) in the qrels: there is nothing to "
                         "score. Give qrels that judge passages of --corpus relevant to queries of --queries")
-    if top_k < 100:
+    if top_k < 100 and warn:
         log.warning("--top-k %d: recall_at_100 counts the relevant passages among the top %d only", top_k, top_k)
     values = run_scores({q: qrels[q] for q in scored}, {q: run[q] for q in scored})
     return {**values, "queries_scored": len(scored), "queries_without_relevant": without}

@@ -11,7 +11,7 @@ not have.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from bertlab.runtime.config import MASKED_FAMILIES, DataConfig, TaskSpec
@@ -72,13 +72,14 @@ def check_seq_length(length: Any, family: str | None, pair: bool, nsp: bool, spe
 
 
 def check_settings(cfg: Any, logged_metrics: MetricsOf | None = None,
-                   gpu_count: Callable[[], int] | None = None) -> None:
+                   gpu_count: Callable[[], int] | None = None,
+                   names: Mapping[str, Collection[str]] | None = None) -> None:
     """Every setting by its kind, then the combinations that make a run fail late, do nothing or nothing
     useful. ``cfg``: the composed configuration (DictConfig or plain dict); ``logged_metrics``: what each task
     logs (monitors are checked against it when given); ``gpu_count``: the visible CUDA devices (default:
-    torch's count)."""
+    torch's count); ``names``: the registries' names of the settings that name one (``schema.REGISTERED``)."""
     tree = _plain(cfg)
-    check_config(tree)
+    check_config(tree, names)
     data, task, trainer = tree.get("data") or {}, tree.get("task") or {}, tree.get("trainer") or {}
     _check_lengths(data, task)
     trains = bool(tree.get("train", True))

@@ -273,8 +273,20 @@ class TaskSpec:
     scale: float = 20.0
     symmetric: bool = False
     cache_chunk_size: int | None = None
+    # rerank (cross-encoder, docs/embeddings.md "Reranking"): a sequence task with one score per (query,
+    # passage) pair, trained pointwise (BCE with logits); validated by reranking each query's top
+    # rerank_top_k candidates of a first stage: a TREC run file, or an embedding run / export that retrieves
+    # them (bertlab.train writes its run file to <run>/first_stage/ and records that path here).
+    rerank: bool = False
+    first_stage: str | None = None
+    rerank_top_k: int = 100
 
     def __post_init__(self) -> None:
+        if self.rerank:  # a cross-encoder is a sequence model with one real-valued output: its relevance score
+            if self.family != "sequence":
+                raise ConfigError(f"task.rerank=true needs task.family=sequence (a cross-encoder scores a (query, "
+                                  f"passage) pair with the sequence head), got {self.family!r}")
+            self.regression = True
         if self.family not in TASK_FAMILIES:
             raise ConfigError(f"task.family must be one of {', '.join(TASK_FAMILIES)}, got {self.family!r}")
         if self.mode not in ("min", "max"):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -92,8 +92,10 @@ WRITABLE_DIR = Kind("writable_dir", "a folder this user can write to, or a path 
 # model trained with them exports to a stock head); attention scores each window with a learned vector
 # (bertlab.models.heads.WindowPooling).
 WINDOW_POOLINGS = ("max", "mean", "max_logits", "attention")
-# model.model_type of a scratch encoder: bertlab's own families (bertlab.models.families; a test keeps the two equal).
-SCRATCH_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2")
+# A setting whose values are the names of a registry that runtime may not import (model.model_type: the encoder
+# families of bertlab.models.families). Alone it takes any name; check_config's ``names``, passed by the caller that
+# reads the registry (training.stopping.start_of_run), narrows it to that registry's names.
+REGISTERED = Kind("registered", "a name", lambda v: isinstance(v, str) and v != "")
 INIT_HEADS = ("auto", "new")  # model.init_head: keep the start's head when it is this run's, or always a new one
 
 
@@ -226,6 +228,10 @@ SETTINGS: dict[str, Setting] = {
     "task.symmetric": S(BOOL, "the ranking loss's passage-to-query term"),
     "task.cache_chunk_size": S(POSITIVE_INT, "the rows gradient caching embeds with a graph at once",
                                null="no gradient caching"),
+    "task.rerank": S(BOOL, "a cross-encoder reranker (task=rerank: one score per (query, passage) pair)"),
+    "task.first_stage": S(TEXT, "the first stage a reranker's validation reranks (a TREC run file, or an "
+                          "embedding run or export)", null="the validation file's own labelled candidates"),
+    "task.rerank_top_k": S(POSITIVE_INT, "the first-stage candidates reranked per query"),
     "task.temperature": S(POSITIVE_FLOAT, "the temperature the generator's replacements are sampled at (task=rtd)",
                           hint="1.0 = its own distribution"),
     # distillation (conf/distill/none.yaml, docs/distillation.md)
@@ -255,7 +261,7 @@ SETTINGS: dict[str, Setting] = {
     "model.layer_norm_eps": S(POSITIVE_FLOAT, "LayerNorm's epsilon"),
     "model.initializer_range": S(POSITIVE_FLOAT, "the standard deviation of the initial weights"),
     "model.pad_token_id": S(NONNEG_INT, "the padding token id"),
-    "model.model_type": S(choice(*SCRATCH_FAMILIES), "the family a scratch encoder is built as"),
+    "model.model_type": S(REGISTERED, "the family a scratch encoder is built as"),
     "model.global_attn_every_n_layers": S(POSITIVE_INT, "ModernBERT: every how many layers one attends globally"),
     "model.local_attention": S(POSITIVE_INT, "ModernBERT: the width of a local layer's attention window"),
     "model.hidden_dropout_prob": S(PROB, "the encoder's hidden dropout probability", null="the checkpoint's"),
@@ -424,12 +430,15 @@ def leaves(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def check_config(tree: Mapping[str, Any]) -> None:
+def check_config(tree: Mapping[str, Any], names: Mapping[str, Collection[str]] | None = None) -> None:
     """Check every declared setting of a composed, resolved configuration (a plain dict), and the values a
-    freeze policy will apply (``freeze.recommended``) by the rule of the key they set."""
+    freeze policy will apply (``freeze.recommended``) by the rule of the key they set. ``names``: for the
+    :data:`REGISTERED` settings, the registry's names (``{"model.model_type": the scratch families}``)."""
     policy = (tree.get("freeze") or {}).get("policy")
     for key, value in leaves(tree):
         target, setting = declaration(key, tree)
+        if setting is not None and setting.kind is REGISTERED and target in (names or {}):
+            setting = Setting(choice(*(names or {})[target]), setting.meaning, setting.null, setting.hint)
         if setting is not None:
             where = f" (freeze.recommended in conf/freeze/{policy}.yaml)" if target != key else ""
             check_value(target, value, setting, where)

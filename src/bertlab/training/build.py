@@ -16,8 +16,9 @@ from bertlab.data.tokenizer import BertTokenizer, holds_tokenizer, tokenizer_for
 from bertlab.models.assemble import assemble, config_from_record, needs_pooler, with_head
 from bertlab.models.bert import Kernels
 from bertlab.models.encoder import layer_stack_path
-from bertlab.models.families import family_spec, is_native, supported_list
+from bertlab.models.families import family_spec, is_native, scratch_families, supported_list
 from bertlab.models.families.generic import AutoEncoder, GenericEncoderConfig
+from bertlab.models.families.spec import TOKEN_ID_ROLES
 from bertlab.models.heads import TaskModel
 from bertlab.models.hf_weights import (
     CheckpointError,
@@ -67,10 +68,9 @@ def resolve_pretrained(spec: str | None) -> Path | None:
     return resolve_checkpoint_dir(spec)
 
 
-# A scratch encoder's special-token ids, by config field, from its vocabulary's roles (ModernBERT records its
-# [CLS] / [SEP] as bos / eos too). A field the family's config lacks is skipped; one model.* sets is kept.
-SCRATCH_TOKEN_IDS = {"pad_token_id": "pad_id", "cls_token_id": "cls_id", "sep_token_id": "sep_id",
-                     "bos_token_id": "cls_id", "eos_token_id": "sep_id"}
+# A scratch encoder's special-token ids, by config field, from its vocabulary's roles. A field the family's config
+# lacks is skipped; one model.* sets is kept.
+SCRATCH_TOKEN_IDS = TOKEN_ID_ROLES
 
 
 def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = None) -> EncoderConfig:
@@ -81,7 +81,7 @@ def architecture(model_cfg: dict[str, Any], tokenizer: BertTokenizer | None = No
     padding row, DistilBERT's missing segment embeddings) or has no place for (BERT's embedding_size) takes the
     family's value, and the log names every ``model.*`` value that was changed so."""
     model_type = str(model_cfg.get("model_type") or "bert")
-    if not is_native(model_type):
+    if model_type not in scratch_families():
         raise ConfigError(f"model.model_type={model_type!r}: bertlab builds scratch encoders of its own families "
                           f"only ({supported_list()}); start from a checkpoint with model.pretrained for another")
     spec = family_spec(model_type)
@@ -518,10 +518,10 @@ def build_student(teacher: TaskModel, layers: list[int], model_cfg: dict[str, An
     layers, renumbered 0.. in the order given; the embeddings (and pooler) copied, and the head too when it is
     the teacher's (same tensors: the labels were checked equal). ``model.*`` still chooses how it runs."""
     config = teacher.bert.config
-    why = ("the generic path's encoders" if isinstance(config, GenericEncoderConfig) else
-           "ModernBERT, whose layers are global or local by their position" if config.model_type == "modernbert"
-           else "LoRA teachers (export the teacher first: python -m bertlab.export merges the adapters)"
-           if any("lora_" in k for k in teacher.state_dict()) else None)
+    spec = None if isinstance(config, GenericEncoderConfig) else family_spec(config.model_type)
+    why = ("the generic path's encoders" if spec is None else spec.layer_subset_refusal
+           or ("LoRA teachers (export the teacher first: python -m bertlab.export merges the adapters)"
+               if any("lora_" in k for k in teacher.state_dict()) else None))
     if why is not None:
         raise ConfigError(f"distill.student_layers: copying a teacher's layers is not supported for {why}; build "
                           "the student with model= instead and remove distill.student_layers")

@@ -178,10 +178,12 @@ def start_of_run(run_dir: Path, cfg: Any = None) -> GracefulStop:
     remove partial files a killed run left in its checkpoint folder, and install the stop-signal handlers
     (returned as the callback that saves ``last.ckpt`` on a signal)."""
     if cfg is not None:
+        from bertlab.models.families import scratch_families
         from bertlab.runtime.run_dir import claim_run_dir
         from bertlab.tasks.families import logged_metrics
 
-        check_settings(cfg, logged_metrics)  # every setting by its kind, and what they make a run do
+        # every setting by its kind (model.model_type: a family of the registry), and what they make a run do
+        check_settings(cfg, logged_metrics, names={"model.model_type": scratch_families()})
         claim_run_dir(run_dir, cfg)  # a run dir belongs to one run (bertlab.runtime.run_dir)
     remove_stale_temporaries(Path(run_dir) / "checkpoints")
     stop = GracefulStop(run_dir, resume_command(run_dir), sweep_command())

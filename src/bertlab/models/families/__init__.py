@@ -4,10 +4,12 @@ A :class:`FamilySpec` says everything the rest of bertlab asks of a family: how 
 :class:`~bertlab.runtime.config.EncoderConfig` and back, how its checkpoint keys map to bertlab's module names
 (both ways, applied before anything else touches a key), what each task head is called in its
 ``transformers`` classes (so exports load in ``AutoModelFor*``), which first-token transform its
-classification heads use, its LoRA targets and whether it was pre-trained with next-sentence prediction.
+classification heads use, its LoRA roles, its encoder and layer classes (FSDP's shard unit), whether it can be
+an RTD discriminator or a scratch encoder, a tiny model of it for tests and its base shape for benchmarks.
 
-Adding a family is one module in this package that defines its spec, and one line in :data:`FAMILIES`
-(docs/models.md, "Adding a family"). The BERT-shaped families (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA) are all
+Adding a family is one module in this package that defines its spec, one line in :func:`_registry` and a preset
+in conf/model/ (docs/models.md, "Adding a family"): the rest of bertlab, its tests and benchmarks read the spec or
+iterate :func:`families`, and never name a family (``tests/test_add_family.py`` proves it with a new one). The BERT-shaped families (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA) are all
 computed by :class:`bertlab.models.bert.BertModel`; their differences are fields of ``EncoderConfig``.
 """
 
@@ -16,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families.spec import HEAD_KINDS, POOLER_STYLES, FamilySpec, HeadLayout, KeyMap
+from bertlab.models.families.spec import (
+    HEAD_KINDS,
+    POOLER_STYLES,
+    TOKEN_ID_ROLES,
+    FamilySpec,
+    HeadLayout,
+    KeyMap,
+)
 from bertlab.runtime.config import EncoderConfig
 from bertlab.runtime.errors import ConfigError
 
@@ -121,6 +130,24 @@ def spec_of(config: EncoderConfig) -> FamilySpec:
     return family_spec(config.model_type)
 
 
+def scratch_families() -> tuple[str, ...]:
+    """The families ``model.model_type`` may build a scratch encoder of (``FamilySpec.scratch``)."""
+    return tuple(name for name, spec in families().items() if spec.scratch)
+
+
+def tiny_config(model_type: str, tokenizer: Any = None, **overrides: Any) -> dict[str, Any]:
+    """config.json of a tiny random model of the family (``FamilySpec.tiny_config`` with its model_type), as
+    ``transformers.AutoConfig.for_model(**it)`` or the family's ``read_config`` take it. With ``tokenizer`` (a
+    bertlab vocabulary): its size, and its special-token ids for the keys the tiny config has
+    (:data:`TOKEN_ID_ROLES`); ``overrides`` last."""
+    data: dict[str, Any] = {"model_type": model_type, **family_spec(model_type).tiny_config}
+    if tokenizer is not None:
+        data["vocab_size"] = tokenizer.vocab_size
+        data.update({key: getattr(tokenizer, role) for key, role in TOKEN_ID_ROLES.items() if key in data})
+    data.update(overrides)
+    return data
+
+
 def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> EncoderConfig:
     """A native family's config.json → ``EncoderConfig`` (the family from its model_type; BERT if it has none)."""
     from bertlab.models.families.config_file import read_family_config
@@ -130,4 +157,4 @@ def config_from_hf(data: Mapping[str, Any], source: str = "config.json") -> Enco
 
 __all__ = ["FAMILIES", "HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap", "config_from_hf",
            "encoder_refusal", "families", "family_spec", "is_encoder_type", "is_native", "known_encoder_types",
-           "spec_of", "supported_list"]
+           "scratch_families", "spec_of", "supported_list", "tiny_config"]

@@ -47,6 +47,14 @@ def _write(config: EncoderConfig) -> dict[str, Any]:
     return bert_like_hf_dict(config)
 
 
+# A tiny BERT (FamilySpec.tiny_config) and BERT-base (bert-base-uncased's config.json): the BERT-shaped families
+# start from these two.
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=130, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            layer_norm_eps=1e-12, pad_token_id=0)
+BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+            max_position_embeddings=512, type_vocab_size=2, pad_token_id=0)
+
 _CLASSIFIER = (("classifier.", "head.classifier."),)
 _MLM_KEYS = (("cls.predictions.bias", "head.predictions.bias"),
              ("cls.predictions.decoder.bias", "head.predictions.bias"),
@@ -56,7 +64,7 @@ _MLM = {"tied": ("cls.predictions.decoder.weight",),
 
 BERT = FamilySpec(
     model_type="bert", display="BERT", prefix="bert", base_architecture="BertModel",
-    read_config=_read, write_config=_write, nsp=True,
+    read_config=_read, write_config=_write, nsp=True, tiny_config=TINY, base_config=BASE,
     heads={
         "sequence": HeadLayout("BertForSequenceClassification", _CLASSIFIER, pooler="encoder"),
         "token": HeadLayout("BertForTokenClassification", _CLASSIFIER),

@@ -68,6 +68,11 @@ def _write(config: DebertaConfig) -> dict[str, Any]:
     return data
 
 
+# DeBERTa-v3's layout (microsoft/deberta-v3-base's config.json): relative attention over log buckets, no absolute
+# positions, no segments. The tiny model has 8 buckets, so that rows of 11 tokens reach the log-spaced ones.
+_V3 = dict(relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"], share_att_key=True,
+           norm_rel_ebd="layer_norm", type_vocab_size=0, layer_norm_eps=1e-7)
+
 _CLASSIFIER = (("classifier.", "head.classifier."),)
 _POOLED = (("pooler.dense.", "head.dense."), ("classifier.", "head.classifier."))
 # Two names of the MLM head: transformers' default (legacy=True, BERT's) and the original checkpoints' (legacy=False).
@@ -85,7 +90,14 @@ DEBERTA_V2 = FamilySpec(
     bare_roots=("embeddings.", "encoder."), other_heads=("mask_predictions.",),
     optional_keys=("embeddings.position_embeddings.",),
     sequence_pooler="context_pooler", choice_pooler="context_pooler",
-    lora_targets=("query_proj", "value_proj"),
+    tiny_config=dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                     max_position_embeddings=130, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                     pad_token_id=0, **_V3, position_buckets=8, max_relative_positions=64, pooler_dropout=0.0,
+                     cls_dropout=0.0),
+    base_config=dict(vocab_size=128100, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                     intermediate_size=3072, max_position_embeddings=512, pad_token_id=0, **_V3, position_buckets=256,
+                     max_relative_positions=-1),
+    reference_attention="eager",  # transformers computes the disentangled attention in eager mode only
     lora_roles={"query": ("query_proj",), "key": ("key_proj",), "value": ("value_proj",)},
     config_class=DebertaConfig,
     tokenizer_kind="unigram",

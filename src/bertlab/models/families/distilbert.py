@@ -47,6 +47,9 @@ DISTILBERT = FamilySpec(
     model_type="distilbert", display="DistilBERT", prefix="distilbert", base_architecture="DistilBertModel",
     read_config=_read, write_config=_write, bare_roots=("embeddings.", "transformer."),
     sequence_pooler="dense_relu", choice_pooler="dense_relu",
+    tiny_config=dict(vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=130,
+                     dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0, qa_dropout=0.0, pad_token_id=0),
+    base_config=dict(vocab_size=30522, dim=768, n_layers=6, n_heads=12, hidden_dim=3072, pad_token_id=0),
     encoder_keys=KeyMap((
         (_LAYER + "attention.q_lin.", _OURS + "attention.self.query."),
         (_LAYER + "attention.k_lin.", _OURS + "attention.self.key."),

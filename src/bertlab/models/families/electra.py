@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families.bert import bert_like_config, bert_like_hf_dict
+from bertlab.models.families.bert import BASE, TINY, bert_like_config, bert_like_hf_dict
 from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.runtime.config import EncoderConfig
 
@@ -29,6 +29,9 @@ ELECTRA = FamilySpec(
     model_type="electra", display="ELECTRA", prefix="electra", base_architecture="ElectraModel",
     read_config=_read, write_config=_write, bare_roots=("embeddings.", "embeddings_project.", "encoder."),
     other_heads=("discriminator_predictions.",), sequence_pooler="dense_gelu", choice_pooler="dense_gelu",
+    # Embeddings narrower than the layers (projected up), as ELECTRA-small's.
+    tiny_config=dict(TINY, embedding_size=16, summary_last_dropout=0.0),
+    base_config=dict(BASE, embedding_size=768),
     heads={
         "sequence": HeadLayout("ElectraForSequenceClassification", _DENSE_HEAD, pooler="dense_gelu"),
         "token": HeadLayout("ElectraForTokenClassification", (("classifier.", "head.classifier."),)),

@@ -91,7 +91,19 @@ MODERNBERT = FamilySpec(
     model_type="modernbert", display="ModernBERT", prefix="model", base_architecture="ModernBertModel",
     read_config=_read, write_config=_write, bare_roots=("embeddings.", "layers.", "final_norm."),
     sequence_pooler="dense_gelu_norm", choice_pooler="dense_gelu_norm", token_transform="dense_gelu_norm",
-    tokenizer_kind="bpe", encoder_class=ModernBertModel, rtd_generator="shared_projection", config_class=ModernBertConfig, mlm_probability=0.30,
+    tokenizer_kind="bpe", encoder_class=ModernBertModel, rtd_generator="shared_projection",
+    config_class=ModernBertConfig, mlm_probability=0.30,
+    layer_subset_refusal="ModernBERT, whose layers are global or local by their position",
+    # A local window (3 tokens each side) shorter than test rows, global layers 0 and 2 of 3, a global theta other
+    # than the local one, biases in the head (classifier_bias) as some checkpoints have.
+    tiny_config=dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
+                     max_position_embeddings=130, local_attention=6, global_attn_every_n_layers=2,
+                     global_rope_theta=1000.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+                     sep_token_id=2, classifier_bias=True, embedding_dropout=0.0, mlp_dropout=0.0,
+                     attention_dropout=0.0, classifier_dropout=0.0),
+    # ModernBERT-base: 22 pre-norm layers, GeGLU 1152, rotary, every third layer global, 128-token local windows.
+    base_config=dict(vocab_size=50368, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+                     intermediate_size=1152, local_attention=128, global_attn_every_n_layers=3, pad_token_id=50283),
     # freeze=lora's role names (conf/freeze/lora.yaml: [query, value]) → ModernBERT's fused projections.
     lora_roles={"query": ("Wqkv",), "key": ("Wqkv",), "value": ("Wqkv",), "dense": ("Wo", "Wi")},
     heads={

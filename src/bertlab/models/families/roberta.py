@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertlab.models.families.bert import bert_like_config, bert_like_hf_dict
+from bertlab.models.families.bert import BASE, TINY, bert_like_config, bert_like_hf_dict
 from bertlab.models.families.spec import FamilySpec, HeadLayout
 from bertlab.runtime.config import EncoderConfig
 
 _CLASSIFIER = (("classifier.", "head.classifier."),)
 
 
-def _spec(model_type: str, display: str, cls: str) -> FamilySpec:
+def _spec(model_type: str, display: str, cls: str, vocab_size: int) -> FamilySpec:
     def read(data: Mapping[str, Any], source: str) -> EncoderConfig:
         return bert_like_config(data, source, model_type, position_style="after_padding")
 
@@ -26,6 +26,10 @@ def _spec(model_type: str, display: str, cls: str) -> FamilySpec:
         model_type=model_type, display=display, prefix="roberta", base_architecture=f"{cls}Model",
         read_config=read, write_config=write, sequence_pooler="dense_tanh", choice_pooler="encoder",
         tokenizer_kind="bpe" if model_type == "roberta" else "unigram",
+        # One segment row, padding id 1, positions counted after it (130 rows: 128 positions).
+        tiny_config=dict(TINY, type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5),
+        base_config=dict(BASE, vocab_size=vocab_size, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                         layer_norm_eps=1e-5),
         heads={
             "sequence": HeadLayout(f"{cls}ForSequenceClassification",
                                    (("classifier.dense.", "head.dense."), ("classifier.out_proj.", "head.classifier.")),
@@ -43,5 +47,5 @@ def _spec(model_type: str, display: str, cls: str) -> FamilySpec:
     )
 
 
-ROBERTA = _spec("roberta", "RoBERTa", "Roberta")
-XLM_ROBERTA = _spec("xlm-roberta", "XLM-RoBERTa", "XLMRoberta")
+ROBERTA = _spec("roberta", "RoBERTa", "Roberta", 50265)
+XLM_ROBERTA = _spec("xlm-roberta", "XLM-RoBERTa", "XLMRoberta", 250002)

@@ -1,6 +1,8 @@
 """What a family is to bertlab: :class:`FamilySpec` (its config reader and writer, two-way checkpoint key map,
-heads' transformers names, poolers, LoRA targets) and the small types it is made of. The registry of families
-is :mod:`bertlab.models.families`; each family module builds one spec from these types."""
+heads' transformers names, poolers, LoRA roles, encoder and layer class, tiny and base shapes) and the small types it
+is made of. The registry of families is :mod:`bertlab.models.families`; each family module builds one spec from
+these types. Everything that differs between families is a field here: code elsewhere reads the spec (or iterates
+the registry) and never names a family."""
 
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ HEAD_KINDS = ("sequence", "token", "span", "multiple_choice", "mlm", "pretrainin
 # as the config's ``classifier_pooling`` says; "context_pooler": DeBERTa's, its own dropout (pooler_dropout) →
 # dense → GELU, then the classifier's dropout).
 POOLER_STYLES = ("encoder", "dense_tanh", "dense_gelu", "dense_relu", "dense_gelu_norm", "context_pooler")
+# config.json's special-token ids → the vocabulary role that sets them (a scratch encoder's, a tiny test model's;
+# ModernBERT records its [CLS] / [SEP] as bos / eos too). A config without the key is left so.
+TOKEN_ID_ROLES = {"pad_token_id": "pad_id", "cls_token_id": "cls_id", "sep_token_id": "sep_id",
+                  "bos_token_id": "cls_id", "eos_token_id": "sep_id"}
 
 
 @dataclass(frozen=True)
@@ -91,12 +97,20 @@ class FamilySpec:
     read_config: Callable[[Mapping[str, Any], str], EncoderConfig]  # config.json dict, its path → ours
     write_config: Callable[[EncoderConfig], dict[str, Any]]  # ours → config.json dict
     heads: Mapping[str, HeadLayout]
+    # A tiny random model of the family as config.json keys (model_type aside): a few layers of width 32, a
+    # vocabulary of 99, ≥ 128 positions, dropout off, and the family's own layout (relative buckets, local windows,
+    # narrow embeddings) small enough that the test rows reach it. The parity tests, every test that needs a model
+    # of each family and ``benchmarks/families.py --tiny`` build it (``families.tiny_config``).
+    tiny_config: Mapping[str, Any]
+    # The family's base-size checkpoint as config.json keys (model_type aside): the shape benchmarks/families.py
+    # measures against transformers, with ``reference_attention`` as transformers' attention implementation.
+    base_config: Mapping[str, Any]
+    reference_attention: str = "sdpa"
     encoder_keys: KeyMap = KeyMap()  # encoder-relative renames (DistilBERT's transformer.layer.N...)
     bare_roots: tuple[str, ...] = ("embeddings.", "encoder.", "pooler.")  # keys of a bare encoder checkpoint
     other_heads: tuple[str, ...] = ()  # HF key prefixes of heads bertlab never loads (dropped, reported)
     sequence_pooler: str = "encoder"  # head.pooling=pooler for sequence classification (POOLER_STYLES)
     choice_pooler: str = "encoder"  # the same for multiple choice
-    lora_targets: tuple[str, ...] = ("query", "value")  # freeze=lora's default targets
     # freeze.lora.target_modules role names (query, key, value, dense: BERT's module names, those of
     # conf/freeze/*.yaml) → the family's own nn.Linear names; a name that is no role is taken as it is.
     lora_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -120,6 +134,9 @@ class FamilySpec:
     # embeddings module that maps ids to vectors of the encoder's width with nothing else in it, projected for
     # the generator by rtd.SharedEmbeddings), or None (the family cannot be an RTD discriminator).
     rtd_generator: str | None = "own_projection"
+    scratch: bool = True  # model.model_type may build a scratch encoder of it (model.pretrained null)
+    # Why distill.student_layers cannot copy a subset of a teacher's layers into a student (None: it can).
+    layer_subset_refusal: str | None = None
 
     def __post_init__(self) -> None:
         for style in (self.sequence_pooler, self.choice_pooler, self.token_transform or "encoder"):
@@ -171,4 +188,4 @@ class FamilySpec:
         return None
 
 
-__all__ = ["HEAD_KINDS", "POOLER_STYLES", "FamilySpec", "HeadLayout", "KeyMap"]
+__all__ = ["HEAD_KINDS", "POOLER_STYLES", "TOKEN_ID_ROLES", "FamilySpec", "HeadLayout", "KeyMap"]
