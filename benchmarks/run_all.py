@@ -5,7 +5,8 @@ Each benchmark runs as its own process (threads set the same for every side) and
 collects them into ``benchmarks/results/RESULTS.md`` and ``benchmarks/results/results.json``
 (``--quick``: ``benchmarks/results/quick/``, so a smoke check never overwrites a full measurement).
 
-    python benchmarks/run_all.py [--quick] [--threads 2] [--skip encoder,end_to_end,preprocess,unpadded,families,predict]
+    python benchmarks/run_all.py [--quick] [--threads 2]
+                                 [--skip encoder,end_to_end,preprocess,unpadded,families,predict,embedding]
                                  [--ablations] [--compile] [--data-dir ../shared/data] [--update encoder]
     python benchmarks/run_all.py --update unpadded     # the unpadded-path section alone, into the existing report
 
@@ -70,6 +71,10 @@ TARGETS = {
     "predict: CoNLL-2003 testa, bertlab onnx int8 vs pipeline": 3.0,
     # A distilled student (3 of MiniLM-L6's 6 layers) against its teacher, whole processes (docs/distillation.md).
     "predict: SST-2 dev, distilled 3-layer student vs its teacher, torch": 1.8,
+    # Embedding models against sentence-transformers (benchmarks/embedding_speed.py).
+    "embedding: encode SQuAD paragraphs, bertlab predict vs SentenceTransformer.encode": 2.0,
+    # memory: batch 256 cached within 1.3x of batch 32's peak RSS, as a ratio where higher is better
+    "embedding: peak RSS batch 32 / batch 256 cached (1/1.3 = 0.77)": 1 / 1.3,
 }
 
 
@@ -139,6 +144,13 @@ def ratio_rows(results: dict[str, Any]) -> list[tuple[str, float | None, float |
         if r and "speed_vs_teacher" in r:
             name = f"predict: SST-2 dev, distilled 3-layer student vs its teacher, {backend}"
             rows.append((name, r["speed_vs_teacher"], TARGETS.get(name)))
+    emb = results.get("embedding") or {}
+    if (emb.get("encode") or {}).get("sides"):
+        name = "embedding: encode SQuAD paragraphs, bertlab predict vs SentenceTransformer.encode"
+        rows.append((name, emb["encode"]["sides"]["speed_vs_st"], TARGETS.get(name)))
+    if (emb.get("memory") or {}).get("bertlab_cached_256_vs_32"):
+        name = "embedding: peak RSS batch 32 / batch 256 cached (1/1.3 = 0.77)"
+        rows.append((name, round(1 / emb["memory"]["bertlab_cached_256_vs_32"], 3), TARGETS.get(name)))
     return rows + unpadded_ratio_rows(results.get("unpadded") or {})
 
 
@@ -233,6 +245,26 @@ def render_unpadded(unp: dict[str, Any]) -> list[str]:
     return out
 
 
+def render_embedding(emb: dict[str, Any]) -> list[str]:
+    out = []
+    enc = emb.get("encode") or {}
+    if enc.get("sides"):
+        sides = enc["sides"]
+        out += ["", f"## Embedding a corpus ({enc['texts']} SQuAD paragraphs, batch {enc['batch_size']}, max length "
+                f"{enc['max_seq_length']}; whole processes, median)", "",
+                markdown_table(("side", "wall s", "texts/s", "peak RSS MiB"),
+                               [(side, sides[side]["wall_s"], sides[side]["texts_per_s"], sides[side]["peak_rss_mib"])
+                                for side in ("bertlab_predict", "st_encode")]),
+                "", f"Largest |Δ| between the two embedding matrices: {sides['max_abs_diff']:.2e}."]
+    mem = emb.get("memory") or {}
+    if mem.get("cases"):
+        out += ["", f"## Embedding training step memory (all-MiniLM-L6-v2, SQuAD pairs, max length "
+                f"{mem['max_seq_length']}; one step per process)", "",
+                markdown_table(("case", "peak RSS MiB", "RSS before the step MiB"),
+                               [(name, r["peak_rss_mib"], r["rss_before_step_mib"]) for name, r in mem["cases"].items()])]
+    return out
+
+
 def render(results: dict[str, Any], quick: bool, threads: int, load_before, load_after, started: str) -> str:
     machine = results["machine"]
     out = [
@@ -303,6 +335,7 @@ def render(results: dict[str, Any], quick: bool, threads: int, load_before, load
               r["bertlab_examples_per_s"], r["hf_examples_per_s"], f"{r['ratio']:.2f}") for r in pre["rows"]]))
     if (results.get("unpadded") or {}).get("benchmark") == "unpadded":
         out += render_unpadded(results["unpadded"])
+    out += render_embedding(results.get("embedding") or {})
     abl = results.get("ablations") or {}
     if abl.get("rows"):
         out += ["", "## Ablations (bertlab encoder)", ""]
@@ -314,7 +347,7 @@ def render(results: dict[str, Any], quick: bool, threads: int, load_before, load
     out += ["", "## When each part was measured", ""]
     out.append(markdown_table(("part", "at", "load average (1 min) start → end", "wall s"), [
         (name, m["at"], f"{m['load_start']:.2f} → {m['load_end']:.2f}", m["wall_s"])
-        for name in ("encoder", "preprocess", "end_to_end", "unpadded", "families", "ablations")
+        for name in ("encoder", "preprocess", "end_to_end", "unpadded", "families", "embedding", "ablations")
         if isinstance(results.get(name), dict) and (m := results[name].get("measured"))]))
     out += ["", "## Machine", ""]
     peak = dict(machine.get("matmul_peak_gflops", {}))
@@ -337,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small shapes and a few steps: a smoke check")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded,families,predict")
+    p.add_argument("--skip", default="", help="comma-separated: encoder,end_to_end,preprocess,unpadded,families,predict,"
+                   "embedding")
     p.add_argument("--ablations", action="store_true", help="also the mask / AdamW studies (benchmarks/ablations.py)")
     p.add_argument("--compile", action="store_true", help="the torch.compile measurements too (minutes of compiling): model.compile on "
                    "both encoder paths in the unpadded section, and with --ablations the fixed-shape study")
@@ -351,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     quick = ["--quick"] if a.quick else []
     data = ["--data-dir", str(a.data_dir.resolve())]
     # predict trains two MiniLM runs and a distilled student first (minutes), so a --quick smoke check leaves it out.
-    sections = (["encoder", "preprocess", "end_to_end", "unpadded", "families"] + ([] if a.quick else ["predict"])
+    sections = (["encoder", "preprocess", "end_to_end", "unpadded", "families", "embedding"]
+                + ([] if a.quick else ["predict"])
                 + (["ablations"] if a.ablations else []))
     sections = [s for s in sections if s not in a.skip.split(",")]
     if a.update:
@@ -370,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "ablations": ("ablations", quick + (["--compile"] if a.compile else [])),
         "families": ("families", (["--tiny"] if a.quick else []) + data),
         "predict": ("predict_speed", ["--train", "--rounds", "3"] + data),
+        "embedding": ("embedding_speed", ["--train", "--rounds", "3"] + (["--tiny"] if a.quick else []) + data),
     }
     with tempfile.TemporaryDirectory(prefix="bench_raw_") as raw:
         for section in sections:

@@ -322,7 +322,7 @@ def test_corpus_file_joins_the_corpus_and_duplicate_ids_are_refused(tmp_path, to
     assert d.num_queries == 2 and d.relevant == [[0, 2], [1]]  # q1 twice: one query, two relevant passages
     assert d.passage_ids == ["p0", "p1", "p2", "d2", "d3"]  # "p2" already in the file: not added twice
     corpus.write_text("".join(json.dumps({"id": "d1", "text_pair": t}) + "\n" for t in ["x", "y"]))
-    with pytest.raises(DataError, match="'d1' names two different passages"):
+    with pytest.raises(DataError, match="corpus.jsonl:2: passage id 'd1' is given twice with different texts"):
         embedding_eval_split("val", val, _data(), tokenizer, corpus_path=corpus)
 
 

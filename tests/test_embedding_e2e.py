@@ -99,11 +99,3 @@ def test_search_is_exact_in_blocks():
     full = torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(c, dim=-1).T
     want_s, want_i = full.topk(7, dim=1)
     assert torch.allclose(s, want_s) and torch.equal(i, want_i)
-
-
-def test_onnx_export_of_an_embedding_run_is_refused_before_training(train_run, tmp_path):
-    from bertlab.runtime.config import ConfigError
-
-    with pytest.raises(ConfigError, match="task=embedding with export=onnx.*Use export=true"):
-        train_run(*TINY, "export=onnx")
-    assert not (tmp_path / "run" / "checkpoints").exists()

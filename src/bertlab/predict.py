@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default="auto", choices=BACKENDS,
                         help="auto (what the folder holds: an ONNX export's gated int8 graph, else its fp32 one, "
                              "else PyTorch), torch, onnx or onnx-int8")
+    parser.add_argument("--output-format", default="auto", choices=("auto", "jsonl", "npy"),
+                        help="an embedding model's output: jsonl records, or npy (OUT.npy, a float32 matrix, and "
+                             "OUT.ids.txt); auto (default): npy for an --output ending in .npy or an input of more "
+                             "than 10,000 texts, else jsonl")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
@@ -50,24 +54,38 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("bertlab").setLevel(logging.INFO)
     # Here, not at the top: --help and argument errors answer at once. None of these imports torch: a PyTorch
     # model loads it when it is loaded, an ONNX export never does.
+    from bertlab.inference.embedding_output import npy_paths, output_kind, write_npy
     from bertlab.inference.inputs import model_files, read_inputs, write_records
     from bertlab.inference.predictor import Predictor
     from bertlab.runtime.logs import configure_console
 
     configure_console("normal")  # a user error is printed once, as its paragraph, not logged again
 
+    def guard(output: str | Path) -> None:
+        """Before any work: an output must not be the input or a file of the model, nor of a run or export."""
+        reads = ([(Path(args.input), "the input file")] if args.input != "-" else []) + model_files(args.model)
+        refuse_writing_over(output, reads, f"--output {args.output}",
+                            "Give --output a file of its own (e.g. --output predictions.jsonl)")
+        if not _special(Path(output)):
+            refuse_replacing_bertlab_files(
+                output, f"--output {args.output}", "Give --output a file outside run and export folders "
+                "(or a new file under <run>/predictions/)")
+
     with user_errors():
-        if args.output:  # before any work: the output must not be the input or a file of the model
-            reads = ([(Path(args.input), "the input file")] if args.input != "-" else []) + model_files(args.model)
-            refuse_writing_over(args.output, reads, f"--output {args.output}",
-                                "Give --output a file of its own (e.g. --output predictions.jsonl)")
-            if not _special(Path(args.output)):  # nor a file of a run or an export folder
-                refuse_replacing_bertlab_files(
-                    args.output, f"--output {args.output}", "Give --output a file outside run and export folders "
-                    "(or a new file under <run>/predictions/)")
+        if args.output:
+            guard(args.output)
         predictor = Predictor.from_run(args.model, device=args.device or "auto", batch_size=args.batch_size,
                                        backend=args.backend)
         items, total = read_inputs(args.input, predictor.task.family, predictor.settings, args.format)
+        kind = output_kind(args.output_format, args.output, predictor.task.family, total)
+        if kind == "npy":  # an embedding matrix and its ids (bertlab.inference.embedding_output: the rule)
+            for path in npy_paths(args.output):
+                guard(path)
+            with writing(args.output, "the embeddings", "give --output a path on a disk with room"):
+                count, npy = write_npy(predictor, items, total, os.path.realpath(Path(args.output).expanduser()),
+                                       not args.no_progress)
+            log.info("%d embeddings → %s (ids in %s) (%s)", count, npy, npy_paths(npy)[1], predictor.source)
+            return
         if args.output and _special(Path(args.output)):  # /dev/stdout, a named pipe: written as it is
             with open(args.output, "w", encoding="utf-8") as f:
                 count = write_records(predictor, items, f, total, not args.no_progress)

@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.data.readers import BadExamplePolicy, DataError, read_squad, read_table, read_text_lines
+from bertlab.data.readers import (
+    BadExamplePolicy,
+    DataError,
+    one_text_per_id,
+    read_squad,
+    read_table,
+    read_text_lines,
+)
 from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.runtime.config import DataConfig
 
@@ -80,6 +87,10 @@ def read_pairs(path: Path, data: DataConfig, policy: BadExamplePolicy, negatives
     is a bad example (an error, or skipped under ``data.on_bad_example=skip``)."""
     if _is_squad(path):
         examples = read_squad(path, train=False, policy=policy)
+        impossible = sum(e.is_impossible for e in examples)
+        if impossible:  # a query with no relevant passage: neither a pair to train on nor a query to score
+            log.info("%s: %d of %d questions are unanswerable (SQuAD 2.0): left out, their paragraph is no passage "
+                     "relevant to them", path, impossible, len(examples))
         return [(e.question.strip(), e.context.strip(), None, None, f"{path}: question {e.id}")
                 for e in examples if not e.is_impossible]
     if data.text_pair_column is None:
@@ -190,7 +201,8 @@ def embedding_train_split(name: str, path: Path, data: DataConfig, tokenizer: En
 
 def read_corpus_file(path: Path, data: DataConfig) -> list[tuple[str | None, str]]:
     """(id or None, passage) of ``data.corpus_file``: one passage a line (.txt), or a table's passage column
-    (``data.text_pair_column``, else ``text``) with its ``id`` column where it has one."""
+    (``data.text_pair_column``, else ``text``) with its ``id`` column where it has one (ids:
+    :func:`~bertlab.data.readers.one_text_per_id`)."""
     if path.suffix.lower() == ".txt":
         return [(None, line.strip()) for line in read_text_lines(path) if line.strip()]
     column = data.text_pair_column if data.text_pair_column and _has_column(path, data.text_pair_column) else "text"
@@ -199,7 +211,7 @@ def read_corpus_file(path: Path, data: DataConfig) -> list[tuple[str | None, str
     ids: dict[str, str] = {}
     if _has_column(path, "id"):
         ids = {ex.where: ex.text for ex in read_table(path, "id", None, None, _Optional("skip"))}
-    return [(ids.get(ex.where), ex.text) for ex in rows]
+    return one_text_per_id([(ids.get(ex.where), ex.text, ex.where) for ex in rows], path, "passage")
 
 
 def embedding_eval_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
@@ -237,11 +249,6 @@ def embedding_eval_split(name: str, path: Path, data: DataConfig, tokenizer: Enc
                 passage_of[passage] = len(passage_of)
                 passage_ids.append(str(pid) if pid is not None else f"c{extra}")
                 extra += 1
-            if len(set(passage_ids)) != len(passage_ids):
-                seen: set[str] = set()
-                dup = next(p for p in passage_ids if p in seen or seen.add(p))
-                raise DataError(f"{corpus_path}: passage id {dup!r} names two different passages: every passage "
-                                "of data.corpus_file needs its own id")
             log.info("%s: corpus of %d passages (%d from the file, %d more from %s)", name, len(passage_of),
                      len(passage_of) - extra, extra, corpus_path)
         texts = list(query_of) + list(passage_of)

@@ -501,3 +501,28 @@ def _check_squad_version(example, where: str, train: bool, version_2: bool | Non
 
 def read_text_lines_joined(path: Path) -> str:
     return read_text(path)
+
+
+def one_text_per_id(rows: list[tuple[str | None, str, str]], path: Path, what: str) -> list[tuple[str | None, str]]:
+    """(id, text) of ``(id, text, where)`` rows, each id once: the rule for ids of every corpus and query file
+    (``data.corpus_file``, ``bertlab.retrieve``'s files). A row repeating an earlier row's id *and* text is read
+    once (counted in a log line); an id given twice with different texts is an error naming both lines (a run
+    file or a metric names passages by id: it could not say which one was meant). Rows without an id pass."""
+    out: list[tuple[str | None, str]] = []
+    first: dict[str, tuple[str, str]] = {}  # id → (its text, where it was read)
+    repeated = 0
+    for key, text, where in rows:
+        if key is not None and key in first:
+            if first[key][0] != text:
+                raise DataError(
+                    f"{where}: {what} id {key!r} is given twice with different texts (first at {first[key][1]}); "
+                    "a run file and the metrics name passages by id, so each id must name one text. Give one of "
+                    "the rows another id, or remove it")
+            repeated += 1
+            continue
+        if key is not None:
+            first[key] = (text, where)
+        out.append((key, text))
+    if repeated:
+        log.info("%s: %d rows repeat an earlier row's id and text: read once", path, repeated)
+    return out

@@ -6,7 +6,8 @@
   axes (and choices, for multiple choice), inputs ``input_ids``, ``attention_mask`` (+ ``token_type_ids`` where
   the family has segments; + an optional ``window_doc``, each row's document, for classification and regression
   trained with ``data.long_text=windows``: :func:`export_graph`), outputs ``logits`` (``start_logits`` /
-  ``end_logits`` for QA), the padded path;
+  ``end_logits`` for QA; ``embedding`` for an embedding model: the pooled vector, L2-normalised where the run
+  normalises), the padded path;
 - ``model.int8.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantization (int8 weights of every
   weight MatMul, one scale per output channel; activations quantized per batch at run time; the embedding
   tables and a 2-D classifier's Gemm stay fp32);
@@ -14,7 +15,8 @@
   ``bertlab.predict`` / ``Predictor`` predict from the folder as from the run;
 - ``export_report.json``, the quality gate: fp32 ONNX against PyTorch at the family's hard shapes
   (:mod:`bertlab.inference.onnx_check`) and over the dev set (max |Δlogit|), int8 against fp32 (argmax
-  agreement, the task metric of both, the drop in points, size and speed ratios). The export fails when the fp32
+  agreement, the task metric of both, the drop in points, size and speed ratios; the gate's metric by kind of
+  model: :func:`gate_metric`). The export fails when the fp32
   graph differs from PyTorch beyond ``FP32_TOLERANCE`` in either (always: into a new or empty folder it then
   writes only the report; an earlier export stays), and when int8 loses more than ``max_drop`` points of the
   task metric, unless forced; the int8 file is then left out, so that no one serves it by mistake.
@@ -296,9 +298,10 @@ def dev_evaluator(loaded) -> Any:
 
 def _agreement(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float | None:
     """The share of predictions (argmax over classes, tags, span ends or choices) on which two models agree."""
-    output = PREDICTION_TASKS[family].output
-    if a and a[0].shape[-1] == 1 and output == "row":
-        return None  # regression: no argmax
+    kind = PREDICTION_TASKS[family]
+    output = kind.output
+    if kind.vector or (a and a[0].shape[-1] == 1 and output == "row"):
+        return None  # regression, vectors: no argmax (vectors compare by :func:`_min_cosine`)
     same = total = 0
     for x, y, batch in zip(a, b, batches):
         if output in ("tokens", "spans"):
@@ -312,6 +315,12 @@ def _agreement(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: st
     return round(same / total, 6) if total else None
 
 
+def _min_cosine(a: list[torch.Tensor], b: list[torch.Tensor]) -> float | None:
+    """Embeddings: the lowest cosine similarity between two models' vectors of the same text."""
+    cos = [torch.nn.functional.cosine_similarity(x.float(), y.float(), dim=-1) for x, y in zip(a, b) if x.numel()]
+    return round(float(torch.cat(cos).min()), 6) if cos else None
+
+
 def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str) -> float:
     worst = 0.0
     per_token = PREDICTION_TASKS[family].per_token
@@ -323,11 +332,24 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor], batches, family: str
     return worst
 
 
-def metric_points(task: TaskSpec, fp32: float, int8: float) -> float:
-    """How many points int8 loses against fp32 on the task's monitored metric (SQuAD's EM/F1 are already on a
-    0-100 scale, the other metrics on 0-1); negative when int8 is better."""
+def gate_metric(task: TaskSpec, scores: dict[str, Any]) -> tuple[str, str]:
+    """The metric the int8 gate compares, and its mode, by kind of model: the run's monitored metric
+    (``task.monitor``), unless the family's table entry names its gate metrics (``gate_metrics``: the first the
+    dev scores hold, mode max). An embedding model is gated on what it is served for whatever it monitors (its
+    ``val/loss``, say): retrieval nDCG@10 over the run's validation retrieval set, or, where the validation file
+    is a scored similarity set (STS-B), the Spearman correlation of the cosine similarity."""
+    names = PREDICTION_TASKS[task.family].gate_metrics
+    for name in names:
+        if name in scores:
+            return name, "max"
+    return task.monitor.split("/", 1)[-1], task.mode
+
+
+def metric_points(task: TaskSpec, fp32: float, int8: float, mode: str | None = None) -> float:
+    """How many points int8 loses against fp32 on the gate's metric (SQuAD's EM/F1 are already on a 0-100 scale,
+    the other metrics on 0-1); negative when int8 is better. ``mode``: the metric's (default the task's)."""
     scale = PREDICTION_TASKS[task.family].metric_scale
-    drop = (fp32 - int8) if task.mode == "max" else (int8 - fp32)
+    drop = (fp32 - int8) if (mode or task.mode) == "max" else (int8 - fp32)
     return round(drop * scale, 4)
 
 
@@ -419,7 +441,6 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
         report["sizes_mb"]["onnx_int8"] = _size_mb(int8_path)
     if check_dev:  # a check that cannot run raises here: nothing of this export is put in place
         evaluate, batches = dev_evaluator(loaded)
-        metric = task.monitor.split("/", 1)[-1]
         sides = {"pytorch": reference, "onnx_fp32": OnnxTaskModel(fp32_path, task.family)}
         if quantize == "int8":
             sides["onnx_int8"] = OnnxTaskModel(int8_path, task.family)
@@ -430,6 +451,7 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
         report["onnx_fp32_vs_pytorch"] = {
             "max_abs_logit_diff": dev_diff,
             "agreement": _agreement(torch_out, fp32_out, batches, task.family),
+            **({"min_cosine": _min_cosine(torch_out, fp32_out)} if PREDICTION_TASKS[task.family].vector else {}),
             "speed_ratio": round(results["pytorch"][2] / max(results["onnx_fp32"][2], 1e-9), 3),
             "tolerance": FP32_TOLERANCE, "passed": dev_diff <= FP32_TOLERANCE}
         if not dev_diff <= FP32_TOLERANCE:
@@ -438,9 +460,12 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
                                                                task.family))
         if quantize == "int8":
             fp32_scores, int8_scores = results["onnx_fp32"][0], results["onnx_int8"][0]
-            drop = metric_points(task, float(fp32_scores[metric]), float(int8_scores[metric]))
+            metric, mode = gate_metric(task, fp32_scores)
+            drop = metric_points(task, float(fp32_scores[metric]), float(int8_scores[metric]), mode)
             report["onnx_int8_vs_fp32"] = {
                 "agreement": _agreement(fp32_out, results["onnx_int8"][1], batches, task.family),
+                **({"min_cosine": _min_cosine(fp32_out, results["onnx_int8"][1])}
+                   if PREDICTION_TASKS[task.family].vector else {}),
                 "metric": metric, "fp32": fp32_scores[metric], "int8": int8_scores[metric], "drop_points": drop,
                 "max_drop_points": max_drop, "passed": drop <= max_drop,
                 "size_ratio": round(report["sizes_mb"]["onnx_fp32"] / report["sizes_mb"]["onnx_int8"], 3),
@@ -509,10 +534,12 @@ def gate_line(report: dict[str, Any]) -> str:
     parts = [f"ONNX fp32 vs PyTorch: {', '.join(fp32)}"] if fp32 else []
     gate = report.get("onnx_int8_vs_fp32")
     if gate:
+        alike = f"lowest cosine to fp32 {gate['min_cosine']}" if "min_cosine" in gate else \
+            f"agreement {gate['agreement']}"
         parts.append(f"int8 vs fp32 on the dev set: {gate['metric']} {gate['fp32']:.4f} → {gate['int8']:.4f} "
-                     f"({gate['drop_points']:+.2f} points lost, limit {gate['max_drop_points']:g}), agreement "
-                     f"{gate['agreement']}, {gate['size_ratio']:.2f}× smaller, {gate['speed_ratio']:.2f}× faster "
-                     f"than fp32 ONNX ({gate['speed_ratio_vs_pytorch']:.2f}× PyTorch)")
+                     f"({gate['drop_points']:+.2f} points lost, limit {gate['max_drop_points']:g}), {alike}, "
+                     f"{gate['size_ratio']:.2f}× smaller, {gate['speed_ratio']:.2f}× faster than fp32 ONNX "
+                     f"({gate['speed_ratio_vs_pytorch']:.2f}× PyTorch)")
     return "; ".join(parts)
 
 

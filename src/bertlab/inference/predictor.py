@@ -42,7 +42,7 @@ from bertlab.inference.batches import READ_AHEAD, TorchLogits, forward_documents
 from bertlab.inference.onnx_session import OnnxSession
 from bertlab.inference.settings import PredictSettings
 from bertlab.inference.tasks import PREDICT_FAMILIES, PREDICTION_TASKS
-from bertlab.inference.tasks.embedding import embed_texts
+from bertlab.inference.tasks.embedding import embed_texts, input_texts
 from bertlab.inference.tasks.sequence import score_pairs
 from bertlab.inference.tasks.token import word_tags_to_entities  # noqa: F401  (imported from here too)
 from bertlab.runtime.config import RAW_TEXT_FAMILIES, ConfigError, DataConfig, TaskSpec
@@ -177,6 +177,16 @@ class Predictor:
         """(N, D) float32: each text's embedding as the run computes it (an embedding model only), texts
         longer than ``max_seq_length`` tokens cut there (counted in a warning), ``batch_size`` per forward."""
         return embed_texts(self, texts, batch_size)
+
+    def embed_items(self, items: Iterable[tuple[str, Any]], batch_size: int | None = None,
+                    ) -> Iterator[tuple[list[tuple[str, Any]], np.ndarray]]:
+        """An embedding model's ``(where, input)`` pairs, read as :meth:`predict_items` reads them, as matrices:
+        (the chunk's pairs, their (n, D) float32 embeddings), READ_AHEAD batches of inputs at a time (the
+        ``.npy`` output of :mod:`bertlab.inference.embedding_output`)."""
+        size = int(batch_size or self.settings.batch_size)
+        it = iter(items)
+        while chunk := list(itertools.islice(it, size * READ_AHEAD)):
+            yield chunk, embed_texts(self, input_texts(self, chunk), size)
 
     def score_pairs(self, pairs: list[tuple[str, str]], batch_size: int | None = None) -> np.ndarray:
         """(N,) float32: a reranker's score of each (query, passage) pair (:func:`~bertlab.inference.tasks.sequence.score_pairs`)."""

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertlab.data.readers import BadExamplePolicy, DataError, read_table, read_text_lines
+from bertlab.data.readers import BadExamplePolicy, DataError, one_text_per_id, read_table, read_text_lines
 from bertlab.inference.predictor import Predictor, _default_device
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import atomic_path
@@ -54,30 +54,13 @@ class _Strict(BadExamplePolicy):
 
 
 def read_texts(path: Path, id_column: str, text_column: str, what: str) -> tuple[list[str], list[str]]:
-    """(ids, texts) of a corpus or query table, one row per id (module docstring: duplicate ids)."""
+    """(ids, texts) of a corpus or query table, one row per id (the rule of duplicate ids:
+    :func:`bertlab.data.readers.one_text_per_id`, shared with ``data.corpus_file``)."""
     rows = read_table(Path(path), text_column, None, id_column, _Strict())
-    ids: list[str] = []
-    texts: list[str] = []
-    first: dict[str, tuple[int, str]] = {}  # id → (its row, where it was read)
-    repeated = 0
-    for row in rows:
-        key = str(row.label)
-        if key in first:
-            if texts[first[key][0]] != row.text:
-                raise DataError(
-                    f"{row.where}: {what} id {key!r} is given twice with different texts (first at "
-                    f"{first[key][1]}); a run file names passages by id, so each id must name one text. Give one "
-                    "of the rows another id, or remove it")
-            repeated += 1
-            continue
-        first[key] = (len(ids), row.where)
-        ids.append(key)
-        texts.append(row.text)
-    if repeated:
-        log.info("%s: %d rows repeat an earlier row's id and text: read once", path, repeated)
-    if not ids:
+    kept = one_text_per_id([(str(row.label), row.text, row.where) for row in rows], Path(path), what)
+    if not kept:
         raise DataError(f"{path}: no {what} rows; give a table with {id_column!r} and {text_column!r} columns")
-    return ids, texts
+    return [str(k) for k, _ in kept], [t for _, t in kept]
 
 
 def read_qrels(path: Path, query_ids: Iterable[str], doc_ids: Iterable[str]) -> dict[str, dict[str, int]]:

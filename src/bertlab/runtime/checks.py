@@ -94,7 +94,6 @@ def check_settings(cfg: Any, logged_metrics: MetricsOf | None = None,
         _check_early_stopping(tree)
     _check_model_fit(tree)
     _check_replaced_token_detection(tree)
-    _check_embedding_export(tree)
     _check_devices(trainer, gpu_count)
 
 
@@ -284,15 +283,6 @@ def _check_replaced_token_detection(tree: Mapping[str, Any]) -> None:
             "discriminator) beside a generator that only serves training, so it freezes nothing, exports nothing and "
             "predicts nothing. Drop these settings; to use the pre-trained encoder, fine-tune it with "
             "model.init_from=<this run dir> (docs/pretraining.md)")
-
-
-def _check_embedding_export(tree: Mapping[str, Any]) -> None:
-    """task=embedding exports a sentence-transformers folder (export=true); its ONNX export does not exist yet:
-    refused before training rather than after it."""
-    if (tree.get("task") or {}).get("family") == "embedding" and str(tree.get("export")).lower() == "onnx":
-        raise ConfigError("task=embedding with export=onnx: an embedding model exports as a sentence-transformers "
-                          "folder (export=true); ONNX export covers the classification, tagging, QA and "
-                          "multiple-choice heads only. Use export=true")
 
 
 def _check_devices(trainer: Mapping[str, Any], gpu_count: Callable[[], int] | None) -> None:

@@ -51,21 +51,39 @@ def known_positive_mask(query_key: torch.Tensor, candidate_key: torch.Tensor) ->
     return mask
 
 
+def _rows_with_negatives_ce(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Cross-entropy averaged over the rows that have a negative (a finite logit besides their target), and how
+    many rows had none. A row without one (a batch of one pair, a last batch of one, a batch whose other rows are
+    all duplicates of the row's pair) has a loss of exactly 0 that teaches nothing: counted in the mean it would
+    only shrink the loss of the rows that do, and a batch of such rows would log a silent 0."""
+    ce = F.cross_entropy(logits, target, reduction="none")
+    has_negative = torch.isfinite(logits).sum(1) > 1
+    kept = int(has_negative.sum())
+    if kept == 0:
+        return ce.sum() * 0.0, len(ce)  # zero, with the graph (every parameter gets a zero gradient)
+    return ce[has_negative].mean(), len(ce) - kept
+
+
 def ranking_loss(emb: torch.Tensor, num_queries: int, query_key: torch.Tensor, candidate_key: torch.Tensor,
-                 scale: float = 20.0, symmetric: bool = False) -> torch.Tensor:
+                 scale: float = 20.0, symmetric: bool = False,
+                 without_negatives: Callable[[int, int], None] | None = None) -> torch.Tensor:
     """The multiple-negatives ranking loss (module docstring) of ``emb``: (B + B + N, D), queries, their passages,
-    then hard negatives; ``query_key`` (B,), ``candidate_key`` (B + N,) the texts' keys."""
+    then hard negatives; ``query_key`` (B,), ``candidate_key`` (B + N,) the texts' keys. A row with no negative
+    is left out of the mean (:func:`_rows_with_negatives_ce`); ``without_negatives(rows, of)`` hears of them."""
     b = num_queries
     q = F.normalize(emb[:b].float(), dim=-1)
     c = F.normalize(emb[b:].float(), dim=-1)
     target = torch.arange(b, device=emb.device)
     query_key, candidate_key = query_key.to(emb.device), candidate_key.to(emb.device)
     logits = (scale * q @ c.T).masked_fill(known_positive_mask(query_key, candidate_key), float("-inf"))
-    loss = F.cross_entropy(logits, target)
+    loss, missing = _rows_with_negatives_ce(logits, target)
     if symmetric:
         # passage i against the B queries: query j is masked when (j's query, i's passage) is a known pair
         back = (scale * c[:b] @ q.T).masked_fill(known_positive_mask(candidate_key[:b], query_key), float("-inf"))
-        loss = (loss + F.cross_entropy(back, target)) / 2
+        back_loss, back_missing = _rows_with_negatives_ce(back, target)
+        loss, missing = (loss + back_loss) / 2, max(missing, back_missing)
+    if missing and without_negatives is not None:
+        without_negatives(missing, b)
     return loss
 
 
@@ -188,7 +206,18 @@ class EmbeddingFamily(Family):
 
     def loss(self, emb, batch):
         return ranking_loss(emb, int(batch["num_queries"]), batch["query_key"], batch["candidate_key"],
-                            self.task.scale, self.task.symmetric)
+                            self.task.scale, self.task.symmetric, self._without_negatives)
+
+    def _without_negatives(self, rows: int, of: int) -> None:
+        """The rule for training rows without a negative (:func:`_rows_with_negatives_ce`), logged the first time
+        and then at every power of two of such batches, with the count so far."""
+        self._batches_without = getattr(self, "_batches_without", 0) + 1
+        n = self._batches_without
+        if n & (n - 1) == 0:
+            log.warning("%d of a batch's %d pairs had no negative (a batch of one pair, e.g. the last of an epoch, "
+                        "or every other pair a duplicate of theirs): left out of the loss, which averages over the "
+                        "pairs that have one (%d such batch(es) so far)%s", rows, of, n,
+                        "; no pair of the batch had one, so it taught nothing" if rows == of else "")
 
     def training_loss(self, forward, batch):
         chunk = self.task.cache_chunk_size
@@ -231,7 +260,9 @@ class EmbeddingFamily(Family):
         q_emb = emb[torch.tensor(queries)]
         top_scores, top_idx = search(q_emb, corpus)
         relevant = [[position[p] for p in data.relevant[q] if p in position] for q in queries]
-        ids = [data.passage_ids[int(p)] for p in corpus_rows]
+        # Doc ids for the metric library: corpus positions (a corpus file's own ids are unique among themselves
+        # but may equal the p<k> names of the file's passages: two passages must never share a doc id).
+        ids = [f"#{int(p)}" for p in corpus_rows]
         scores = retrieval_scores(top_scores, top_idx, relevant, ids, [f"q{q}" for q in queries])
         return {"loss": self._eval_loss(q_emb, corpus, relevant), **scores, "num_examples": len(queries)}
 

@@ -76,6 +76,11 @@ class TaskPrediction:
     file_format: str | None = None  # its own input file format besides text and JSONL: table, conll or squad
     read_table: TableReader | None = None  # how it reads a table, when not as (text, pair) rows
     metric_scale: float = 100.0  # points per unit of its metric (SQuAD's EM/F1 are on a 0-100 scale already)
+    graph_outputs: tuple[str, ...] = ()  # the ONNX graph's output names, when not the logits' (output_names)
+    # The int8 gate's metric: the first of these the dev scores hold (mode max), whatever task.monitor is; empty:
+    # task.monitor (an embedding model is gated on what it is served for, retrieval, not on its val/loss).
+    gate_metrics: tuple[str, ...] = ()
+    vector: bool = False  # the output is a vector, not logits: two models compare by cosine, not argmax
     default_window: int = 512  # max_seq_length of a folder that records none (QA: 384, transformers' pipeline's)
 
     def __post_init__(self) -> None:
@@ -85,6 +90,8 @@ class TaskPrediction:
     @property
     def output_names(self) -> list[str]:
         """The names of the ONNX graph's outputs."""
+        if self.graph_outputs:
+            return list(self.graph_outputs)
         return ["start_logits", "end_logits"] if self.output == "spans" else ["logits"]
 
     @property

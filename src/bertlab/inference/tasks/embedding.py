@@ -22,7 +22,8 @@ def embed_texts(reading: Reading, texts: list[str], batch_size: int | None = Non
     return np.stack(vectors).astype(np.float32) if vectors else np.zeros((0, 0), dtype=np.float32)
 
 
-def records(reading: Reading, chunk: list[Item], size: int, word_scores: bool = False) -> Iterator[dict[str, Any]]:
+def input_texts(reading: Reading, chunk: list[Item]) -> list[str]:
+    """The text of each input: a string, or a dict's run text column (else ``text``); empty is an error."""
     s = reading.settings
     texts = []
     for where, x in chunk:
@@ -33,9 +34,16 @@ def records(reading: Reading, chunk: list[Item], size: int, word_scores: bool = 
         if not text.strip():
             raise DataError(f"{where}: the text is empty")
         texts.append(text.strip())
+    return texts
+
+
+def records(reading: Reading, chunk: list[Item], size: int, word_scores: bool = False) -> Iterator[dict[str, Any]]:
+    texts = input_texts(reading, chunk)
     for text, vector in zip(texts, embed_texts(reading, texts, size)):
         yield {"text": text, "embedding": [float(v) for v in vector]}
 
 
-# No ONNX export yet: the export's graph and checks cover the heads that give logits.
-TASK = TaskPrediction("embedding", records, output="row", onnx=False, one_text=True, file_format="table")
+# The ONNX graph's output is the pooled (and, with task.normalize, L2-normalised) vector, named "embedding";
+# its int8 graph is gated on retrieval (bertlab.inference.onnx.gate_metric).
+TASK = TaskPrediction("embedding", records, output="row", onnx=True, one_text=True, file_format="table",
+                      graph_outputs=("embedding",), gate_metrics=("ndcg_at_10", "spearmanr"), vector=True)
