@@ -109,6 +109,8 @@ def main_in_process(args: list[str], *, script: Path | None = None, module: str 
         else:
             os.environ[key] = value
     os.chdir(cwd)
+    root.handlers[:] = []  # as in a fresh process: the command's own logging setup (or none) decides what prints
+    root.setLevel(logging.WARNING)
     target = module or str(script or ROOT / "train.py")
     sys.argv = [target, *args]
     try:
