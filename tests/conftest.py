@@ -67,14 +67,16 @@ def run_train(overrides: list[str], run_dir: Path, data_dir: Path = FIXTURE_DATA
 
 
 def main_in_process(args: list[str], *, script: Path | None = None, module: str | None = None,
-                    env: dict[str, str | None] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+                    env: dict[str, str | None] | None = None, cwd: Path = ROOT,
+                    stdin: str | None = None) -> subprocess.CompletedProcess:
     """``python train.py <args>`` (or ``python -m <module> <args>``) run in this process from the script's
     ``__main__`` on: the same code (Hydra's main, its run dir and logging, bertlab's one-paragraph exit), without
     a fresh interpreter's seconds of imports. For tests about what a command does to files and what it prints;
     the few tests about the process itself (exit status seen by a shell, no traceback on the terminal, signals)
     keep a real subprocess. Returns what ``subprocess.run(..., capture_output=True, text=True)`` would, from
     ``sys.stdout`` / ``sys.stderr`` (the logging handlers Hydra makes in the run write there too). ``env``
-    adds to this process's environment for the call (a value None unsets the key).
+    adds to this process's environment for the call (a value None unsets the key); ``stdin`` is what is piped
+    in (none: an empty pipe).
 
     Everything a command line changes for its process is put back afterwards: environment, working directory,
     argv, logging handlers and levels, signal handlers, the Hydra singletons, bertlab's end-of-process flag; what
@@ -93,7 +95,7 @@ def main_in_process(args: list[str], *, script: Path | None = None, module: str 
 
     from bertlab.training import stopping
 
-    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv[:]
+    saved_env, saved_cwd, saved_argv, saved_stdin = dict(os.environ), os.getcwd(), sys.argv[:], sys.stdin
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     saved_levels = {name: lg.level for name, lg in logging.root.manager.loggerDict.items()
@@ -113,6 +115,7 @@ def main_in_process(args: list[str], *, script: Path | None = None, module: str 
     root.setLevel(logging.WARNING)
     target = module or str(script or ROOT / "train.py")
     sys.argv = [target, *args]
+    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # runpy: "found in sys.modules" for -m <module>
@@ -145,7 +148,7 @@ def main_in_process(args: list[str], *, script: Path | None = None, module: str 
         stopping._ANSWER_LATE_SIGNALS = False
         GlobalHydra.instance().clear()
         HydraConfig.instance().cfg = None
-        sys.argv = saved_argv
+        sys.argv, sys.stdin = saved_argv, saved_stdin
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
