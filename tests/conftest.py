@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,95 @@ def run_train(overrides: list[str], run_dir: Path, data_dir: Path = FIXTURE_DATA
     cfg = compose(overrides, run_dir, data_dir)
     run(cfg)
     return json.loads((run_dir / "metrics.json").read_text())
+
+
+def main_in_process(args: list[str], *, script: Path | None = None, module: str | None = None,
+                    env: dict[str, str | None] | None = None, cwd: Path = ROOT,
+                    stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``python train.py <args>`` (or ``python -m <module> <args>``) run in this process from the script's
+    ``__main__`` on: the same code (Hydra's main, its run dir and logging, bertlab's one-paragraph exit), without
+    a fresh interpreter's seconds of imports. For tests about what a command does to files and what it prints;
+    the few tests about the process itself (exit status seen by a shell, no traceback on the terminal, signals)
+    keep a real subprocess. Returns what ``subprocess.run(..., capture_output=True, text=True)`` would, from
+    ``sys.stdout`` / ``sys.stderr`` (the logging handlers Hydra makes in the run write there too). ``env``
+    adds to this process's environment for the call (a value None unsets the key); ``stdin`` is what is piped
+    in (none: an empty pipe).
+
+    Everything a command line changes for its process is put back afterwards: environment, working directory,
+    argv, logging handlers and levels, signal handlers, the Hydra singletons, bertlab's end-of-process flag; what
+    it registers with ``atexit`` runs when it returns, as at a process's exit."""
+    import contextlib
+    import io
+    import logging
+    import runpy
+    import signal
+    import traceback
+    import warnings
+    from unittest import mock
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from bertlab.training import stopping
+
+    saved_env, saved_cwd, saved_argv, saved_stdin = dict(os.environ), os.getcwd(), sys.argv[:], sys.stdin
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    saved_levels = {name: lg.level for name, lg in logging.root.manager.loggerDict.items()
+                    if isinstance(lg, logging.Logger)}
+    saved_signals = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        saved_signals[sig] = signal.getsignal(sig)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    for key, value in (env or {}).items():  # None: unset
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    os.chdir(cwd)
+    root.handlers[:] = []  # as in a fresh process: the command's own logging setup (or none) decides what prints
+    root.setLevel(logging.WARNING)
+    target = module or str(script or ROOT / "train.py")
+    sys.argv = [target, *args]
+    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: "found in sys.modules" for -m <module>
+            at_exit = []  # what the command registers to run when its process ends: run at its end here
+            with mock.patch("atexit.register", lambda fn, *a, **kw: at_exit.append((fn, a, kw)) or fn):
+                try:
+                    if module:
+                        runpy.run_module(module, run_name="__main__", alter_sys=True)
+                    else:
+                        runpy.run_path(target, run_name="__main__")
+                except SystemExit as exit_:
+                    code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                    if isinstance(exit_.code, str):
+                        err.write(exit_.code + "\n")
+                except BaseException:  # what the interpreter prints for an uncaught exception
+                    err.write(traceback.format_exc())
+                    code = 1
+            for fn, a, kw in reversed(at_exit):
+                fn(*a, **kw)
+    finally:
+        for handler in root.handlers:
+            if handler not in saved_handlers:
+                handler.close()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+        for sig, handler in saved_signals.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        stopping._ANSWER_LATE_SIGNALS = False
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None
+        sys.argv, sys.stdin = saved_argv, saved_stdin
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess([sys.executable, target, *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURE_DATA, ROOT
+from conftest import FIXTURE_DATA, ROOT, main_in_process
 from hydra.errors import MissingConfigException
 from torch import nn
 
@@ -60,6 +60,17 @@ def cli(tmp_path: Path, *overrides: str, data: Path = FIXTURE_DATA, env: dict[st
     cmd = [sys.executable, str(script or ROOT / "train.py"), "logger=csv", "trainer.enable_progress_bar=false",
            f"paths.cache_dir={tmp_path / 'cache'}", *overrides]
     return subprocess.run(cmd, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=timeout)
+
+
+def cli_in_process(tmp_path: Path, *overrides: str, data: Path = FIXTURE_DATA, env: dict[str, str] | None = None,
+                   script: Path | None = None) -> subprocess.CompletedProcess:
+    """:func:`cli` run in this process (conftest.main_in_process): the same command, what it prints and its exit
+    status, without a python launch's seconds of imports. :func:`cli` stays for what needs the process itself
+    (test_cli_prints_one_paragraph_and_exits_1 here, signals and kills in test_resume / test_stop_endings)."""
+    run_env = {"BERTLAB_DATA_DIR": str(data), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+               "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": None, **(env or {})}
+    return main_in_process(["logger=csv", "trainer.enable_progress_bar=false", f"paths.cache_dir={tmp_path / 'cache'}",
+                            *overrides], script=script, env=run_env)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -233,7 +244,7 @@ def test_conll_i_after_o_in_iob2_input(train_run, tmp_path):
 
 
 def test_unknown_task_on_the_command_line(tmp_path):
-    out = cli(tmp_path, "task=sst3", f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    out = cli_in_process(tmp_path, "task=sst3", f"hydra.run.dir={tmp_path / 'run'}")
     assert out.returncode == 1
     assert "task=sst3 on the command line: there is no task option 'sst3'" in out.stderr
     assert "Did you mean task=sst2?" in out.stderr and "The task options: " in out.stderr

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_bad_input import TINY, _squad_with, cli, data_dir
+from test_bad_input import TINY, _squad_with, cli_in_process, data_dir
 
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_table
 from bertlab.data.tokenizer import TokenizerError, train_wordpiece
@@ -180,7 +180,7 @@ def test_corrupt_tokenizer_json_in_a_run_folder(train_run, tmp_path):
     tok.write_text(tok.read_text()[:200])  # truncated
     with pytest.raises(TokenizerError, match=r"tokenizer/tokenizer\.json could not be read .*the file is damaged"):
         train_run(*TINY, "task=sst2", f"model.init_from={tmp_path / 'first'}", name="second")
-    out = cli(tmp_path, *TINY, "task=sst2", f"model.init_from={tmp_path / 'first'}",
+    out = cli_in_process(tmp_path, *TINY, "task=sst2", f"model.init_from={tmp_path / 'first'}",
               f"hydra.run.dir={tmp_path / 'third'}")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "bertlab: error: " in out.stderr and "tokenizer.json could not be read" in out.stderr

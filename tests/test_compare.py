@@ -9,11 +9,11 @@ import math
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import main_in_process
 
 from bertlab.analysis.runs import CompareError, default_group_keys, find_runs
 from bertlab.compare import compare_runs, read_curve
@@ -80,9 +80,8 @@ def sweep(tmp_path: Path) -> Path:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-m", "bertlab.compare", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    """``python -m bertlab.compare <args>``, run in this process (conftest.main_in_process)."""
+    return main_in_process(list(args), module="bertlab.compare", env={"MPLBACKEND": "Agg"})
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_DATA, ROOT
+from conftest import FIXTURE_DATA, ROOT, main_in_process
 
 from bertlab.glue import TASKS, GlueError, glue_table, parse_tasks
 
@@ -102,12 +99,12 @@ def test_one_command_runs_the_tasks_with_data_and_lists_the_others(tmp_path):
     for task in ("cola", "mnli"):
         shutil.copytree(FIXTURE_DATA / task, data / task)
     out = tmp_path / "glue"
-    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "bertlab.glue", "run", "--tasks", "cola,mnli,qqp", "--out", str(out),
-         "model=bert_tiny", "trainer.max_steps=2", "data.batch_size=8", "logger=csv", "trainer.accelerator=cpu",
-         "trainer.enable_progress_bar=false", f"paths.data_dir={data}", f"paths.cache_dir={tmp_path / 'cache'}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    # python -m bertlab.glue run ... in this process (conftest.main_in_process); it launches train.py's multirun
+    proc = main_in_process(
+        ["run", "--tasks", "cola,mnli,qqp", "--out", str(out), "model=bert_tiny", "trainer.max_steps=2",
+         "data.batch_size=8", "logger=csv", "trainer.accelerator=cpu", "trainer.enable_progress_bar=false",
+         f"paths.data_dir={data}", f"paths.cache_dir={tmp_path / 'cache'}"], module="bertlab.glue", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "qqp: data not found" in proc.stderr
     md = (out / "glue.md").read_text()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_train, tiny_hf_folder
+from conftest import ROOT, main_in_process, run_train, tiny_hf_folder
 
 from bertlab.data.tokenizer import load_tokenizer
 from bertlab.runtime.errors import CheckpointError, ConfigError, TokenizerError
@@ -113,9 +113,9 @@ def test_a_clean_slow_tokenizer_folder_still_converts(tmp_path):
 # predict and export
 
 def _predict_cli(model: Path, stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertlab.predict", str(model), "--no-progress"], input=stdin,
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")})
+    """``printf <stdin> | python -m bertlab.predict MODEL --no-progress``, run in this process (its stdin a pipe
+    holding ``stdin``; a prompt would eat a line of it or print ``[y/N]``)."""
+    return main_in_process([str(model), "--no-progress"], module="bertlab.predict", stdin=stdin)
 
 
 def test_predict_with_piped_stdin_never_prompts_nor_eats_a_line(generic_run, tmp_path):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from conftest import ROOT
-from test_bad_input import cli
+from test_bad_input import cli_in_process as cli
 
 from bertlab.runtime.config import ConfigError, DataConfig
 from bertlab.runtime.overrides import build_typed, check_command_line, unknown_key_message

@@ -8,13 +8,11 @@ names beside it, never with what the path should have held (a run dir, the hub, 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_DATA, ROOT, run_train
+from conftest import FIXTURE_DATA, main_in_process, run_train
 
 from bertlab.data.files import DataFiles
 from bertlab.data.readers import DataError
@@ -173,9 +171,8 @@ def test_ckpt_path_says_does_not_exist(tmp_path):
 
 
 def _cli(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    """``python -m <module> <args>`` typed in ``cwd``, run in this process (conftest.main_in_process)."""
+    return main_in_process(list(args), module=module, env={"HF_HUB_OFFLINE": "1"}, cwd=cwd)
 
 
 def test_predict_export_and_compare_say_a_misspelled_run_dir_does_not_exist(tmp_path):
@@ -213,11 +210,9 @@ def test_predict_input_and_export_tokenizer_say_does_not_exist(tmp_path):
 
 
 def test_a_job_that_would_change_directory_is_refused_with_the_fix(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "BERTLAB_DATA_DIR": str(FIXTURE_DATA)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    out = subprocess.run([sys.executable, str(ROOT / "train.py"), *TINY, "task=sst2", "logger=csv",
-                          "hydra.job.chdir=true", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    env = {"HF_HUB_OFFLINE": "1", "BERTLAB_DATA_DIR": str(FIXTURE_DATA), "HYDRA_FULL_ERROR": None}
+    out = main_in_process([*TINY, "task=sst2", "logger=csv", "hydra.job.chdir=true",
+                           f"hydra.run.dir={tmp_path / 'run'}"], env=env, cwd=tmp_path)
     assert out.returncode == 1
     assert "hydra.job.chdir=true: bertlab reads relative paths from the directory the command was typed in" in out.stderr
     assert "Drop hydra.job.chdir=true" in out.stderr and "Traceback" not in out.stderr

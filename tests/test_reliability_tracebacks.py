@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURE_DATA, ROOT
+from conftest import FIXTURE_DATA, ROOT, main_in_process
 
 from bertlab.data.readers import BadExamplePolicy, read_table
 from bertlab.data.tokenizer import load_tokenizer, train_wordpiece
@@ -61,11 +61,11 @@ def no_traceback(err: BaseException, *names: str) -> str:
 
 
 def cli(*args: str, module: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "BERTLAB_DATA_DIR": str(FIXTURE_DATA)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    cmd = [sys.executable, "-m", module, *args] if module else [sys.executable, str(ROOT / "train.py"), *args]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    """``python train.py <args>`` / ``python -m <module> <args>``, run in this process (what it prints and its exit
+    status; tests/test_bad_input.py checks the same presenter through a real process)."""
+    env = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "BERTLAB_DATA_DIR": str(FIXTURE_DATA), "HYDRA_FULL_ERROR": None}
+    return main_in_process(list(args), module=module, env=env, cwd=cwd)
 
 
 def user_error(proc: subprocess.CompletedProcess, *names: str) -> str:

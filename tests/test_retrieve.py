@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
-from conftest import FIXTURES, ROOT, run_train
+from conftest import FIXTURES, main_in_process, run_train
 
 DATA = FIXTURES / "retrieval"
 
@@ -44,11 +42,10 @@ def fails(capsys, *args, **kwargs) -> str:
 
 
 def test_command_line_round_trip_writes_a_trec_run_and_metrics(emb_run, tmp_path):
-    env = {"PYTHONPATH": str(ROOT / "src"), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "bertlab.retrieve", str(emb_run), "--corpus", str(DATA / "corpus.tsv"),
-                           "--queries", str(DATA / "queries.tsv"), "--qrels", str(DATA / "qrels.txt"), "--top-k",
-                           "5", "--out", str(tmp_path / "out"), "--tag", "tiny"], capture_output=True, text=True,
-                          env=env, timeout=300)
+    # python -m bertlab.retrieve ..., in this process (conftest.main_in_process): its output and exit status
+    done = main_in_process([str(emb_run), "--corpus", str(DATA / "corpus.tsv"), "--queries", str(DATA / "queries.tsv"),
+                            "--qrels", str(DATA / "qrels.txt"), "--top-k", "5", "--out", str(tmp_path / "out"),
+                            "--tag", "tiny"], module="bertlab.retrieve", env={"TOKENIZERS_PARALLELISM": "false"})
     assert done.returncode == 0, done.stderr[-2000:]
     printed = json.loads(done.stdout.strip().splitlines()[-1])
     assert printed == json.loads((tmp_path / "out" / "metrics.json").read_text())

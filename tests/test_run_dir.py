@@ -140,10 +140,19 @@ def _snapshot(folder):
 CLI_TINY = ("model=bert_tiny", "task=sst2", "trainer.max_epochs=1", "trainer.limit_train_batches=2")
 
 
+def cli(tmp_path, *overrides: str):
+    """``python train.py <overrides>`` as test_bad_input.cli runs it, in this process (conftest.main_in_process):
+    these tests are about the files of the run dir; test_bad_input keeps the real process's exit status."""
+    from conftest import FIXTURE_DATA, main_in_process
+
+    env = {"BERTLAB_DATA_DIR": str(FIXTURE_DATA), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": None}
+    return main_in_process(["logger=csv", "trainer.enable_progress_bar=false", f"paths.cache_dir={tmp_path / 'cache'}",
+                            *overrides], env=env)
+
+
 @pytest.fixture(scope="module")
 def _cli_run(tmp_path_factory):
-    from test_bad_input import cli
-
     root = tmp_path_factory.mktemp("cli_run")
     run = root / "run"
     out = cli(root, *CLI_TINY, f"hydra.run.dir={run}")
@@ -170,8 +179,6 @@ def cli_first_run(_cli_run, tmp_path):
 def test_a_refused_run_leaves_every_file_of_the_run_dir_as_it_was(cli_first_run, tmp_path, refused_by):
     """.hydra/config.yaml, overrides.yaml and train.log stay the first run's, byte for byte: compare filed
     the first run's results under the refused run's config when Hydra had rewritten them already."""
-    from test_bad_input import cli
-
     before = _snapshot(cli_first_run)
     out = cli(tmp_path, *CLI_TINY, *refused_by, f"hydra.run.dir={cli_first_run}")
     assert out.returncode == 1 and "bertlab: error:" in out.stderr, out.stderr[-3000:]
@@ -181,8 +188,6 @@ def test_a_refused_run_leaves_every_file_of_the_run_dir_as_it_was(cli_first_run,
 def test_a_refused_multirun_job_leaves_the_used_folder_as_it_was(cli_first_run, tmp_path):
     """In a multirun the refused job also writes no metrics.json of its own (state: failed) over the
     earlier run's. (A finished run's folder may take a new multirun job; a stopped one's may not.)"""
-    from test_bad_input import cli
-
     record = json.loads((cli_first_run / MARKER).read_text())
     (cli_first_run / MARKER).write_text(json.dumps({**record, "status": "running"}))  # stopped mid-way
     before = _snapshot(cli_first_run)

@@ -385,7 +385,7 @@ def test_the_command_line_prints_one_paragraph_in_seconds(tmp_path, args, shown)
 
     if args == ["trainer=gpu"] and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    from test_bad_input import cli
+    from test_bad_input import cli_in_process as cli
 
     started = time.perf_counter()
     out = cli(tmp_path, "model=bert_tiny", "task=sst2", f"hydra.run.dir={tmp_path / 'run'}", *args)

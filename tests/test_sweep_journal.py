@@ -5,14 +5,11 @@ before it are kept and the study resumes. Damage in the middle is one error nami
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import subprocess
-import sys
 
 import optuna
 import pytest
-from conftest import ROOT
+from conftest import main_in_process
 
 from bertlab.runtime.errors import ConfigError
 from bertlab.sweeps.study import open_storage
@@ -99,11 +96,10 @@ def test_damage_in_the_middle_names_the_file_and_line(journal, tmp_path):
 def test_the_sweeper_names_a_damaged_journal_in_one_paragraph(journal, tmp_path):
     lines = journal.read_bytes().splitlines(keepends=True)
     (tmp_path / "optuna.journal").write_bytes(b"".join(lines[:2]) + b"{garbage\n" + b"".join(lines[2:]))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WANDB_MODE": "offline"}
-    env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "hparams_search=optuna", "model=bert_tiny",
-                           "task=sst2", f"hydra.sweep.dir={tmp_path}", "hydra.sweeper.n_trials=1"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    # python train.py ... typed in tmp_path, run in this process (conftest.main_in_process)
+    proc = main_in_process(["hparams_search=optuna", "model=bert_tiny", "task=sst2", f"hydra.sweep.dir={tmp_path}",
+                            "hydra.sweeper.n_trials=1"], env={"WANDB_MODE": "offline", "HYDRA_FULL_ERROR": None},
+                           cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "bertlab: error: " in proc.stderr and "optuna.journal: line 3 is not a journal record" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout

@@ -7,14 +7,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURE_DATA, ROOT
+from conftest import FIXTURE_DATA, ROOT, main_in_process
 
 from bertlab.runtime.config import ConfigError
 from bertlab.sweeps.space import parse_search_space
@@ -22,13 +20,14 @@ from hydra_plugins.bertlab_optuna.optuna_sweeper import build_pruner, normalize_
 
 
 def train_cli(*overrides: str, tmp: Path, multirun: bool = True) -> subprocess.CompletedProcess:
-    """``python train.py [-m] <overrides>`` on the fixtures, everything written under ``tmp``."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline",
-           "BERTLAB_DATA_DIR": str(FIXTURE_DATA), "HYDRA_FULL_ERROR": "1"}
-    cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), "model=bert_tiny", "task=sst2",
-           "trainer.max_epochs=1", "trainer.accelerator=cpu", "trainer.enable_progress_bar=false", "logger=csv",
-           f"paths.log_dir={tmp / 'logs'}", f"paths.cache_dir={tmp / 'cache'}", *overrides]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    """``python train.py [-m] <overrides>`` on the fixtures, everything written under ``tmp``, run in this process
+    (conftest.main_in_process; tests/test_sweeps_scale.py runs sweeps as real processes, killed and resumed)."""
+    env = {"TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline", "BERTLAB_DATA_DIR": str(FIXTURE_DATA),
+           "HYDRA_FULL_ERROR": "1"}
+    args = [*(["-m"] if multirun else []), "model=bert_tiny", "task=sst2", "trainer.max_epochs=1",
+            "trainer.accelerator=cpu", "trainer.enable_progress_bar=false", "logger=csv",
+            f"paths.log_dir={tmp / 'logs'}", f"paths.cache_dir={tmp / 'cache'}", *overrides]
+    return main_in_process(args, env=env)
 
 
 def check(proc: subprocess.CompletedProcess) -> None:
@@ -51,8 +50,7 @@ def test_multirun_grid_then_compare(tmp_path):
         assert m["task"] == "sst2" and m["model"] == "bert_tiny" and m["tags"] == []
         assert math.isfinite(m["monitor"]["value"])
 
-    proc = subprocess.run([sys.executable, "-m", "bertlab.compare", str(sweep)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    proc = main_in_process([str(sweep)], module="bertlab.compare", env={"COLUMNS": "200"})
     check(proc)
     with open(sweep / "comparison.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURE_DATA, ROOT
+from conftest import FIXTURE_DATA, ROOT, main_in_process
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline",
        "BERTLAB_DATA_DIR": str(FIXTURE_DATA), "HYDRA_FULL_ERROR": "1"}
@@ -36,6 +36,17 @@ def train_cli(*overrides: str, tmp: Path, multirun: bool = True) -> subprocess.C
     return proc
 
 
+def train_in_process(*overrides: str, tmp: Path) -> subprocess.CompletedProcess:
+    """:func:`train_cli`'s multirun run in this process (conftest.main_in_process): for the checks that need no
+    process of their own (the re-run's skips); workers that are killed and launchers stay real processes."""
+    env = {k: ENV.get(k) for k in ("OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM", "WANDB_MODE", "BERTLAB_DATA_DIR",
+                                   "HYDRA_FULL_ERROR", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT",
+                                   "SLURM_PROCID", "BERTLAB_OPTUNA_TRIAL")}
+    proc = main_in_process(command(*overrides, tmp=tmp)[2:], env=env)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
 def metrics(run_dir: Path) -> dict:
     return json.loads((run_dir / "metrics.json").read_text())
 
@@ -46,7 +57,7 @@ def metrics(run_dir: Path) -> dict:
 def test_rerun_multirun_skips_finished_jobs_and_reruns_crashed_ones(tmp_path):
     sweep = tmp_path / "sweep"
     args = ("seed=1,2", "trainer.max_epochs=1", f"hydra.sweep.dir={sweep}")
-    train_cli(*args, tmp=tmp_path)
+    train_in_process(*args, tmp=tmp_path)
     first = {job: (sweep / job / "metrics.json").read_text() for job in ("0", "1")}
     for job, seed in (("0", 1), ("1", 2)):
         m = json.loads(first[job])
@@ -55,7 +66,7 @@ def test_rerun_multirun_skips_finished_jobs_and_reruns_crashed_ones(tmp_path):
     # Job 1 "crashed": its metrics.json says failed. Job 0 is finished and must not run again.
     crashed = json.loads(first["1"]) | {"state": "failed", "error": "killed"}
     (sweep / "1" / "metrics.json").write_text(json.dumps(crashed))
-    train_cli(*args, tmp=tmp_path)
+    train_in_process(*args, tmp=tmp_path)
     assert (sweep / "0" / "metrics.json").read_text() == first["0"]
     assert "skipping this job" in (sweep / "0" / "train.log").read_text()
     rerun = metrics(sweep / "1")
@@ -64,7 +75,7 @@ def test_rerun_multirun_skips_finished_jobs_and_reruns_crashed_ones(tmp_path):
 
     # skip_finished=false runs every job again (the flag itself is not part of a job's identity).
     before = (sweep / "0" / "metrics.json").stat().st_mtime_ns
-    train_cli(*args, "skip_finished=false", tmp=tmp_path)
+    train_in_process(*args, "skip_finished=false", tmp=tmp_path)
     assert (sweep / "0" / "metrics.json").stat().st_mtime_ns != before
     assert metrics(sweep / "0")["overrides"] == json.loads(first["0"])["overrides"]
 

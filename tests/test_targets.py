@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import compose
-from test_bad_input import cli
+from test_bad_input import cli_in_process as cli
 
 from bertlab.runtime.config import ConfigError
 from bertlab.runtime.targets import ALLOW_ENV, check_run_config, check_targets, refusal
