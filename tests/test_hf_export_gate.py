@@ -149,7 +149,7 @@ def test_the_command_line_exits_non_zero_when_the_gate_fails(tmp_path, monkeypat
 
     loaded, tok_dir, _ = build_export(tmp_path, "bert", "sequence")
     monkeypatch.setattr(export_module, "resolve_checkpoint", lambda path: Path(path))
-    monkeypatch.setattr(export_module, "load_checkpoint_model", lambda path: loaded)
+    monkeypatch.setattr(export_module, "load_checkpoint_model", lambda path, start=None: loaded)
     write = export_module._write_export
 
     def broken(loaded, ckpt_path, out_dir, tok_dir):
