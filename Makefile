@@ -7,7 +7,7 @@ ARGS ?=
 STAMP := $(VENV)/.bertlab-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup train test test-shared test-all lint format bench doc-figures clean
+.PHONY: help setup train test test-slow test-shared lint format bench doc-figures clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,8 +32,13 @@ train: $(STAMP) ## run train.py (no ARGS: the bundled demo); e.g. ARGS="task=squ
 # fixtures (a trained run several tests read) are built once.
 TEST_JOBS ?= auto
 
-test: $(STAMP) ## run the unit tests on every core (no network, no ../shared needed); TEST_JOBS=1 for one process
-	$(BIN)/python -m pytest -m "not shared" -n $(TEST_JOBS) --dist loadfile $(ARGS)
+test: $(STAMP) ## run the tests on every core (no network, no ../shared needed; not the slow ones); TEST_JOBS=1 for one process
+	$(BIN)/python -m pytest -m "not shared and not slow" -n $(TEST_JOBS) --dist loadfile $(ARGS)
+
+# The slow tests: several processes each (DDP ranks, launchers, kills and resumes, whole command lines). CI runs
+# them after `make test` (.ci/run).
+test-slow: $(STAMP) ## run the slow tests (DDP, launchers, signals; CI runs them too)
+	$(BIN)/python -m pytest -m "slow and not shared" -n $(TEST_JOBS) --dist loadfile $(ARGS)
 
 test-shared: $(STAMP) ## run the tests that need ../shared/data (real datasets)
 	$(BIN)/python -m pytest -m shared $(ARGS)
