@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -217,6 +217,22 @@ class Predictor:
         batch (:func:`~bertlab.inference.batches.forward_documents`)."""
         cap = self.settings.max_windows_per_batch or size
         return forward_documents(self._logits, features, size, cap, self.tokenizer.pad_id)
+
+
+def load_predictor(model: str | Path, device: str | None, batch_size: int | None,
+                   refusal: Callable[[TaskSpec, str], str | None]) -> Predictor:
+    """The predictor of ``model`` as ``bertlab.predict`` loads it (on ``device``, else the default one for PyTorch),
+    refused before any work when ``refusal(task, source)`` names why this model is not the kind the caller needs."""
+    loaded = loading.load(model)
+    why = refusal(loaded.task, str(loaded.source))
+    if why:
+        raise ConfigError(why)
+    predictor = Predictor(*loaded)
+    if batch_size is not None:
+        predictor.settings.batch_size = int(batch_size)
+    if device is None:
+        device = None if predictor.onnx else _default_device()
+    return predictor.to(device) if device is not None else predictor
 
 
 def _default_device() -> str:

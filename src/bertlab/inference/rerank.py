@@ -12,7 +12,8 @@ import numpy as np
 
 from bertlab.data.files import DataFiles
 from bertlab.data.readers import BadExamplePolicy
-from bertlab.inference.predictor import Predictor, _default_device
+from bertlab.inference.predictor import Predictor, load_predictor
+from bertlab.inference.tasks.sequence import reranker_refusal
 from bertlab.runtime.config import DataConfig, TaskSpec
 from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.paths import existing_path, typed_path
@@ -69,19 +70,8 @@ def first_stage_run(task: TaskSpec, data: DataConfig, files: DataFiles, run_dir:
 def load_reranker(model: str | Path, device: str | None, batch_size: int | None) -> Predictor:
     """The predictor of a reranker (a task=rerank run, its export, or any one-score sequence model), refused in
     one paragraph otherwise."""
-    from bertlab.inference import loading
-
-    loaded = loading.load(model)
-    if loaded.task.family != "sequence" or not loaded.task.regression:
-        raise ConfigError(
-            f"--rerank {model}: a {loaded.task.family} model (task {loaded.task.name}) gives no single score per "
-            "(query, passage) pair; a reranker is a task=rerank run or its export (python train.py task=rerank ...)")
-    predictor = Predictor(*loaded)
-    if batch_size is not None:
-        predictor.settings.batch_size = int(batch_size)
-    if device is None:
-        device = None if predictor.onnx else _default_device()
-    return predictor.to(device) if device is not None else predictor
+    return load_predictor(model, device, batch_size,
+                          lambda task, _source: reranker_refusal(task, f"--rerank {model}"))
 
 
 def rerank(predictor: Predictor, query_texts: list[str], doc_texts: list[str], indices: np.ndarray, top_k: int,

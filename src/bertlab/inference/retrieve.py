@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from bertlab.data.readers import BadExamplePolicy, DataError, one_text_per_id, read_table, read_text_lines
-from bertlab.inference.predictor import Predictor, _default_device
-from bertlab.runtime.errors import ConfigError
+from bertlab.inference.predictor import Predictor, load_predictor
+from bertlab.runtime.config import TaskSpec
 from bertlab.runtime.files import atomic_path
 from bertlab.runtime.fingerprints import RECORD_NAME, file_digest
 
@@ -173,20 +173,15 @@ def embed_in_batches(predictor: Predictor, texts: list[str], batch_size: int, pr
 def load_embedding_model(model: str | Path, device: str | None, batch_size: int | None) -> Predictor:
     """The predictor of ``model`` as ``bertlab.predict`` loads it, refused unless it is an embedding model (a
     classifier, a tagger, a pre-training run ...: one paragraph naming its task, before any embedding)."""
-    from bertlab.inference import loading
+    return load_predictor(model, device, batch_size, _not_an_embedding_model)
 
-    loaded = loading.load(model)
-    if loaded.task.family != "embedding":
-        raise ConfigError(
-            f"{loaded.source}: a {loaded.task.family} model (task {loaded.task.name}), not an embedding model; "
-            "bertlab.retrieve searches with the embeddings of a task=embedding run or its export. Give such a run "
-            "(python train.py task=embedding ...)")
-    predictor = Predictor(*loaded)
-    if batch_size is not None:
-        predictor.settings.batch_size = int(batch_size)
-    if device is None:
-        device = None if predictor.onnx else _default_device()
-    return predictor.to(device) if device is not None else predictor
+
+def _not_an_embedding_model(task: TaskSpec, source: str) -> str | None:
+    if task.family == "embedding":
+        return None
+    return (f"{source}: a {task.family} model (task {task.name}), not an embedding model; bertlab.retrieve searches "
+            "with the embeddings of a task=embedding run or its export. Give such a run (python train.py "
+            "task=embedding ...)")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 from bertlab.data.documents import encode_documents, is_windowed
 from bertlab.data.readers import DataError
 from bertlab.inference.tasks.base import Item, Reading, TaskPrediction, softmax
-from bertlab.runtime.config import ConfigError
+from bertlab.runtime.config import ConfigError, TaskSpec
 
 
 def read_input(reading: Reading, x: Any, where: str) -> tuple[str, str | None]:
@@ -95,12 +95,20 @@ def records(reading: Reading, chunk: list[Item], size: int, word_scores: bool = 
 TASK = TaskPrediction("sequence", records, output="row", windows=True, file_format="table")
 
 
+def reranker_refusal(task: TaskSpec, source: str) -> str | None:
+    """Why ``source`` cannot score (query, passage) pairs, None when it can: a reranker is a sequence model with
+    one real-valued output (a task=rerank run or its export)."""
+    if task.family == TASK.family and task.regression:
+        return None
+    return (f"{source}: a {task.family} model (task {task.name}) gives no single score per (query, passage) pair; "
+            "a reranker is a task=rerank run or its export (python train.py task=rerank ...)")
+
+
 def score_pairs(reading: Reading, pairs: list[tuple[str, str]], size: int | None, source: object) -> np.ndarray:
     """(N,) float32: a one-output sequence model's score of each (query, passage) pair (a reranker,
     task=rerank: the relevance logit), read as the run read its pairs; ``size`` pairs per forward."""
-    task = reading.task
-    if task.family != TASK.family or not task.regression:
-        raise ConfigError(f"{source}: a {task.family} model (task {task.name}) gives no single score per "
-                          "(query, passage) pair; a reranker is a task=rerank run or its export")
+    why = reranker_refusal(reading.task, str(source))
+    if why:
+        raise ConfigError(why)
     rows = forward(reading, features(reading, [(q, p) for q, p in pairs]), int(size or reading.settings.batch_size))
     return np.asarray([float(row[0]) for row in rows], dtype=np.float32)
