@@ -117,9 +117,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     embed = bertlab_embedder(args.bertlab, args.batch_size) if args.bertlab else \
         st_embedder(args.st, args.batch_size, args.max_seq_length)
     result = evaluate(embed, args.data_dir.resolve(), args.max_queries, args.max_pairs)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return report(result, args.json)
+
+
+def report(result: dict[str, Any], path: Path | None) -> dict[str, Any]:
+    """Print one model's results as a JSON line and, with ``path``, write them there (what table.py reads)."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
     return result
 

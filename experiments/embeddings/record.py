@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from evaluate import DEFAULT_DATA, bertlab_embedder, evaluate, st_embedder  # noqa: E402
+from evaluate import DEFAULT_DATA, bertlab_embedder, evaluate, report, st_embedder  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -40,16 +40,13 @@ def main(argv: list[str] | None = None) -> dict:
                   "val_during_training": {k: v for k, v in (metrics.get("val") or {}).items()},
                   **evaluate(bertlab_embedder(args.run, args.batch_size), data, args.max_queries, args.max_pairs)}
     else:
-        from bertlab.training.build import resolve_pretrained
+        from bertlab.training.start import resolve_pretrained
 
         folder = resolve_pretrained(args.checkpoint) if args.checkpoint.startswith("pkg:") else Path(args.checkpoint)
         result = {"framework": "checkpoint (before fine-tuning)", "seed": None, "model": args.checkpoint,
                   **evaluate(st_embedder(folder, args.batch_size, args.max_seq_length), data, args.max_queries,
                              args.max_pairs)}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
-    return result
+    return report(result, args.json)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from evaluate import DEFAULT_DATA, evaluate  # noqa: E402
+from evaluate import DEFAULT_DATA, evaluate, report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -89,10 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
               "train": {"samples_per_s": round(float(out.metrics["train_samples_per_second"]), 3),
                         "wall_s": round(wall, 1), "steps": int(out.global_step), "loss": float(out.training_loss)},
               **evaluate(embed, args.data_dir.resolve(), args.max_queries, args.max_pairs)}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
-    return result
+    return report(result, args.json)
 
 
 if __name__ == "__main__":
