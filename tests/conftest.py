@@ -226,3 +226,13 @@ def tiny_hf_folder(folder: Path, model_type: str, weights: bool = True, **overri
     lines = (FIXTURE_DATA / "sst2" / "train.tsv").read_text().splitlines()[1:]
     train_wordpiece([line.split("\t")[0] for line in lines], vocab_size=300).save(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def sst2_teacher(tmp_path_factory):
+    """A tiny 4-layer sst2 run with its export: the teacher of the distillation tests (test_distill*.py)."""
+    from test_distill import TINY
+
+    run_dir = tmp_path_factory.mktemp("teacher") / "run"
+    run_train([*TINY, "task=sst2", "model.num_hidden_layers=4", "export=true"], run_dir)
+    return run_dir

@@ -104,15 +104,6 @@ def test_settings_are_checked(bad):
 # Whole runs on the fixtures (tiny random models)
 
 
-@pytest.fixture(scope="module")
-def sst2_teacher(tmp_path_factory):
-    from conftest import run_train
-
-    run_dir = tmp_path_factory.mktemp("teacher") / "run"
-    run_train([*TINY, "task=sst2", "model.num_hidden_layers=4", "export=true"], run_dir)
-    return run_dir
-
-
 def _state(path: Path) -> dict[str, torch.Tensor]:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     return ckpt["state_dict"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_distill import TINY, _state
 
 from bertlab.runtime.config import DistillConfig, EncoderConfig, HeadConfig, TaskSpec
 from bertlab.tasks.distill_match import (
@@ -22,8 +23,6 @@ from bertlab.tasks.distill_match import (
     uniform_layer_map,
 )
 
-TINY = ("model=bert_tiny", "trainer.max_steps=2", "data.batch_size=4", "data.eval_batch_size=8",
-        "data.max_train_samples=8", "data.max_eval_samples=8", "test=false")
 MATCH = ("distill.hidden_weight=1.0", "distill.attention_weight=0.5")
 
 
@@ -237,17 +236,6 @@ def test_the_matching_terms_add_to_the_logit_loss():
 # Whole runs on the fixtures
 
 
-@pytest.fixture(scope="module")
-def sst2_teacher(tmp_path_factory):
-    from conftest import run_train
-
-    run_dir = tmp_path_factory.mktemp("teacher") / "run"
-    run_train([*TINY, "task=sst2", "model.num_hidden_layers=4", "export=true"], run_dir)
-    return run_dir
-
-
-def _state(path: Path) -> dict[str, torch.Tensor]:
-    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
 
 
 def test_a_matched_student_of_another_width_trains_its_projection_and_exports_without_it(

@@ -1,16 +1,5 @@
-"""Generate bertlab's bundled sample datasets and the unit-test fixtures.
-
-Every sentence, name, paragraph and article in these files is invented: this script builds them from
-templates and word lists written for bertlab, seeded so that a rerun reproduces the files byte for byte.
-Each dataset copies the file format of the public benchmark it stands in for (SST-2, MRPC and RTE in GLUE
-TSV form, CoNLL-2003, WNUT-17, SQuAD v1.1, WikiText-2), so the same readers work on both.
-
-    python tools/make_samples.py                  # writes src/bertlab/samples/ and tests/fixtures/data/
-    python tools/make_samples.py --only fixtures  # just the test fixtures
-    python tools/make_samples.py --check          # exit 1 if the committed files differ from a fresh run
-
-The samples are for smoke runs and demos, not for reporting results.
-"""
+"""Generate bertlab's bundled sample datasets and the unit-test fixtures: ``python tools/make_samples.py
+[--only fixtures|samples] [--check]`` (what they are and every option: tools/samples/cli.py, ``--help``)."""
 
 from __future__ import annotations
 
