@@ -239,6 +239,23 @@ def _vm_hwm_kib(pid: int) -> int:
     return 0
 
 
+def time_processes(name: str, commands: Mapping[str, Sequence[str]], threads: int,
+                   rounds: int) -> dict[str, dict[str, Any]]:
+    """Each command run as a whole process ``rounds`` times, the sides interleaved (load drifts hit each alike):
+    per side the median wall seconds, every round's, and the median peak RSS. A failed command stops the
+    benchmark with its stderr's end."""
+    walls: dict[str, list[float]] = {side: [] for side in commands}
+    rss: dict[str, list[float]] = {side: [] for side in commands}
+    for _ in range(rounds):
+        for side, cmd in commands.items():
+            child = run_child(cmd, env=thread_env(threads))
+            if child.returncode != 0:
+                raise SystemExit(f"{name} {side} failed:\n{child.stderr[-3000:]}")
+            walls[side].append(round(child.wall_s, 2))
+            rss[side].append(round(child.peak_rss_mib, 1))
+    return {side: {"wall_s": median(w), "rounds_s": w, "peak_rss_mib": median(rss[side])} for side, w in walls.items()}
+
+
 def last_json_line(text: str) -> dict[str, Any]:
     for line in reversed(text.strip().splitlines()):
         line = line.strip()

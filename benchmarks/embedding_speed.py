@@ -38,10 +38,10 @@ from common import (  # noqa: E402
     emit,
     last_json_line,
     machine_description,
-    median,
     python,
     run_child,
     thread_env,
+    time_processes,
 )
 
 ST_ENCODE = """
@@ -148,17 +148,9 @@ def encode(run_dir: Path, texts: list[str], work: Path, threads: int, rounds: in
         "st_encode": [python(), "-c", ST_ENCODE, str(run_dir / "export"), str(inputs), str(work / "st.npy"),
                       str(batch), str(max_len)],
     }
-    walls: dict[str, list[float]] = {s: [] for s in sides}
-    rss: dict[str, list[float]] = {s: [] for s in sides}
-    for _ in range(rounds):
-        for side, cmd in sides.items():
-            child = run_child(cmd, env=thread_env(threads))
-            if child.returncode != 0:
-                raise SystemExit(f"encode {side} failed:\n{child.stderr[-3000:]}")
-            walls[side].append(round(child.wall_s, 2))
-            rss[side].append(round(child.peak_rss_mib, 1))
-    out: dict[str, Any] = {side: {"wall_s": median(w), "rounds_s": w, "texts_per_s": round(len(texts) / median(w), 2),
-                                  "peak_rss_mib": median(rss[side])} for side, w in walls.items()}
+    out: dict[str, Any] = time_processes("encode", sides, threads, rounds)
+    for side in sides:
+        out[side]["texts_per_s"] = round(len(texts) / out[side]["wall_s"], 2)
     out["speed_vs_st"] = round(out["st_encode"]["wall_s"] / out["bertlab_predict"]["wall_s"], 3)
     out["max_abs_diff"] = float(np.abs(np.load(work / "bertlab.npy") - np.load(work / "st.npy")).max())
     return {"texts": len(texts), "batch_size": batch, "max_seq_length": max_len, "sides": out}

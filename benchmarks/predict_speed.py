@@ -40,10 +40,10 @@ from common import (  # noqa: E402
     SHARED_DATA,
     emit,
     machine_description,
-    median,
     python,
     run_child,
     thread_env,
+    time_processes,
 )
 
 BATCH = 32
@@ -166,16 +166,7 @@ def entity_f1(path: Path, gold: list[list[str]]) -> float | None:
 
 
 def measure(name: str, commands: dict[str, list[str]], threads: int, rounds: int) -> dict[str, Any]:
-    walls: dict[str, list[float]] = {side: [] for side in commands}
-    rss: dict[str, list[float]] = {side: [] for side in commands}
-    for _ in range(rounds):
-        for side, cmd in commands.items():
-            child = run_child(cmd, env=thread_env(threads))
-            if child.returncode != 0:
-                raise SystemExit(f"{name} {side} failed:\n{child.stderr[-3000:]}")
-            walls[side].append(round(child.wall_s, 2))
-            rss[side].append(round(child.peak_rss_mib, 1))
-    out = {side: {"wall_s": median(w), "rounds_s": w, "peak_rss_mib": median(rss[side])} for side, w in walls.items()}
+    out = time_processes(name, commands, threads, rounds)
     if "hf_pipeline" in out:
         base = out["hf_pipeline"]["wall_s"]
         for side in out:

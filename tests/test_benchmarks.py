@@ -222,12 +222,14 @@ def test_a_distilled_students_speed_against_its_teacher_reaches_the_report():
         return type("Child", (), {"returncode": 0, "wall_s": walls[side], "peak_rss_mib": 100.0})()
 
     commands = {name: ["x", f"/tmp/{name}.jsonl"] for name in sides}
-    original = predict_speed.run_child
-    predict_speed.run_child = fake_child
+    import common
+
+    original = common.run_child  # the processes are run by common.time_processes
+    common.run_child = fake_child
     try:
         out = predict_speed.measure("sst2", commands, threads=1, rounds=1)
     finally:
-        predict_speed.run_child = original
+        common.run_child = original
     assert out["student_torch"]["speed_vs_teacher"] == 2.0 and out["student_onnx_int8"]["speed_vs_teacher"] == 1.6
     assert "speed_vs_pipeline" not in out["student_torch"]  # no pipeline side measured
     rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"predict": {"sst2": {"sides": out}}})}
