@@ -25,6 +25,48 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+def _keep_parsed_config_files() -> None:
+    """Hydra parses each YAML file of conf/ again on every compose (about 16 files, half a compose's time), and
+    the tests compose hundreds of times in one process (conftest.compose, main_in_process): keep each file's
+    parse, keyed by its path, size and modification time (a test that writes or edits a config folder gets a
+    fresh parse), and hand Hydra a copy, which it may change. Only the test process; a run composes once."""
+    import copy
+
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # its first scan imports the config sources' modules again: patch the classes it keeps
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+
+    parsed: dict = {}
+
+    def keep(source_class, identity):
+        original = source_class.load_config
+
+        def load_config(self, config_path: str):
+            key = identity(self, config_path)
+            if key is None:
+                return original(self, config_path)  # Hydra's own error for a missing file
+            if key not in parsed:
+                parsed[key] = original(self, config_path)
+            return copy.deepcopy(parsed[key])
+
+        source_class.load_config = load_config
+
+    def file_identity(self, config_path: str):
+        try:
+            stat = os.stat(os.path.join(self.path, self._normalize_file_name(config_path)))
+        except OSError:
+            return None
+        return self.path, config_path, stat.st_size, stat.st_mtime_ns
+
+    keep(FileConfigSource, file_identity)
+    keep(ImportlibResourcesConfigSource, lambda self, config_path: (self.path, config_path))  # installed packages
+
+
+_keep_parsed_config_files()
+
+
 def compose(overrides: list[str], run_dir: Path, data_dir: Path = FIXTURE_DATA):
     """The composed training config, as `python train.py <overrides>` would build it."""
     from hydra import compose as hydra_compose

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_DATA, ROOT
 
+# whole command lines: the GPU check's run.sh, several processes (make test-slow; CI runs it)
+pytestmark = pytest.mark.slow
+
 RUN_SH = ROOT / "experiments" / "gpu_check" / "run.sh"
 CHECK = ROOT / "experiments" / "gpu_check" / "check.py"
 

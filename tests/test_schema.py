@@ -40,9 +40,20 @@ def _numeric(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+_COMPOSED: dict = {}
+
+
+def preset(group: str, option: str, tmp_path: Path):
+    """The composed preset (with its companion settings), once per test process: two tests read every preset."""
+    if (group, option) not in _COMPOSED:
+        _COMPOSED[group, option] = compose([f"{group}={option}", *COMPANIONS.get((group, option), [])],
+                                           tmp_path / "run")
+    return copy.deepcopy(_COMPOSED[group, option])
+
+
 @pytest.mark.parametrize("group,option", PRESETS)
 def test_every_numeric_setting_of_every_preset_is_declared_and_the_preset_passes(tmp_path, group, option):
-    cfg = compose([f"{group}={option}", *COMPANIONS.get((group, option), [])], tmp_path / "run")
+    cfg = preset(group, option, tmp_path)
     tree = OmegaConf.to_container(cfg, resolve=True)
     undeclared = [k for k, v in leaves(tree) if _numeric(v) and declaration(k, tree)[1] is None]
     assert not undeclared, f"declare these in bertlab.runtime.schema.SETTINGS: {undeclared}"
@@ -355,7 +366,7 @@ def test_every_declared_key_is_a_key_of_some_preset_or_lightning(tmp_path):
 
     seen: set[str] = set()
     for group, option in PRESETS:
-        tree = OmegaConf.to_container(compose([f"{group}={option}"], tmp_path / "run"), resolve=True)
+        tree = OmegaConf.to_container(preset(group, option, tmp_path), resolve=True)
         seen |= {k for k, _ in leaves(tree)}
     trainer_args = {f"trainer.{p}" for p in inspect.signature(L.Trainer.__init__).parameters}
     from dataclasses import fields

@@ -16,6 +16,9 @@ import pytest
 from conftest import ROOT
 from test_bad_input import cli
 
+# whole command lines: train.py processes that signal themselves (make test-slow; CI runs it)
+pytestmark = pytest.mark.slow
+
 WRAPPER = """import os, runpy, signal, sys
 import bertlab.train as t
 original = t.{hook}

@@ -115,6 +115,7 @@ def _workers(sweep: Path, tmp: Path, n: int = 2) -> list[subprocess.Popen]:
                              text=True, start_new_session=True) for _ in range(n)]
 
 
+@pytest.mark.slow
 def test_two_workers_share_a_study_prune_and_resume_after_a_kill(tmp_path):
     sweep = tmp_path / "optuna"
     workers = _workers(sweep, tmp_path)
