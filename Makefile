@@ -35,7 +35,7 @@ TEST_JOBS ?= auto
 test: $(STAMP) ## run the tests on every core (no network, no ../shared needed; not the slow ones); TEST_JOBS=1 for one process
 	$(BIN)/python -m pytest -m "not shared and not slow" -n $(TEST_JOBS) --dist loadfile $(ARGS)
 
-# The slow tests: several processes each (DDP ranks, launchers, kills and resumes, whole command lines). CI runs
+# The slow tests: several processes each (DDP ranks, launchers, kills, signals and resumes, the GPU check's dry run). CI runs
 # them after `make test` (.ci/run).
 test-slow: $(STAMP) ## run the slow tests (DDP, launchers, signals; CI runs them too)
 	$(BIN)/python -m pytest -m "slow and not shared" -n $(TEST_JOBS) --dist loadfile $(ARGS)
