@@ -18,8 +18,7 @@ from bertlab.data.batching import Collator
 from bertlab.data.mlm import IGNORE_INDEX
 from bertlab.models.assemble import assemble
 from bertlab.models.deberta import DebertaConfig
-from bertlab.models.families import families
-from bertlab.models.modernbert import ModernBertConfig
+from bertlab.models.families import config_from_hf, families, tiny_config
 from bertlab.models.recurrent import RecurrentConfig
 from bertlab.models.rtd import RTDOutput, check_discriminator, generator_config
 from bertlab.runtime.checks import check_settings
@@ -34,16 +33,14 @@ VOCAB = 40
 SPECIALS = torch.tensor([0, 1, 2, 3, 4])
 
 
-def tiny(dropout: float = 0.0, family: str = "bert", **task) -> tuple[RTDFamily, torch.nn.Module]:
+def tiny(family: str = "bert", **task) -> tuple[RTDFamily, torch.nn.Module]:
+    """An RTD model (generator and discriminator) on the family's tiny config (FamilySpec.tiny_config, no dropout)
+    at this test's sizes."""
     spec = TaskSpec(name="rtd", family="rtd", mlm_probability=0.15, **task)
     rtd = build_family(spec, 0, None, None)
-    sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=64, max_position_embeddings=64, pad_token_id=PAD)
-    if family == "modernbert":  # every layer global
-        config = ModernBertConfig(**sizes, global_attn_every_n_layers=1, embedding_dropout=dropout,
-                                  hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    else:
-        config = EncoderConfig(**sizes, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = config_from_hf(tiny_config(family, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                        pad_token_id=PAD))
     head = HeadConfig()
     return rtd, assemble(config, head, rtd.build_head, rtd.stock_head_kind(head), add_pooling_layer=False)
 
