@@ -261,7 +261,9 @@ def render_embedding(emb: dict[str, Any]) -> list[str]:
         out += ["", f"## Embedding training step memory (all-MiniLM-L6-v2, SQuAD pairs, max length "
                 f"{mem['max_seq_length']}; one step per process)", "",
                 markdown_table(("case", "peak RSS MiB", "RSS before the step MiB"),
-                               [(name, r["peak_rss_mib"], r["rss_before_step_mib"]) for name, r in mem["cases"].items()])]
+                               [(name, r["peak_rss_mib"] if "killed" not in r else
+                                 f"killed at {r['peak_rss_mib']} ({r['killed']})", r.get("rss_before_step_mib", "–"))
+                                for name, r in mem["cases"].items()])]
     return out
 
 

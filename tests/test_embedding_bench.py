@@ -61,3 +61,28 @@ def test_table_gives_mean_and_sd_over_seeds(tmp_path):
     assert "| checkpoint (before fine-tuning) | – | 60.00 |" in text
     assert "nDCG@10, bertlab − sentence-transformers: +1.00 points" in text
     assert "2.13× (goal ≥ 1.5×)" in text and "Budget: pairs 1000" in text
+
+
+def test_a_reference_case_killed_for_memory_is_a_recorded_result_and_our_own_is_a_failure(monkeypatch, tmp_path):
+    import embedding_speed
+    import run_all
+    from common import ChildRun
+
+    def fake_child(cmd, env=None, **_):
+        side, batch, chunk = cmd[3], int(cmd[5]), int(cmd[6])
+        if batch == 256 and not chunk and (side == "st" or killing_ours):  # killed by the kernel
+            return ChildRun(-9, 3.0, 23000.0, "", "Loading weights")
+        return ChildRun(0, 1.0, 1000.0 + batch + chunk, json.dumps({"rss_before_mib": 500.0, "loss": 1.0}), "")
+
+    killing_ours = False
+    monkeypatch.setattr(embedding_speed, "run_child", fake_child)
+    mem = embedding_speed.memory(tmp_path / "pairs.jsonl", 2, 256)
+    killed = mem["cases"]["sentence-transformers batch 256 (MNRL)"]
+    assert killed["killed"].startswith("SIGKILL") and killed["peak_rss_mib"] == 23000.0
+    assert mem["bertlab_cached_256_vs_32"] == round(1288 / 1032, 3)
+    text = "\n".join(run_all.render_embedding({"memory": mem}))
+    assert "| sentence-transformers batch 256 (MNRL) | killed at 23000.0 (SIGKILL (out of memory" in text
+    # bertlab's own case killed is not a result: the benchmark stops and says which case
+    killing_ours = True
+    with pytest.raises(SystemExit, match=r"memory case 'bertlab batch 256, uncached' failed \(exit -9\)"):
+        embedding_speed.memory(tmp_path / "pairs.jsonl", 2, 256)
