@@ -8,7 +8,7 @@ A model is an embedding function ``texts -> (N, D) float32``: a bertlab run (its
 same batch size and max length.
 
     python experiments/embeddings/evaluate.py (--bertlab RUN | --st FOLDER) [--data-dir ../shared/data]
-        [--max-seq-length 128] [--batch-size 64] [--max-queries N] [--json OUT]
+        [--max-seq-length 256] [--batch-size 64] [--max-queries N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model.add_argument("--bertlab", type=Path, help="a bertlab run dir (task=embedding)")
     model.add_argument("--st", type=Path, help="a sentence-transformers folder")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--max-seq-length", type=int, default=128, help="sentence-transformers only (a run has its own)")
+    p.add_argument("--max-seq-length", type=int, default=256, help="sentence-transformers only (a run has its own)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-queries", type=int, default=None, help="smoke tests: the first N dev questions")
     p.add_argument("--max-pairs", type=int, default=None, help="smoke tests: the first N STS-B dev pairs")

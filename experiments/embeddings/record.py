@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> dict:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", type=Path)
     which.add_argument("--checkpoint")
-    p.add_argument("--max-seq-length", type=int, default=128, help="--checkpoint: the length the runs train with")
+    p.add_argument("--max-seq-length", type=int, default=256, help="--checkpoint: the length the runs train with")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     p.add_argument("--max-queries", type=int, default=None)

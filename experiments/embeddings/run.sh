@@ -4,17 +4,17 @@
 # SQuAD dev retrieval and STS-B dev Spearman for every model by the same evaluation code (evaluate.py).
 #
 # Usage: bash experiments/embeddings/run.sh [DATA_DIR]     (default ../shared/data, relative to the repository)
-# Knobs (environment): PAIRS (1000; "all" = 8,582), MAX_LEN (128), BATCH (32), LR (2e-5), EPOCHS (1),
-#   WARMUP (0.1), SEEDS ("1 2 3"), THREADS (2), WORK (logs/embeddings: runs and models), RESULTS
-#   (experiments/embeddings/results), SMOKE (set: 20 dev questions and 20 STS-B pairs, a smoke test only).
+# Knobs (environment): PAIRS (1000; "all" = 8,582), MAX_LEN (256, the checkpoint's own max_seq_length), BATCH (32), LR (2e-5), EPOCHS (1),
+#   WARMUP (0.1), SEEDS ("1 2 3"), THREADS (2), WORK (logs/embeddings/len<MAX_LEN>: runs and models), RESULTS
+#   (experiments/embeddings/results/len<MAX_LEN>), SMOKE (set: 20 dev questions and 20 STS-B pairs, a smoke test only).
 # Writes RESULTS/{checkpoint,bertlab-seed*,st-seed*}.json, RESULTS/TABLE.md and RESULTS/compare/ (bertlab.compare
 # over the bertlab seeds).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=$(realpath "${1:-../shared/data}")
-PAIRS=${PAIRS:-1000} MAX_LEN=${MAX_LEN:-128} BATCH=${BATCH:-32} LR=${LR:-2e-5} EPOCHS=${EPOCHS:-1}
+PAIRS=${PAIRS:-1000} MAX_LEN=${MAX_LEN:-256} BATCH=${BATCH:-32} LR=${LR:-2e-5} EPOCHS=${EPOCHS:-1}
 WARMUP=${WARMUP:-0.1} SEEDS=${SEEDS:-"1 2 3"} THREADS=${THREADS:-2}
-WORK=${WORK:-logs/embeddings} RESULTS=${RESULTS:-experiments/embeddings/results}
+WORK=${WORK:-logs/embeddings/len$MAX_LEN} RESULTS=${RESULTS:-experiments/embeddings/results/len$MAX_LEN}
 PY=${PYTHON:-.venv/bin/python}
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS TOKENIZERS_PARALLELISM=false WANDB_MODE=offline
 smoke=()

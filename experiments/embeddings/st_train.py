@@ -9,7 +9,7 @@ Writes ``--json``: the budget, ``train`` (``samples_per_s``: pairs per second of
 ``train_samples_per_second`` reports it; ``wall_s``) and the evaluation.
 
     python experiments/embeddings/st_train.py --pairs PAIRS.jsonl --seed 1 --json OUT.json [--out-model DIR]
-        [--batch-size 32] [--lr 2e-5] [--epochs 1] [--warmup-ratio 0.1] [--max-seq-length 128] [--threads 2]
+        [--batch-size 32] [--lr 2e-5] [--epochs 1] [--warmup-ratio 0.1] [--max-seq-length 256] [--threads 2]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warmup-ratio", type=float, default=0.1)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--max-seq-length", type=int, default=256)
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)

@@ -60,7 +60,7 @@ def render(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("results", type=Path, nargs="?", default=HERE / "results")
+    p.add_argument("results", type=Path, nargs="?", default=HERE / "results" / "len256")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     results = [json.loads(f.read_text()) for f in sorted(args.results.glob("*.json"))]
