@@ -235,3 +235,23 @@ def test_a_distilled_students_speed_against_its_teacher_reaches_the_report():
     rows = {name: (ratio, target) for name, ratio, target in run_all.ratio_rows({"predict": {"sst2": {"sides": out}}})}
     assert rows["predict: SST-2 dev, distilled 3-layer student vs its teacher, torch"] == (2.0, 1.8)
     assert rows["predict: SST-2 dev, distilled 3-layer student vs its teacher, onnx int8"] == (1.6, None)
+
+
+def test_predict_speed_repeats_the_inputs_and_scores_the_first_copy(tmp_path):
+    """--input-repeat K: one input file with the dev inputs K times over (prediction, not start-up, makes the
+    time); accuracy and entity F1 read the first copy's records only, whatever the later copies say."""
+    import predict_speed
+
+    texts = ["good", "bad", "fine"]
+    inputs = predict_speed.write_inputs(tmp_path / "in.txt", texts, 4)
+    assert inputs.read_text().splitlines() == texts * 4
+    gold = ["1", "0", "1"]
+    out = tmp_path / "side.jsonl"
+    records = [{"label": g} for g in gold] + [{"label": "0"}] * 9  # later copies all wrong: not scored
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert predict_speed.sequence_accuracy(out, gold, False, {}) == 1.0
+    tags = [["B-PER", "O"], ["O"]]
+    out.write_text("".join(json.dumps({"tags": t}) + "\n" for t in tags + [["O", "O"], ["B-LOC"]] * 2))
+    assert predict_speed.entity_f1(out, tags) == 1.0
+    with pytest.raises(SystemExit):
+        predict_speed.main(["--sst2-run", str(tmp_path), "--input-repeat", "0"])

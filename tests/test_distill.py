@@ -368,6 +368,24 @@ def test_a_second_run_reads_the_teachers_outputs_and_trains_alike(train_run, tmp
             assert run["val"][key] == pytest.approx(live["val"][key], abs=1e-5)
 
 
+def test_the_seeds_of_a_sweep_share_the_teachers_outputs(train_run, tmp_path, sst2_teacher):
+    """The seed only shuffles the batches: seed 2 reads the outputs seed 1's run kept (unlabelled texts too)."""
+    both = (*TINY, "task=sst2", f"distill.teacher={sst2_teacher}", "data.distill_file=sst2/test.tsv",
+            "trainer.max_steps=-1", "trainer.max_epochs=1")
+    first = train_run(*both, "seed=1", name="seed1")  # runs the teacher, writes its outputs at the epoch's end
+    files = list((tmp_path / "cache" / "teacher_outputs").glob("sst2-*.safetensors"))
+    assert len(files) == 1
+    written = files[0].stat().st_mtime_ns
+    second = train_run(*both, "seed=2", name="seed2")
+    assert list((tmp_path / "cache" / "teacher_outputs").glob("sst2-*.safetensors")) == files
+    assert files[0].stat().st_mtime_ns == written  # read, not written again
+    # metrics.json says so, so that a step time is known to include the teacher's forward or not.
+    assert (first["distill"]["teacher_outputs"], second["distill"]["teacher_outputs"]) == ("written", "read")
+    live = train_run(*both, "seed=3", "distill.cache=false", name="live")
+    plain = train_run(*both, "seed=3", "distill.alpha=1.0", name="plain")
+    assert (live["distill"]["teacher_outputs"], plain["distill"]["teacher_outputs"]) == ("live", "none")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # data.distill_file: unlabelled texts that learn from the teacher alone
 

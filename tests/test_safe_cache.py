@@ -96,7 +96,7 @@ def test_damaged_file_is_detected(tmp_path, damage):
     assert not (tmp_path / "ran").exists()
 
 
-def _datamodule(tmp_path: Path, task: str, extra=()) -> TaskDataModule:
+def _datamodule(tmp_path: Path, task: str, extra=(), seed: int = 1) -> TaskDataModule:
     from bertlab.data.tokenizer import load_tokenizer
     from bertlab.runtime.config import DataConfig, TaskSpec
     from bertlab.train import _plain
@@ -108,7 +108,26 @@ def _datamodule(tmp_path: Path, task: str, extra=()) -> TaskDataModule:
         from bertlab.data.tokenizer import train_wordpiece
 
         train_wordpiece(["the cat sat on the mat", "a dog"] * 20, vocab_size=200).save(tok_dir)
-    return TaskDataModule(TaskSpec(**_plain(cfg.task)), data, load_tokenizer(tok_dir), seed=1)
+    return TaskDataModule(TaskSpec(**_plain(cfg.task)), data, load_tokenizer(tok_dir), seed=seed)
+
+
+MLM_FILES = ("data.train_file=wikitext2/wiki.valid.tokens", "data.val_file=wikitext2/wiki.test.tokens",
+             "data.text_format=wikitext", "data.stream=false")
+
+
+@pytest.mark.parametrize("task", ["sst2", "mnli", "stsb", "conll2003", "squad", "swag"])
+def test_a_split_key_is_the_same_for_every_seed_where_featurizing_reads_no_seed(tmp_path, task):
+    """The seed only shuffles these tasks' batches: their cached features, and a distillation teacher's outputs
+    kept under the same key, serve every seed of a sweep. A setting that changes the features still counts."""
+    keys = {_datamodule(tmp_path, task, seed=seed).split_key("train") for seed in (1, 2, 1234)}
+    assert len(keys) == 1
+    assert _datamodule(tmp_path, task, ("data.max_seq_length=32",)).split_key("train") not in keys
+
+
+def test_a_split_key_keeps_the_seed_where_featurizing_reads_it(tmp_path):
+    """Masked language modelling draws its masks (and sentence pairs) from the seed when it builds features."""
+    keys = {_datamodule(tmp_path, "mlm", MLM_FILES, seed=seed).split_key("train") for seed in (1, 2)}
+    assert len(keys) == 2
 
 
 @pytest.mark.parametrize("task", ["sst2", "conll2003", "squad", "mlm"])

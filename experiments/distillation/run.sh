@@ -3,32 +3,46 @@
 # from its layers 0, 2, 4 (distill.student_layers), trained with the teacher (distill.alpha=0.5, T=2) and without
 # it (distill.alpha=1.0: the same student, the teacher never run), 3 seeds each, compared with bertlab.compare;
 # then the prediction speed of student and teacher as whole processes with their gated int8 ONNX exports
-# (benchmarks/predict_speed.py). Budget of the freeze comparison: 1 epoch, the first 8,000 SST-2 sentences, the
-# first 3,000 CoNLL-2003 sentences (dev: full SST-2 dev, eng.testa).
+# (benchmarks/predict_speed.py, the dev inputs repeated to about 20,000 texts so that prediction, not the process
+# start, makes the time). Budget of the freeze comparison: 1 epoch, the first 8,000 SST-2 sentences, the first
+# 3,000 CoNLL-2003 sentences (dev: full SST-2 dev, eng.testa).
 #
-# Usage (from anywhere):  bash experiments/distillation/run.sh [DATA_DIR] [sst2 conll2003 sst2_matched conll2003_matched]
+# Usage (from anywhere):  bash experiments/distillation/run.sh [DATA_DIR] [PART...]
 #   DATA_DIR (default ../shared/data, beside the checkout) holds sst2/ and conll2003/ (eng.train, eng.testa).
-#   Parts: sst2 and conll2003 by default (~20 minutes on 2 cores); *_matched adds the same student with
-#   hidden-state and attention matching (distill.hidden_weight=1 distill.attention_weight=1), 3 seeds (~5 min each).
-# Environment: SEEDS (default 1,2,3), ROUNDS (prediction rounds, default 3), EXTRA (more overrides for every
-#   training run, e.g. for a smoke test on the fixtures), LOGS (default logs/experiments/distillation), PY.
+#   Parts: sst2 and conll2003 by default; *_matched adds the same student with hidden-state and attention
+#   matching (distill.hidden_weight=1 distill.attention_weight=1), 3 seeds; sst2_unlabelled the distilled student
+#   with SST-2's next 24,000 training sentences as unlabelled text (data.distill_file, text only, written under
+#   $LOGS/sst2/data), the teacher's outputs kept (distill.cache=true: seed 1 runs the teacher, seeds 2 and 3 read
+#   them), compared with the sst2 part's plain student (run that part first). conll2003_unlabelled is refused:
+#   token classification reads no data.distill_file (docs/distillation.md). sst2_speed / conll2003_speed: the
+#   prediction timing alone, of the teacher and seed-1 distilled student that part trained.
+# Environment: SEEDS (default 1,2,3), ROUNDS (prediction rounds, default 3), PREDICT_REPEAT (copies of the dev
+#   inputs each prediction process reads; default 23 for SST-2 = 20,056 texts, 6 for CoNLL-2003 = 19,500
+#   sentences), UNLABELLED (texts in the unlabelled file, default 24000), EXTRA (more overrides for every
+#   training run, e.g. for a smoke test on the fixtures), LOGS (default logs/experiments/distillation), RECORD
+#   (where comparisons, recorded runs and prediction timings go; default experiments/distillation, the recorded
+#   results: point a smoke test elsewhere), PY.
 # Runs land in $LOGS/<part>/; each part's comparison and recorded runs beside this script (<part>/); then
-# python experiments/distillation/table.py writes RESULTS.md (the tables docs/distillation.md shows).
+# python experiments/distillation/table.py writes RESULTS.md (the tables docs/distillation.md shows;
+# table.py --dir $RECORD --out FILE for a RECORD elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 data=$(realpath "${1:-../shared/data}")
 shift || true
-here=experiments/distillation
+here=${RECORD:-experiments/distillation}
 logs=${LOGS:-logs/experiments/distillation}
 py=${PY:-.venv/bin/python}
 seeds=${SEEDS:-1,2,3}
 rounds=${ROUNDS:-3}
+unlabelled=${UNLABELLED:-24000}
 read -r -a extra <<< "${EXTRA:-}"
 quiet=(logger=csv trainer.enable_progress_bar=false "paths.data_dir=$data")
 # The freeze comparison's recipe (conf/experiment/freeze_comparison.yaml) without its sweep.
 recipe=(model=minilm_l6 data.batch_size=32 data.group_by_length=true trainer.max_epochs=1)
 declare -A task_args=([sst2]="task=sst2 data.max_train_samples=8000"
                       [conll2003]="task=conll2003 data.max_train_samples=3000")
+# Copies of the dev inputs in one prediction process: about 20,000 texts (SST-2 dev 872, eng.testa 3,250).
+declare -A repeat=([sst2]=${PREDICT_REPEAT:-23} [conll2003]=${PREDICT_REPEAT:-6})
 
 teacher() {  # task → $logs/<task>/teacher (seed 1, exported)
   local task=$1 dir=$logs/$1/teacher
@@ -40,15 +54,52 @@ teacher() {  # task → $logs/<task>/teacher (seed 1, exported)
   fi
 }
 
-students() {  # task, part name, overrides... → a multirun of the student under $logs/<part>
+students() {  # task, part name, overrides (distill.cache among them)... → a multirun of the student under $logs/<part>
   local task=$1 name=$2; shift 2
   read -r -a args <<< "${task_args[$task]}"
   local teacher_dir; teacher_dir=$(realpath "$logs/$task/teacher")
   rm -rf "${logs:?}/$name"
   $py train.py -m "${recipe[@]}" "${args[@]}" "distill.teacher=$teacher_dir" "distill.student_layers=[0,2,4]" \
-    distill.cache=false "seed=$seeds" "$@" "${quiet[@]}" "${extra[@]}" hydra.sweep.dir="$logs/$name" \
+    "seed=$seeds" "$@" "${quiet[@]}" "${extra[@]}" hydra.sweep.dir="$logs/$name" \
     hydra.sweep.subdir='${hydra.job.num}_alpha${distill.alpha}_hidden${distill.hidden_weight}_seed${seed}' \
     2>&1 | grep -E "run dir|val/|Error|error" || true
+}
+
+labelled() {  # task → how many labelled training examples its runs read (the last data.max_train_samples given)
+  local n="" a
+  for a in ${task_args[$1]} "${extra[@]}"; do
+    case $a in data.max_train_samples=*) n=${a#*=} ;; esac
+  done
+  echo "$n"
+}
+
+sst2_unlabelled_file() {  # → $logs/sst2/data/train_<first>-<last>.tsv: the SST-2 training sentences after the
+  # labelled ones (data rows n+1 .. n+UNLABELLED of train.tsv, file order), the sentence column only (its header
+  # kept: data.text_column=sentence), so that the unlabelled runs never see these sentences' labels.
+  local n; n=$(labelled sst2)
+  local tmp="$logs/sst2/data/unlabelled.tsv.tmp"
+  mkdir -p "$(dirname "$tmp")"
+  awk -F'\t' -v from="$n" -v count="$unlabelled" '
+    NR == 1 { for (i = 1; i <= NF; i++) if ($i == "sentence") c = i; if (!c) exit 3; print $c; next }
+    NR - 1 > from && NR - 1 <= from + count { print $c }' "$data/sst2/train.tsv" > "$tmp" ||
+    { echo "$data/sst2/train.tsv: no sentence column in its header" >&2; exit 2; }
+  local got=$(($(wc -l < "$tmp") - 1))
+  if [ "$got" -lt 1 ]; then
+    echo "$data/sst2/train.tsv has no sentences after its first $n: no unlabelled text for sst2_unlabelled" >&2
+    exit 2
+  fi
+  local out="$logs/sst2/data/train_$((n + 1))-$((n + got)).tsv"  # the rows it holds (fewer where the file ends)
+  mv "$tmp" "$out"
+  realpath "$out"
+}
+
+speed() {  # task, student run → $here/<task>/predict_speed.json: teacher and student, torch and gated int8 ONNX
+  local task=$1 student=$2 speed_args
+  speed_args=(--sst2-run "$logs/$task/teacher" --student-run "$student")
+  [ "$task" = conll2003 ] && speed_args=(--conll-run "$logs/$task/teacher" --conll-student-run "$student")
+  $py benchmarks/predict_speed.py "${speed_args[@]}" --data-dir "$data" --threads 2 --rounds "$rounds" \
+    --input-repeat "${repeat[$task]}" --sides bertlab_torch,bertlab_onnx_int8,student_torch,student_onnx_int8 \
+    --json "$here/$task/predict_speed.json"
 }
 
 record() {  # part, run dirs...
@@ -63,24 +114,52 @@ for p in ${@:-sst2 conll2003}; do
       teacher "$p"
       # distill.alpha=1.0: the student alone (the teacher is loaded to build it, never run); 0.5: distilled.
       # distill.cache=false: every step runs the teacher, so the cost per step is distillation's own.
-      students "$p" "$p/students" distill.alpha=1.0,0.5
+      students "$p" "$p/students" distill.alpha=1.0,0.5 distill.cache=false
       $py -m bertlab.compare "$logs/$p/students" --group-by distill.alpha --baseline distill.alpha=1.0 \
         --out "$here/$p"
       record "$p" "$logs/$p/teacher" "$logs/$p/students"/*/
       # Prediction: teacher and the distilled seed-1 student, whole processes, torch and gated int8 ONNX.
-      student=$(ls -d "$logs/$p/students"/*_alpha0.5_hidden0.0_seed1 2>/dev/null | head -1)
-      speed_args=(--sst2-run "$logs/$p/teacher" --student-run "$student")
-      [ "$p" = conll2003 ] && speed_args=(--conll-run "$logs/$p/teacher" --conll-student-run "$student")
-      $py benchmarks/predict_speed.py "${speed_args[@]}" --data-dir "$data" --threads 2 --rounds "$rounds" \
-        --sides bertlab_torch,bertlab_onnx_int8,student_torch,student_onnx_int8 --json "$here/$p/predict_speed.json"
+      speed "$p" "$(ls -d "$logs/$p/students"/*_alpha0.5_hidden0.0_seed1 2>/dev/null | head -1)"
+      ;;
+    sst2_speed|conll2003_speed)  # the prediction timing alone, of the runs the task's part trained
+      task=${p%_speed}
+      student=$(ls -d "$logs/$task/students"/*_alpha0.5_hidden0.0_seed1 2>/dev/null | head -1 || true)
+      if [ -z "$student" ] || [ ! -f "$logs/$task/teacher/metrics.json" ]; then
+        echo "$p times the teacher and distilled student the $task part trained ($logs/$task): run it first" >&2
+        exit 2
+      fi
+      speed "$task" "$student"
+      ;;
+    sst2_unlabelled)
+      plain=("$logs/sst2/students"/*_alpha1.0_hidden0.0_seed*/)
+      if [ ! -f "${plain[0]}metrics.json" ]; then
+        echo "sst2_unlabelled is compared with the sst2 part's plain student ($logs/sst2/students/*_alpha1.0_*):" \
+          "run the sst2 part first (bash $0 <data dir> sst2 sst2_unlabelled)" >&2
+        exit 2
+      fi
+      teacher sst2
+      file=$(sst2_unlabelled_file)
+      # distill.cache=true: the seeds share the teacher's outputs (the cache key holds no seed), so seed 1 runs the
+      # teacher and seeds 2 and 3 read them; metrics.json's distill.teacher_outputs says which did which.
+      students sst2 sst2/unlabelled distill.alpha=0.5 distill.cache=true "data.distill_file=$file"
+      $py -m bertlab.compare "${plain[@]}" "$logs/sst2/unlabelled" --group-by distill.alpha \
+        --baseline distill.alpha=1.0 --out "$here/$p"
+      record "$p" "$logs/sst2/unlabelled"/*/
+      ;;
+    conll2003_unlabelled)
+      echo "conll2003_unlabelled: token classification reads no data.distill_file (only classification and" \
+        "regression do, docs/distillation.md), so CoNLL-2003 has no unlabelled-text part" >&2
+      exit 2
       ;;
     sst2_matched|conll2003_matched)
       task=${p%_matched}
       teacher "$task"
-      students "$task" "$task/matched" distill.alpha=0.5 distill.hidden_weight=1.0 distill.attention_weight=1.0
+      students "$task" "$task/matched" distill.alpha=0.5 distill.hidden_weight=1.0 distill.attention_weight=1.0 \
+        distill.cache=false
       $py -m bertlab.compare "$logs/$task/matched" --group-by distill.alpha,distill.hidden_weight --out "$here/$p"
       record "$p" "$logs/$task/matched"/*/
       ;;
-    *) echo "unknown part $p (sst2, conll2003, sst2_matched, conll2003_matched)" >&2; exit 2 ;;
+    *) echo "unknown part $p (sst2, conll2003, sst2_matched, conll2003_matched, sst2_unlabelled, sst2_speed," \
+         "conll2003_speed)" >&2; exit 2 ;;
   esac
 done

@@ -118,11 +118,12 @@ class TeacherOutputs:
         self.path, self.num_features = path, num_features
         self.rows: dict[int, np.ndarray] = {}
         self.saved = False
+        self.read = False  # the rows came from the file: the teacher never runs in this run
         if path is not None and path.is_file():
             try:
                 stored = load_tree(path)
                 self.rows = dict(zip(stored["index"].tolist(), stored["rows"]))
-                self.saved = True
+                self.saved = self.read = True
                 log.info("distill: the teacher's outputs for %d training features read from %s", len(self.rows), path)
             except (CacheCorrupt, KeyError, TypeError) as err:
                 log.warning("distill: teacher-output cache %s is unreadable (%s); the teacher runs again", path, err)
@@ -167,6 +168,17 @@ class DistilledFamily:
         # Hidden-state / attention matching (tasks/distill_match.py); it needs the teacher's layers, so the
         # teacher then runs on every batch and the cache is not read.
         self.matching = matching
+
+    def outputs_source(self) -> str:
+        """Where the training steps got the teacher's outputs (metrics.json's ``distill.teacher_outputs``, so a
+        step time says whether it includes a teacher forward): ``none`` (alpha=1: no teacher term), ``read``
+        (the kept file: the teacher never ran), ``written`` (the teacher ran until every training feature had
+        its row, then they were written: the first epoch), ``live`` (the teacher ran on every batch)."""
+        if self.settings.alpha == 1.0:
+            return "none"
+        if self.cache is None:
+            return "live"
+        return "read" if self.cache.read else "written" if self.cache.saved else "live"
 
     def trainable_modules(self) -> dict[str, nn.Module]:
         """The modules that train with the student but are not part of it (the matching's projection)."""

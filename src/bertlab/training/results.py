@@ -92,7 +92,9 @@ def distill_block(settings: dict[str, Any] | None, module) -> dict[str, Any] | N
     if not settings.get("teacher"):
         return None
     teacher = getattr(module.family, "teacher", None)
-    return {**settings, "teacher_parameters": num_parameters(teacher) if teacher is not None else None}
+    source = getattr(module.family, "outputs_source", None)
+    return {**settings, "teacher_parameters": num_parameters(teacher) if teacher is not None else None,
+            "teacher_outputs": source() if callable(source) else None}
 
 
 def choices_line(*, model_name: str | None, seed: int, distill: dict[str, Any] | None, task: TaskSpec,
