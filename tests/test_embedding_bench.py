@@ -86,3 +86,27 @@ def test_a_reference_case_killed_for_memory_is_a_recorded_result_and_our_own_is_
     killing_ours = True
     with pytest.raises(SystemExit, match=r"memory case 'bertlab batch 256, uncached' failed \(exit -9\)"):
         embedding_speed.memory(tmp_path / "pairs.jsonl", 2, 256)
+
+
+def test_table_gives_the_reranker_rows_and_the_mrr_gain(tmp_path):
+    import table
+
+    def record(seed, before, after):
+        block = {"ndcg_at_10": 0.8, "recall_at_1": 0.7, "recall_at_10": 0.96}
+        return {"framework": "bertlab + reranker", "seed": seed, "train": {"samples_per_s": 12.0 + seed},
+                "budget": {"negatives_per_question": 3, "top_k": 20},
+                "squad_dev": {"top_k": 20, "queries": 1232, "first_stage": {**block, "mrr_at_10": before},
+                              "reranked": {**block, "mrr_at_10": after}}}
+
+    for seed, before, after in ((1, 0.80, 0.83), (2, 0.80, 0.82), (3, 0.81, 0.82)):
+        (tmp_path / f"rerank-seed{seed}.json").write_text(json.dumps(record(seed, before, after)))
+    table.main([str(tmp_path)])
+    text = (tmp_path / "TABLE.md").read_text()
+    assert "## Reranking the bi-encoder's top 20 (SQuAD dev, 1232 questions)" in text
+    assert "| bertlab bi-encoder alone | 1, 2, 3 | 80.00 ± 0.00 | 80.33 ± 0.58 |" in text
+    assert "| + MiniLM reranker (task=rerank) | 1, 2, 3 | 80.00 ± 0.00 | 82.33 ± 0.58 |" in text
+    assert "+2.00 ± 1.00 points (per seed: +3.00, +2.00, +1.00)" in text and "— met" in text
+    assert "Reranker budget: negatives_per_question 3, top_k 20" in text
+    (tmp_path / "rerank-seed3.json").write_text(json.dumps(record(3, 0.83, 0.82)))  # one seed loses: not met
+    table.main([str(tmp_path)])
+    assert "— not met" in (tmp_path / "TABLE.md").read_text()

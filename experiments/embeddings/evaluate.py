@@ -56,19 +56,30 @@ def stsb_dev(data_dir: Path, max_pairs: int | None = None) -> tuple[list[str], l
     return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [float(r["score"]) for r in rows]
 
 
-def retrieval(embed: Embed, data_dir: Path, max_queries: int | None = None) -> dict[str, Any]:
+def dev_search(embed: Embed, data_dir: Path, max_queries: int | None = None, top_k: int = 100) -> dict[str, Any]:
+    """The dev questions searched among the dev paragraphs (exact cosine search): the texts, each question's
+    relevant positions, its ``top_k`` passages (``scores``, ``indices``: tensors, best first), the passage ids
+    (``p<k>``) and the embedding time. What :func:`retrieval` scores, and what rerank_eval.py reranks."""
     import torch
 
-    from bertlab.tasks.retrieval import retrieval_scores, search
+    from bertlab.tasks.retrieval import search
 
     questions, paragraphs, relevant = squad_dev(data_dir, max_queries)
     started = time.perf_counter()
     corpus = torch.from_numpy(embed(paragraphs))
     queries = torch.from_numpy(embed(questions))
     seconds = time.perf_counter() - started
-    scores, indices = search(queries, corpus)
-    out = retrieval_scores(scores, indices, relevant, [f"p{k}" for k in range(len(paragraphs))])
-    return {**out, "queries": len(questions), "passages": len(paragraphs), "embed_s": round(seconds, 2)}
+    scores, indices = search(queries, corpus, top_k=top_k)
+    return {"questions": questions, "paragraphs": paragraphs, "relevant": relevant, "scores": scores,
+            "indices": indices, "ids": [f"p{k}" for k in range(len(paragraphs))], "embed_s": round(seconds, 2)}
+
+
+def retrieval(embed: Embed, data_dir: Path, max_queries: int | None = None) -> dict[str, Any]:
+    from bertlab.tasks.retrieval import retrieval_scores
+
+    dev = dev_search(embed, data_dir, max_queries)
+    out = retrieval_scores(dev["scores"], dev["indices"], dev["relevant"], dev["ids"])
+    return {**out, "queries": len(dev["questions"]), "passages": len(dev["paragraphs"]), "embed_s": dev["embed_s"]}
 
 
 def similarity(embed: Embed, data_dir: Path, max_pairs: int | None = None) -> dict[str, Any]:

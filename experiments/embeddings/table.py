@@ -1,7 +1,8 @@
 """The embeddings measurement's table: one row per framework (bertlab, sentence-transformers, the checkpoint before
 fine-tuning), mean ± sample standard deviation over seeds of SQuAD dev retrieval (nDCG@10, MRR@10, R@1/10/100, in
 points), STS-B dev Spearman and training pairs per second, then the issue's two comparisons (nDCG@10 difference in
-points, throughput ratio).
+points, throughput ratio). With the reranker's results (rerank.sh: ``rerank-seed*.json``) a second table: the
+bi-encoder alone against the bi-encoder + reranker over the same top-k candidates, and the MRR@10 gain.
 
     python experiments/embeddings/table.py [RESULTS_DIR] [--out RESULTS_DIR/TABLE.md]
 """
@@ -15,6 +16,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("bertlab", "sentence-transformers", "checkpoint (before fine-tuning)")
+RERANKED = "bertlab + reranker"  # rerank_eval.py's records
+RERANK_COLUMNS = (("nDCG@10", "ndcg_at_10"), ("MRR@10", "mrr_at_10"), ("R@1", "recall_at_1"), ("R@10", "recall_at_10"))
 COLUMNS = (("nDCG@10", "squad_dev", "ndcg_at_10", 100), ("MRR@10", "squad_dev", "mrr_at_10", 100),
            ("R@1", "squad_dev", "recall_at_1", 100), ("R@10", "squad_dev", "recall_at_10", 100),
            ("R@100", "squad_dev", "recall_at_100", 100), ("STS-B Spearman", "stsb_dev", "spearman", 100),
@@ -45,7 +48,8 @@ def render(results: list[dict]) -> str:
                      + " |")
     ours, ref = groups["bertlab"], groups["sentence-transformers"]
     budget = next((r["budget"] for r in ref if "budget" in r), None)
-    out = ["Scores in points (× 100), mean ± sample standard deviation over seeds (ddof 1).", ""] + lines
+    out = ["Scores in points (× 100), mean ± sample standard deviation over seeds (ddof 1).", ""]
+    out += lines if any(groups.values()) else []  # a results folder of reranker records alone: their table only
     if ours and ref:
         ndcg = statistics.mean(values(ours, "squad_dev", "ndcg_at_10", 100)) - \
             statistics.mean(values(ref, "squad_dev", "ndcg_at_10", 100))
@@ -55,7 +59,36 @@ def render(results: list[dict]) -> str:
                 f"- training pairs/s, bertlab ÷ sentence-transformers: {speed:.2f}× (goal ≥ 1.5×)"]
     if budget:
         out += ["", "Budget: " + ", ".join(f"{k} {v}" for k, v in budget.items())]
+    reranked = [r for r in results if r.get("framework") == RERANKED]
+    if reranked:
+        out += ["", *render_rerank(reranked)]
     return "\n".join(out) + "\n"
+
+
+def render_rerank(records: list[dict]) -> list[str]:
+    """The bi-encoder's top k of each dev question before and after the reranker, per the same seeds."""
+    records = sorted(records, key=lambda r: r.get("seed") or 0)
+    k = sorted({r["squad_dev"]["top_k"] for r in records})
+    seeds = ", ".join(str(r["seed"]) for r in records)
+    lines = [f"## Reranking the bi-encoder's top {'/'.join(map(str, k))} (SQuAD dev, "
+             f"{records[0]['squad_dev']['queries']} questions)", "",
+             "| model | seeds | " + " | ".join(c[0] for c in RERANK_COLUMNS) + " | train pairs/s |",
+             "|---|---|" + "---|" * (len(RERANK_COLUMNS) + 1)]
+    for name, block in (("bertlab bi-encoder alone", "first_stage"), ("+ MiniLM reranker (task=rerank)", "reranked")):
+        cells = [cell([float(r["squad_dev"][block][key]) * 100 for r in records]) for _, key in RERANK_COLUMNS]
+        speed = cell(values(records, "train", "samples_per_s", 1)) if block == "reranked" else "–"
+        lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + f" | {speed} |")
+    gains = [(r["squad_dev"]["reranked"]["mrr_at_10"] - r["squad_dev"]["first_stage"]["mrr_at_10"]) * 100
+             for r in records]
+    verdict = "met" if statistics.mean(gains) > 0 and all(g > 0 for g in gains) else "not met"
+    mean = f"{statistics.mean(gains):+.2f}" + (f" ± {statistics.stdev(gains):.2f}" if len(gains) > 1 else "")
+    lines += ["", f"- MRR@10, + reranker − bi-encoder alone: {mean} points (per seed: "
+              + ", ".join(f"{g:+.2f}" for g in gains) + f"); goal: the reranker raises MRR@10 over the bi-encoder "
+              f"alone — {verdict} (every seed above 0)"]
+    budget = next((r["budget"] for r in records if r.get("budget")), None)
+    if budget:
+        lines += ["", "Reranker budget: " + ", ".join(f"{k} {v}" for k, v in budget.items())]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:

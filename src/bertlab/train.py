@@ -30,7 +30,7 @@ from bertlab.data.windows import window_bound_text
 from bertlab.inference.export import export_checkpoint
 from bertlab.inference.inputs import predict_checkpoint, run_predict
 from bertlab.inference.onnx import export_format, export_onnx, gate_line
-from bertlab.inference.rerank import first_stage_run
+from bertlab.inference.rerank import first_stage_run, mined_negatives
 from bertlab.inference.teacher import Teacher, load_teacher
 from bertlab.models.assemble import describe_encoder
 from bertlab.models.heads import TaskModel
@@ -293,7 +293,10 @@ def _settings(cfg: DictConfig, task: TaskSpec, data_cfg: DataConfig, run_dir: Pa
     if data_cfg.distill_file and not distill.enabled:
         raise ConfigError(f"data.distill_file={data_cfg.distill_file}: unlabelled texts are labelled by a "
                           "distillation teacher only: set distill.teacher=<run dir or export> or remove the file")
-    task = first_stage_run(task, data_cfg, DataFiles(task, data_cfg), run_dir)  # task=rerank: its candidates
+    files = DataFiles(task, data_cfg)
+    if cfg.train:  # task.negatives_from: data.train_file's pairs with mined negatives (training reads them)
+        data_cfg = mined_negatives(task, data_cfg, files, run_dir)
+    task = first_stage_run(task, data_cfg, files, run_dir)  # task=rerank: its candidates
     return RunSettings(task, data_cfg, head_cfg, freeze_cfg, optim_cfg, model_cfg, distill, start, export,
                        release_heap)
 

@@ -182,6 +182,18 @@ def retrieval_universe(path: Path, data: DataConfig, corpus_path: Path | None, p
     return [f"q{k}" for k in range(len(query_of))], list(query_of), passage_ids, list(passage_of), qrels
 
 
+def pairs_to_mine(path: Path, data: DataConfig, policy: BadExamplePolicy):
+    """The (query, positive) pairs of a training file whose negatives ``task.negatives_from`` mines, as
+    :func:`retrieval_universe` gives them (the corpus: the file's distinct passages). A file with relevance labels
+    or with negatives already is refused: mining would mix its own negatives with the mined ones."""
+    for column, what in ((data.label_column, "relevance labels"), (data.negative_column, "negatives")):
+        if column is not None and _has_column(path, column):
+            raise DataError(f"{path}: task.negatives_from mines negatives for (query, positive) pairs, and this file "
+                            f"has {what} already (column {column!r}). Train on the file as it is (remove "
+                            "task.negatives_from), or give a file of (query, positive) pairs")
+    return retrieval_universe(path, data, None, policy)
+
+
 def read_trec_run(path: Path, query_ids: list[str], passage_ids: list[str],
                   top_k: int) -> dict[str, list[tuple[str, float]]]:
     """{query id: [(passage id, score)], best first, at most ``top_k``} of a TREC run file (``qid Q0 docid rank

@@ -170,18 +170,19 @@ def embed_in_batches(predictor: Predictor, texts: list[str], batch_size: int, pr
     return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
 
-def load_embedding_model(model: str | Path, device: str | None, batch_size: int | None) -> Predictor:
+def load_embedding_model(model: str | Path, device: str | None, batch_size: int | None,
+                         use: str = "bertlab.retrieve searches") -> Predictor:
     """The predictor of ``model`` as ``bertlab.predict`` loads it, refused unless it is an embedding model (a
-    classifier, a tagger, a pre-training run ...: one paragraph naming its task, before any embedding)."""
-    return load_predictor(model, device, batch_size, _not_an_embedding_model)
+    classifier, a tagger, a pre-training run ...: one paragraph naming its task and ``use``, what needed the
+    embeddings, before any embedding)."""
+    return load_predictor(model, device, batch_size, lambda task, source: _not_an_embedding_model(task, source, use))
 
 
-def _not_an_embedding_model(task: TaskSpec, source: str) -> str | None:
+def _not_an_embedding_model(task: TaskSpec, source: str, use: str) -> str | None:
     if task.family == "embedding":
         return None
-    return (f"{source}: a {task.family} model (task {task.name}), not an embedding model; bertlab.retrieve searches "
-            "with the embeddings of a task=embedding run or its export. Give such a run (python train.py "
-            "task=embedding ...)")
+    return (f"{source}: a {task.family} model (task {task.name}), not an embedding model; {use} with the embeddings "
+            "of a task=embedding run or its export. Give such a run (python train.py task=embedding ...)")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -247,12 +248,13 @@ def mine_negatives(qrels: dict[str, dict[str, int]], query_ids: list[str], query
     return rows
 
 
-def write_triples(path: Path, rows: list[tuple[str, str, str]]) -> None:
-    """A TSV of text, text_pair and negative columns (tabs and line breaks inside a text become spaces)."""
+def write_triples(path: Path, rows: list[tuple[str, str, str]],
+                  columns: tuple[str, str, str] = ("text", "text_pair", "negative")) -> None:
+    """A TSV of (query, positive, negative) ``columns`` (tabs and line breaks inside a text become spaces)."""
     def cell(text: str) -> str:
         return " ".join(text.split())
 
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write("text\ttext_pair\tnegative\n")
+        f.write("\t".join(columns) + "\n")
         for row in rows:
             f.write("\t".join(cell(t) for t in row) + "\n")

@@ -394,6 +394,12 @@ class TaskSpec:
     rerank: bool = False
     first_stage: str | None = None
     rerank_top_k: int = 100
+    # rerank: training negatives mined from an embedding run (a run dir, .ckpt or export) for the (query,
+    # positive) pairs of data.train_file: each query's num_negatives best-ranked passages of the file that are
+    # not its positives, after its first skip_top ranks (bertlab.train writes them to <run>/negatives/).
+    negatives_from: str | None = None
+    num_negatives: int = 3
+    skip_top: int = 0
 
     def __post_init__(self) -> None:
         if self.rerank:  # a cross-encoder is a sequence model with one real-valued output: its relevance score
@@ -401,6 +407,10 @@ class TaskSpec:
                 raise ConfigError(f"task.rerank=true needs task.family=sequence (a cross-encoder scores a (query, "
                                   f"passage) pair with the sequence head), got {self.family!r}")
             self.regression = True
+        elif self.negatives_from is not None:
+            raise ConfigError(f"task.negatives_from={self.negatives_from}: mined negatives train a reranker "
+                              f"(task=rerank), not task={self.name}; for a bi-encoder, mine them with python -m "
+                              "bertlab.retrieve RUN ... --mine-negatives N OUT and train on OUT")
         if self.family not in TASK_FAMILY_NAMES:
             raise ConfigError(f"task.family must be one of {', '.join(TASK_FAMILY_NAMES)}, got {self.family!r}")
         if self.mode not in ("min", "max"):

@@ -232,6 +232,10 @@ SETTINGS: dict[str, Setting] = {
     "task.first_stage": S(TEXT, "the first stage a reranker's validation reranks (a TREC run file, or an "
                           "embedding run or export)", null="the validation file's own labelled candidates"),
     "task.rerank_top_k": S(POSITIVE_INT, "the first-stage candidates reranked per query"),
+    "task.negatives_from": S(TEXT, "the embedding run (run dir, .ckpt or export) whose retrieval mines a reranker's "
+                             "training negatives", null="the training file's own labels or negatives"),
+    "task.num_negatives": S(POSITIVE_INT, "the negatives mined per training query (task.negatives_from)"),
+    "task.skip_top": S(NONNEG_INT, "the first ranks of each query passed over when mining negatives"),
     "task.temperature": S(POSITIVE_FLOAT, "the temperature the generator's replacements are sampled at (task=rtd)",
                           hint="1.0 = its own distribution"),
     # distillation (conf/distill/none.yaml, docs/distillation.md)
