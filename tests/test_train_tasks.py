@@ -83,3 +83,15 @@ def test_eval_batch_size_does_not_change_metrics(train_run):
 def test_sample_source_is_marked(train_run):
     m = train_run("model=bert_tiny", "task=sst2", "data.source=sample", "trainer.max_steps=2")
     assert m["data_source"] == "sample" and "sample" in m["note"]
+
+
+def test_a_run_without_validation_data_trains_and_says_there_is_none(train_run, capsys):
+    """data.val_file=null: no validation (Lightning's empty list), the last checkpoint is the run's, and the
+    summary says so instead of printing an empty score; every task family goes through the one loader."""
+    for task in ("sst2", "conll2003"):
+        metrics = train_run("model=bert_tiny", f"task={task}", "data.val_file=null", "trainer.max_steps=2", name=task)
+        assert metrics["val"] == {}
+        assert metrics["best_checkpoint"].endswith("last.ckpt") and Path(metrics["best_checkpoint"]).is_file()
+        out = capsys.readouterr().out
+        assert "val:              none (no validation data: data.val_file is not set)" in out
+        assert "last checkpoint:" in out and "None" not in out

@@ -409,8 +409,10 @@ class TaskDataModule(L.LightningDataModule):
         """The loader of any evaluation split by name (``val``, ``test`` or a ``data.val_extra_files`` name)."""
         return self._eval_loader(name)
 
-    def _eval_loader(self, name: str) -> DataLoader:
-        split = self.splits[name]
+    def _eval_loader(self, name: str) -> DataLoader | list:
+        split = self.splits.get(name)
+        if split is None:  # no file for it (data.val_file=null): an empty list is Lightning's "no evaluation"
+            return []
         sampler = EvalBatchSampler(_lengths(split), self.cfg.eval_batch_size, windows=self._windows(split),
                                    max_windows=self.max_windows(False))
         return self._loader(split, sampler, train=False)

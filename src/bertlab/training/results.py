@@ -130,6 +130,9 @@ def print_summary(run_dir: Path, result: dict[str, Any], trained: bool = True) -
         f"{monitor['metric']}: {format_value(monitor['value'])}  ({monitor['mode']})",
         "val:              " + ", ".join(f"{k}={format_value(v)}" for k, v in result["val"].items()),
     ]
+    if not result["val"]:  # data.val_file=null: nothing scored, so the last checkpoint is the run's
+        lines[1:] = [f"last checkpoint:  {result['best_checkpoint']}",
+                     "val:              none (no validation data: data.val_file is not set)"]
     for name, block in result.items():  # data.val_extra_files blocks (MNLI: val_mismatched)
         if name.startswith("val_") and isinstance(block, dict):
             lines.append(f"{name}: " + ", ".join(f"{k}={format_value(v)}" for k, v in block.items()))
