@@ -37,7 +37,9 @@ def _keep_parsed_config_files() -> None:
     Plugins.instance()  # its first scan imports the config sources' modules again: patch the classes it keeps
     try:  # Hydra's internals: if they move, the tests compose uncached (slower, the same configs)
         from hydra._internal.core_plugins.file_config_source import FileConfigSource
-        from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+        from hydra._internal.core_plugins.importlib_resources_config_source import (
+            ImportlibResourcesConfigSource,
+        )
     except ImportError:
         return
 
