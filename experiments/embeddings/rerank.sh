@@ -9,7 +9,8 @@
 #   DATA_DIR: the folder holding squad_v1.1/, default that of evaluate.py)
 # Knobs (environment): BI_LEN (256: the MAX_LEN of the run.sh measurement whose bi-encoders are reranked),
 #   SEEDS ("1 2 3"), NEGATIVES (3 per question), SKIP (0 ranks passed over when mining), TOPK (20), MAX_LEN (128,
-#   the reranker's), BATCH (16), LR (2e-5), EPOCHS (1), WARMUP (0.1), THREADS (2), WORK (logs/embeddings/len<BI_LEN>,
+#   the reranker's), LOSS (pointwise | listwise: task.rerank_loss), BATCH (16 pairs pointwise; listwise: groups,
+#   16 / (1 + NEGATIVES) of them, the same pairs a step), LR (2e-5), EPOCHS (1), WARMUP (0.1), THREADS (2), WORK (logs/embeddings/len<BI_LEN>,
 #   run.sh's: the reranker runs go to WORK/rerank/seed*), BIENC (WORK/bertlab: the bi-encoder runs seed*), PAIRS_FILE
 #   (WORK/pairs.jsonl), RESULTS (experiments/embeddings/results/len<BI_LEN>, beside run.sh's), SMOKE (set: the first
 #   24 pairs, 48 training rows, max length 32, 20 dev questions; a smoke test only).
@@ -17,6 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SEEDS=${SEEDS:-"1 2 3"} NEGATIVES=${NEGATIVES:-3} SKIP=${SKIP:-0} TOPK=${TOPK:-20} MAX_LEN=${MAX_LEN:-128}
+LOSS=${LOSS:-pointwise}
+[[ $LOSS == listwise ]] && BATCH=${BATCH:-$((16 / (1 + NEGATIVES)))}
 BATCH=${BATCH:-16} LR=${LR:-2e-5} EPOCHS=${EPOCHS:-1} WARMUP=${WARMUP:-0.1} THREADS=${THREADS:-2}
 BI_LEN=${BI_LEN:-256}
 WORK=${WORK:-logs/embeddings/len$BI_LEN} RESULTS=${RESULTS:-experiments/embeddings/results/len$BI_LEN}
@@ -37,22 +40,25 @@ if [[ -n "${SMOKE:-}" ]]; then
 fi
 budget="{\"pairs\": $(wc -l < "$pairs"), \"negatives_per_question\": $NEGATIVES, \"skip_top\": $SKIP, \"top_k\": $TOPK,"
 budget+=" \"max_seq_length\": $MAX_LEN, \"batch_size\": $BATCH, \"lr\": \"$LR\", \"epochs\": $EPOCHS,"
-budget+=" \"warmup_ratio\": $WARMUP, \"weight_decay\": 0.01, \"threads\": $THREADS}"
+budget+=" \"loss\": \"$LOSS\", \"warmup_ratio\": $WARMUP, \"weight_decay\": 0.01, \"threads\": $THREADS}"
 
 for seed in $SEEDS; do
   bienc=$BIENC/seed$seed
   [[ -f "$bienc/metrics.json" ]] || { echo "no bi-encoder run at $bienc: run experiments/embeddings/run.sh first" >&2
                                       exit 1; }
-  run=$WORK/rerank/seed$seed
+  name=seed$seed
+  [[ $LOSS == pointwise ]] || name=$LOSS-seed$seed  # both kinds of reranker kept side by side
+  run=$WORK/rerank/$name
   rm -rf "$run"
   # No validation during training (data.val_file=null): rerank_eval.py scores the dev set once, at the end.
   $PY train.py task=rerank model=minilm_l6 data.train_file="$pairs" task.negatives_from="$(realpath "$bienc")" \
     task.num_negatives="$NEGATIVES" task.skip_top="$SKIP" data.val_file=null trainer.limit_val_batches=0 \
-    data.max_seq_length="$MAX_LEN" data.batch_size="$BATCH" optim.lr="$LR" optim.warmup_ratio="$WARMUP" \
+    task.rerank_loss="$LOSS" data.max_seq_length="$MAX_LEN" data.batch_size="$BATCH" optim.lr="$LR" \
+    optim.warmup_ratio="$WARMUP" \
     optim.weight_decay=0.01 trainer.max_epochs="$EPOCHS" trainer.gradient_clip_val=1.0 seed="$seed" logger=csv \
     trainer.enable_progress_bar=false "${train_extra[@]}" hydra.run.dir="$run" 2>&1 | tail -4
   $PY $here/rerank_eval.py --bi-encoder "$bienc" --reranker "$run" --top-k "$TOPK" "${data[@]}" "${eval_extra[@]}" \
-    --budget "$budget" --json "$RESULTS/rerank-seed$seed.json"
+    --budget "$budget" --json "$RESULTS/rerank-$name.json"
 done
 
 $PY $here/table.py "$RESULTS"

@@ -60,9 +60,14 @@ def render(results: list[dict]) -> str:
     if budget:
         out += ["", "Budget: " + ", ".join(f"{k} {v}" for k, v in budget.items())]
     reranked = [r for r in results if r.get("framework") == RERANKED]
-    if reranked:
-        out += ["", *render_rerank(reranked)]
+    for loss in sorted({rerank_loss(r) for r in reranked}, reverse=True):  # pointwise, then listwise
+        out += ["", *render_rerank([r for r in reranked if rerank_loss(r) == loss])]
     return "\n".join(out) + "\n"
+
+
+def rerank_loss(record: dict) -> str:
+    """The reranker's training loss (rerank.sh's LOSS; records before it had one were trained pointwise)."""
+    return (record.get("budget") or {}).get("loss", "pointwise")
 
 
 def render_rerank(records: list[dict]) -> list[str]:
@@ -71,7 +76,7 @@ def render_rerank(records: list[dict]) -> list[str]:
     k = sorted({r["squad_dev"]["top_k"] for r in records})
     seeds = ", ".join(str(r["seed"]) for r in records)
     lines = [f"## Reranking the bi-encoder's top {'/'.join(map(str, k))} (SQuAD dev, "
-             f"{records[0]['squad_dev']['queries']} questions)", "",
+             f"{records[0]['squad_dev']['queries']} questions; reranker trained {rerank_loss(records[0])})", "",
              "| model | seeds | " + " | ".join(c[0] for c in RERANK_COLUMNS) + " | train pairs/s |",
              "|---|---|" + "---|" * (len(RERANK_COLUMNS) + 1)]
     for name, block in (("bertlab bi-encoder alone", "first_stage"), ("+ MiniLM reranker (task=rerank)", "reranked")):

@@ -285,7 +285,8 @@ class TaskDataModule(L.LightningDataModule):
         if train and self.cfg.distill_file:
             raise ConfigError("data.distill_file: task=rerank reads no unlabelled texts; remove data.distill_file")
         if train:
-            return rerank_train_split(split, path, self.cfg, self.tokenizer, max_examples=limit)
+            return rerank_train_split(split, path, self.cfg, self.tokenizer, max_examples=limit,
+                                      listwise=self.task.rerank_loss == "listwise")
         return rerank_eval_split(split, path, self.cfg, self.task, self.tokenizer, self.resolve(self.cfg.corpus_file),
                                  self._first_stage(), max_examples=limit)
 

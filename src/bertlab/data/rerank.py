@@ -128,16 +128,66 @@ def _encode(tokenizer: EncoderTokenizer, queries: list[str], passages: list[str]
     return encode_documents(tokenizer, queries, passages, data.max_seq_length, "truncate")
 
 
+def listwise_groups(rows: list[tuple[str, str, float, str]], path: Path) -> list[tuple[str, list[str]]]:
+    """``task.rerank_loss=listwise``: (query, [positive, negative, ...]) groups from training rows, one per
+    (query, relevant passage), in file order. A query's negatives are its passages labelled 0 (each once); its
+    other relevant passages are left out of a group rather than counted against the positive (the kind a
+    duplicate positive is in a bi-encoder's batch). A query without a negative or without a relevant passage
+    gives no group: counted and logged, as the rule docs/embeddings.md states."""
+    positives: dict[str, list[str]] = {}
+    negatives: dict[str, list[str]] = {}
+    for query, passage, target, _ in rows:
+        side = positives if target > 0 else negatives
+        if passage not in side.setdefault(query, []):
+            side[query].append(passage)
+        (negatives if target > 0 else positives).setdefault(query, [])
+    groups: list[tuple[str, list[str]]] = []
+    no_negative = no_positive = 0
+    for query, relevant in positives.items():
+        negs = [p for p in negatives[query] if p not in relevant]
+        if not relevant:
+            no_positive += 1
+        elif not negs:
+            no_negative += 1
+        else:
+            groups.extend((query, [pos, *negs]) for pos in relevant)
+    if no_negative or no_positive:
+        log.warning("%s: task.rerank_loss=listwise scores a query's relevant passage against its negatives: %d "
+                    "queries without a negative (label 0) and %d without a relevant passage were left out of "
+                    "training", path, no_negative, no_positive)
+    if not groups:
+        raise DataError(f"{path}: task.rerank_loss=listwise found no query with both a relevant passage (label "
+                        "above 0) and a negative (label 0): give each query negatives (a triples file, "
+                        "task.negatives_from) or train with task.rerank_loss=pointwise")
+    return groups
+
+
 def rerank_train_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
-                       max_examples: int | None = None):
+                       max_examples: int | None = None, listwise: bool = False):
+    """Pointwise: one feature per (query, passage) row, its target in [0, 1]. Listwise: one feature per
+    (query, positive, negatives) group (:func:`listwise_groups`), a row of ids per pair and label 0 (the
+    positive's place), which the collator batches as multiple choice (B, C, T)."""
     from bertlab.data.features import Split
 
     policy = BadExamplePolicy(data.on_bad_example)
-    rows = read_training_rows(path, data, policy)[:max_examples]
+    rows = read_training_rows(path, data, policy)
+    if not listwise:
+        rows = rows[:max_examples]
     if not rows:
         raise DataError(f"{path}: no usable (query, passage) pairs")
     if all(r[2] == rows[0][2] for r in rows):
         log.warning("%s: every pair has the label %g: the reranker learns no ranking from it", path, rows[0][2])
+    if listwise:
+        groups = listwise_groups(rows, path)[:max_examples]
+        encoded, long = _encode(tokenizer, [q for q, c in groups for _ in c], [p for _, c in groups for p in c],
+                                data)
+        features, at = [], 0
+        for i, (_, candidates) in enumerate(groups):
+            pairs = encoded[at:at + len(candidates)]
+            at += len(candidates)
+            features.append({"input_ids": [f["input_ids"] for f in pairs],
+                             "token_type_ids": [f["token_type_ids"] for f in pairs], "index": i, "labels": 0})
+        return Split(name, features, len(groups), policy.skipped, truncated=long.truncated)
     features, long = _encode(tokenizer, [r[0] for r in rows], [r[1] for r in rows], data)
     for i, (f, row) in enumerate(zip(features, rows)):
         f.update(index=i, labels=float(row[2]))

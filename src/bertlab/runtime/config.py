@@ -356,6 +356,11 @@ MASKED_FAMILIES = ("mlm", "rtd")
 DEFAULT_MLM_PROBABILITY = 0.15
 
 
+# A reranker's training loss: binary cross-entropy per (query, passage) pair, or softmax cross-entropy over a
+# query's positive and its negatives read together (bertlab.tasks.rerank).
+RERANK_LOSSES = ("pointwise", "listwise")
+
+
 @dataclass
 class TaskSpec:
     """What a task is: its family (which head, loss, metrics), label set and the metric to monitor."""
@@ -388,10 +393,12 @@ class TaskSpec:
     symmetric: bool = False
     cache_chunk_size: int | None = None
     # rerank (cross-encoder, docs/embeddings.md "Reranking"): a sequence task with one score per (query,
-    # passage) pair, trained pointwise (BCE with logits); validated by reranking each query's top
+    # passage) pair, trained pointwise (BCE with logits on each pair's relevance) or listwise (rerank_loss:
+    # softmax cross-entropy over a query's positive and its negatives, scored together); validated by reranking each query's top
     # rerank_top_k candidates of a first stage: a TREC run file, or an embedding run / export that retrieves
     # them (bertlab.train writes its run file to <run>/first_stage/ and records that path here).
     rerank: bool = False
+    rerank_loss: str = "pointwise"
     first_stage: str | None = None
     rerank_top_k: int = 100
     # rerank: training negatives mined from an embedding run (a run dir, .ckpt or export) for the (query,
@@ -407,6 +414,9 @@ class TaskSpec:
                 raise ConfigError(f"task.rerank=true needs task.family=sequence (a cross-encoder scores a (query, "
                                   f"passage) pair with the sequence head), got {self.family!r}")
             self.regression = True
+            if self.rerank_loss not in RERANK_LOSSES:
+                raise ConfigError(f"task.rerank_loss must be one of {', '.join(RERANK_LOSSES)}, got "
+                                  f"{self.rerank_loss!r}")
         elif self.negatives_from is not None:
             raise ConfigError(f"task.negatives_from={self.negatives_from}: mined negatives train a reranker "
                               f"(task=rerank), not task={self.name}; for a bi-encoder, mine them with python -m "

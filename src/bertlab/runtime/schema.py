@@ -229,6 +229,8 @@ SETTINGS: dict[str, Setting] = {
     "task.cache_chunk_size": S(POSITIVE_INT, "the rows gradient caching embeds with a graph at once",
                                null="no gradient caching"),
     "task.rerank": S(BOOL, "a cross-encoder reranker (task=rerank: one score per (query, passage) pair)"),
+    "task.rerank_loss": S(choice("pointwise", "listwise"), "a reranker's training loss",
+                          hint="pointwise: BCE per pair; listwise: softmax over a query's positive and negatives"),
     "task.first_stage": S(TEXT, "the first stage a reranker's validation reranks (a TREC run file, or an "
                           "embedding run or export)", null="the validation file's own labelled candidates"),
     "task.rerank_top_k": S(POSITIVE_INT, "the first-stage candidates reranked per query"),

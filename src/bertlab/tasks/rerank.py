@@ -1,6 +1,9 @@
 """Cross-encoder reranker (``task=rerank``: ``task.family=sequence`` with ``task.rerank=true``): the sequence
 head with one output scores a (query, passage) pair; the loss is binary cross-entropy with logits on the pair's
-relevance in [0, 1] (sentence-transformers' CrossEncoder default). Validation reranks each query's candidates
+relevance in [0, 1] (sentence-transformers' CrossEncoder default), or, with ``task.rerank_loss=listwise``, the
+softmax cross-entropy over a query's positive and its negatives scored together (a training batch holds (B, C)
+groups, the positive first: :func:`bertlab.data.rerank.listwise_groups`; the localized contrastive loss rerankers
+are commonly trained with on mined hard negatives). Validation reranks each query's candidates
 (:mod:`bertlab.data.rerank`) by the scores and computes nDCG@10, MRR@10 and Recall@1/10/100 with ir_measures
 (:func:`bertlab.tasks.retrieval.run_scores`) for the reranked order and, as ``first_stage_<measure>``, for the
 first stage's order; ``loss`` is the BCE over every candidate (relevant: 1, the others: 0).
@@ -44,6 +47,10 @@ class RerankFamily(SequenceFamily):
         return {"loss": "min", **rerank_measures()}
 
     def loss(self, logits, batch):
+        if batch["input_ids"].dim() == 3:  # listwise: (B, C) groups, the positive first (bertlab.data.rerank)
+            scores = logits.float().view(batch["input_ids"].shape[:2])
+            scores = scores.masked_fill(~batch["choice_mask"], float("-inf"))  # a group with fewer negatives
+            return F.cross_entropy(scores, batch["labels"])
         target = batch["labels"].float()
         return F.binary_cross_entropy_with_logits(logits.float().squeeze(-1), target)
 
