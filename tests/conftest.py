@@ -35,8 +35,13 @@ def _keep_parsed_config_files() -> None:
     from hydra.core.plugins import Plugins
 
     Plugins.instance()  # its first scan imports the config sources' modules again: patch the classes it keeps
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
-    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+    try:  # Hydra's internals: if they move, the tests compose uncached (slower, the same configs)
+        from hydra._internal.core_plugins.file_config_source import FileConfigSource
+        from hydra._internal.core_plugins.importlib_resources_config_source import (
+            ImportlibResourcesConfigSource,
+        )
+    except ImportError:
+        return
 
     parsed: dict = {}
 
@@ -278,3 +283,13 @@ def sst2_teacher(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("teacher") / "run"
     run_train([*TINY, "task=sst2", "model.num_hidden_layers=4", "export=true"], run_dir)
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def emb_run(tmp_path_factory):
+    """A tiny embedding run (bert_tiny, two steps on the bundled sample), once per module that asks for it:
+    the retrieval command's and the reranker's mined-negatives tests search with it."""
+    run = tmp_path_factory.mktemp("emb") / "run"
+    run_train(["model=bert_tiny", "task=embedding", "data.source=sample", "trainer.max_steps=2",
+               "data.batch_size=8"], run)
+    return run

@@ -20,14 +20,6 @@ DATA = FIXTURES / "retrieval"
 PAIRS = DATA / "rerank_pairs.tsv"  # 10 pairs, 9 queries (one with two positives), 8 passages
 
 
-@pytest.fixture(scope="module")
-def emb_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("emb") / "run"
-    run_train(["model=bert_tiny", "task=embedding", "data.source=sample", "trainer.max_steps=2",
-               "data.batch_size=8"], run)
-    return run
-
-
 def _pairs() -> list[tuple[str, str]]:
     return [tuple(line.split("\t")) for line in PAIRS.read_text().splitlines()[1:]]
 

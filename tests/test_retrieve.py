@@ -13,14 +13,6 @@ from conftest import FIXTURES, main_in_process, run_train
 DATA = FIXTURES / "retrieval"
 
 
-@pytest.fixture(scope="module")
-def emb_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("emb") / "run"
-    run_train(["model=bert_tiny", "task=embedding", "data.source=sample", "trainer.max_steps=2",
-               "data.batch_size=8"], run)
-    return run
-
-
 def retrieve(model, tmp_path, *extra, corpus=DATA / "corpus.tsv", queries=DATA / "queries.tsv",
              qrels=DATA / "qrels.txt"):
     from bertlab.retrieve import main
