@@ -9,8 +9,9 @@
   ``end_logits`` for QA; ``embedding`` for an embedding model: the pooled vector, L2-normalised where the run
   normalises), the padded path;
 - ``model.int8.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantization (int8 weights of every
-  weight MatMul, one scale per output channel; activations quantized per batch at run time; the embedding
-  tables and a 2-D classifier's Gemm stay fp32);
+  weight MatMul, one scale per output channel; activations quantized per run, one scale per tensor, so the gate
+  and prediction alike run it one input at a time: :func:`~bertlab.inference.onnx_session.runs_per_input`; the
+  embedding tables and a 2-D classifier's Gemm stay fp32);
 - the run's tokenizer files and ``bertlab_onnx.json`` (task, labels, the run's reading settings), so that
   ``bertlab.predict`` / ``Predictor`` predict from the folder as from the run;
 - ``export_report.json``, the quality gate: fp32 ONNX against PyTorch at the family's hard shapes
@@ -55,6 +56,7 @@ from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, loa
     OnnxSession,
     is_onnx_folder,
     load_onnx_folder,
+    runs_per_input,
 )
 from bertlab.inference.tasks import ONNX_FAMILIES, PREDICTION_TASKS
 from bertlab.models.heads import TaskModel
@@ -215,7 +217,7 @@ INT8_PER_CHANNEL = True
 
 def quantize_int8(fp32: Path, int8: Path) -> None:
     """onnxruntime's dynamic quantization: int8 weights of every weight MatMul, one scale per output channel,
-    activations quantized per batch at run time (:data:`INT8_OPS`)."""
+    activations quantized per run, which is why the graph is run one input at a time (:data:`INT8_OPS`)."""
     require_onnx()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -480,8 +482,11 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
                 log.warning("int8 %s: kept because forced", f"loses {gate['drop_points']:.2f} points of "
                             f"{gate['metric']} (more than {max_drop:.2f})" if gate else "was not checked")
             info["files"]["int8"] = INT8_NAME
+            # per_input: the graph runs one input at a time, in the gate as in prediction (runs_per_input), so
+            # the score it recorded is the score bertlab.predict gives on the same file at any batch size.
             info[INT8_CHECK] = {"passed": passed, "forced": not passed, "sha256": file_sha256(int8_path),
                                 "checked_on": "the run's dev set" if gate else None, "report": REPORT_NAME,
+                                "per_input": runs_per_input(int8_path),
                                 **({k: gate[k] for k in ("metric", "drop_points", "max_drop_points")} if gate else {})}
             report[INT8_CHECK] = {k: v for k, v in info[INT8_CHECK].items() if k != "report"}
         else:

@@ -79,6 +79,7 @@ class OnnxSession:
         defaults = {i.name for i in self.session.get_overridable_initializers()}
         self.optional = [name for name in OPTIONAL_INPUTS if name in defaults]
         self.inputs += self.optional
+        self.per_input = runs_per_input(self.path)
 
     @property
     def reads_windows(self) -> bool:
@@ -97,8 +98,68 @@ class OnnxSession:
                 value = np.arange(len(batch["input_ids"])) if name == "window_doc" else \
                     np.zeros_like(batch["input_ids"])
             feed[name] = np.asarray(value, dtype=np.int64)
+        return self._per_input(feed) if self.per_input else self._run(feed)
+
+    def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
         out = self.session.run(None, feed)
         return np.stack(out, -1) if len(out) > 1 else out[0]  # QA's start and end logits: (B, T, 2)
+
+    def _per_input(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """A graph whose activations are quantized per run (:func:`runs_per_input`), run once per input, each
+        cut to its own length, so that nothing else of the batch moves its activation scales: a row (one text,
+        a QA window, an embedding's text); a choice (multiple choice scores each choice on its own); a
+        document's windows together (the graph pools them, so they are one input). The batch's results are then
+        put together as one run gives them, per-token outputs at padded positions -1e4 (a masked position: no
+        argmax or softmax over positions picks it; every reader crops them away anyway)."""
+        mask = feed["attention_mask"]
+        if not len(mask):
+            return self._run(feed)
+        if mask.ndim == 3:  # multiple choice (B, C, T) -> (B, C): each choice a (1, 1, t) run
+            b, c, _ = mask.shape
+            flat = {k: v.reshape(b * c, 1, -1) for k, v in feed.items()}
+            rows = [self._run(_cropped(flat, [i], flat["attention_mask"][i])) for i in range(b * c)]
+            return np.concatenate(rows).reshape(b, c)
+        docs = feed.get("window_doc")
+        if docs is not None and len(docs):  # long documents: one run per document, its windows together
+            units = [np.flatnonzero(docs == d) for d in range(int(docs.max()) + 1)]
+        else:
+            units = [np.asarray([i]) for i in range(len(mask))]
+        outs = []
+        for unit in units:
+            part = _cropped(feed, unit, mask[unit])
+            if docs is not None and len(docs):
+                part["window_doc"] = np.zeros(len(unit), dtype=np.int64)
+            outs.append(self._run(part))
+        if outs[0].ndim <= 2:  # a row per input: (1, C) or (1, D) each
+            return np.concatenate(outs)
+        full = np.full((len(mask), mask.shape[1], *outs[0].shape[2:]), -1e4, dtype=outs[0].dtype)
+        for unit, out in zip(units, outs):
+            full[unit, :out.shape[1]] = out
+        return full
+
+
+# The op onnxruntime's dynamic quantization puts before every quantized MatMul (fused: DynamicQuantizeMatMul,
+# DynamicQuantizeLSTM): it takes ONE activation scale and zero point per tensor per run, from the whole batch.
+DYNAMIC_QUANTIZE = b"DynamicQuantize"
+
+
+def runs_per_input(path: Path) -> bool:
+    """Whether the graph at ``path`` quantizes activations per run (dynamic int8: ``model.int8.onnx``), and is
+    therefore run one input at a time by :class:`OnnxSession`. One batched run would give a text other scores
+    next to other texts, or padded further (its scale is the whole batch's), so the dev-set gate, batched as
+    the dev loader batches, and ``bertlab.predict``, batched by length, would score the same graph differently.
+    Found in the file itself (the op's name, as the graph stores it), so whoever quantized the graph and
+    whichever path loads it, it runs the same way. An fp32 graph computes each row alone at any batch."""
+    import mmap
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(DYNAMIC_QUANTIZE) >= 0
+
+
+def _cropped(feed: dict[str, np.ndarray], unit: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows ``unit`` of a batch, cut after the last position any of them attends to (``mask``: theirs)."""
+    length = int(np.flatnonzero(mask.reshape(-1, mask.shape[-1]).any(0)).max(initial=0)) + 1
+    return {k: (v[unit][..., :length] if v.ndim >= 2 else v[unit]) for k, v in feed.items()}
 
 
 def file_sha256(path: Path) -> str:
@@ -153,7 +214,12 @@ def load_onnx_folder(path: Path, backend: str = "auto", threads: int | None = No
         elif "int8" in files:
             log.warning("%s: %s; predicting with the fp32 graph %s", path, why, name)
     task = record_object(TaskSpec, info, "task", path / INFO_NAME, fix, CheckpointError)
-    return OnnxSession(path / name, task.family, threads), task, info.get("labels"), info.get("data") or {}
+    session = OnnxSession(path / name, task.family, threads)
+    if session.per_input and "per_input" not in (info.get(INT8_CHECK) or {}):
+        log.warning("%s: its int8 graph was checked in batches (an export from before bertlab ran int8 graphs one "
+                    "input at a time), so the dev score it recorded may differ slightly from what is served now; "
+                    "export again to have it checked as it is served", path)
+    return session, task, info.get("labels"), info.get("data") or {}
 
 
 def is_onnx_folder(path: Path) -> bool:
