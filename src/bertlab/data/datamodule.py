@@ -29,6 +29,7 @@ from bertlab.data.features import (
     qa_split,
     sequence_split,
     token_split,
+    token_unlabelled_split,
     with_unlabelled,
 )
 from bertlab.data.files import DataFiles
@@ -242,12 +243,19 @@ class TaskDataModule(L.LightningDataModule):
                          "labels only)", extra.num_examples, built.num_examples)
                 built = with_unlabelled(built, extra, self.task.regression)
             return built
+        if family == "token":
+            built = token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
+            if train and self.cfg.distill_file:  # unlabelled sentences: the teacher's per-token soft labels only
+                extra = token_unlabelled_split("distill", self.resolve(self.cfg.distill_file), self.cfg,
+                                               self.tokenizer, label_map, self.task)
+                log.info("data.distill_file: %d unlabelled sentences join the %d training sentences (the teacher's "
+                         "soft labels only)", extra.num_examples, built.num_examples)
+                built = with_unlabelled(built, extra, False, tokens=True)
+            return built
         if train and self.cfg.distill_file:
             raise ConfigError(f"data.distill_file={self.cfg.distill_file}: unlabelled texts are read for "
-                              f"classification and regression tasks only, not for task={self.task.name} "
+                              f"classification, regression and tagging tasks only, not for task={self.task.name} "
                               f"({family}); remove data.distill_file")
-        if family == "token":
-            return token_split(split, path, self.cfg, self.tokenizer, label_map, self.task, max_examples=limit)
         if family == "qa":
             return qa_split(split, path, self.cfg, self.tokenizer, train=train, max_examples=limit)
         if family == "embedding":

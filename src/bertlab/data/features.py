@@ -20,7 +20,7 @@ import numpy as np
 from bertlab.data.documents import encode_documents
 from bertlab.data.qa import QAEvalData
 from bertlab.data.readers import BadExamplePolicy, DataError, read_conll, read_squad, read_table
-from bertlab.data.tags import IGNORE_INDEX
+from bertlab.data.tags import IGNORE_INDEX, UNLABELLED_WORD
 from bertlab.data.tokenizer import EncoderTokenizer
 from bertlab.data.validate import (
     LabelSpellings,
@@ -150,14 +150,15 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTo
     return Split(name, features, len(examples), policy.skipped, **asdict(long))
 
 
-def with_unlabelled(train: Split, extra: Split, regression: bool) -> Split:
+def with_unlabelled(train: Split, extra: Split, regression: bool, tokens: bool = False) -> Split:
     """The training split and ``extra``'s unlabelled features (``data.distill_file``), numbered after it. Their
-    label says "none" (IGNORE_INDEX, or NaN for regression): only a distillation teacher's term learns from them
-    (:mod:`bertlab.tasks.distill`)."""
+    label says "none" (IGNORE_INDEX, or NaN for regression; a tagging feature's words are
+    :data:`~bertlab.data.tags.UNLABELLED_WORD` already, ``tokens``): only a distillation teacher's term learns
+    from them (:mod:`bertlab.tasks.distill`)."""
     features = list(train.features)
     for i, feature in enumerate(extra.features):
-        features.append({**feature, "index": len(train.features) + i,
-                         "labels": float("nan") if regression else IGNORE_INDEX})
+        label = feature["labels"] if tokens else float("nan") if regression else IGNORE_INDEX
+        features.append({**feature, "index": len(train.features) + i, "labels": label})
     return dataclasses.replace(train, features=features, num_examples=train.num_examples + extra.num_examples,
                                skipped=train.skipped + extra.skipped, truncated=train.truncated + extra.truncated,
                                windowed=train.windowed + extra.windowed,
@@ -241,6 +242,29 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderToken
     return Split(name, features, len(kept), policy.skipped, **asdict(long),
                  eval_data=TokenEvalData(gold_tags=[tags for _, tags, _ in kept], word_ids=word_ids,
                                            sentence=sentence))
+
+
+def token_unlabelled_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
+                           labels: LabelMap, task: TaskSpec) -> Split:
+    """``data.distill_file`` of a tagging task: sentences of a CoNLL column file read as a file to predict (one
+    word a line, a blank line between sentences; a tag column, where there is one, is ignored), windowed and
+    cut as the training sentences are. Each word's first piece is labelled
+    :data:`~bertlab.data.tags.UNLABELLED_WORD` (with ``task.label_all_tokens``, its other pieces too): the
+    positions the teacher's per-token term reads, as a gold tag marks them in a labelled sentence."""
+    from bertlab.data.tags import b_to_i_map, tag_features
+
+    policy = BadExamplePolicy(data.on_bad_example)
+    sentences = read_conll(path, None, policy)
+    if not sentences:
+        raise DataError(f"{path}: no sentences (data.distill_file of a tagging task: a CoNLL column file, one word "
+                        "a line and a blank line between sentences)")
+    encodings = tokenizer.encode_words_batch([s.words for s in sentences], add_special_tokens=False)
+    b_to_i = {**b_to_i_map(labels.labels), UNLABELLED_WORD: UNLABELLED_WORD}
+    features, _, _, long = tag_features(
+        encodings, tokenizer.template, data.max_seq_length, data.long_text, data.window_stride,
+        [[UNLABELLED_WORD] * len(s.words) for s in sentences], task.label_all_tokens, b_to_i,
+        window_cap(data, path), [s.where for s in sentences])
+    return Split(name, features, len(sentences), policy.skipped, **asdict(long))
 
 
 # ----------------------------------------------------------------------------------------------------------

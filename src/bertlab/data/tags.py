@@ -27,13 +27,16 @@ from bertlab.data.windows import (
     max_context_owner,
 )
 
-__all__ = ["IGNORE_INDEX", "TagWindow", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "tag_features",
+__all__ = ["IGNORE_INDEX", "UNLABELLED_WORD", "TagWindow", "align_labels", "b_to_i_map", "iob1_to_iob2", "split_tag", "tag_features",
            "tag_windows", "validate_iob2"]
 
 # The label of a position no loss reads (torch's cross-entropy ``ignore_index``): sub-words after a word's first,
 # special tokens, padding, unmasked MLM positions. Defined here, torch-free (``data.mlm`` imports it), so that
 # tagging at prediction time loads no torch.
 IGNORE_INDEX = -100
+# The label of a word of data.distill_file's unlabelled sentences (its first piece, as a gold tag would sit):
+# the distillation teacher's term reads the position, the task loss ignores it (bertlab.tasks.distill).
+UNLABELLED_WORD = -99
 
 
 def split_tag(tag: str, where: str | None = None) -> tuple[str, str]:

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.data.safe_cache import CacheCorrupt, load_tree, save_tree
-from bertlab.data.tags import IGNORE_INDEX
+from bertlab.data.tags import IGNORE_INDEX, UNLABELLED_WORD
 from bertlab.runtime.config import DistillConfig
 from bertlab.tasks.distill_match import LayerMatching, recording
 
@@ -197,8 +197,14 @@ class DistilledFamily:
 
     def task_loss(self, out: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The family's loss over the examples that have a label: the texts of ``data.distill_file`` have none
-        (IGNORE_INDEX, NaN for regression; classification and regression only) and learn from the teacher alone."""
+        (IGNORE_INDEX, NaN for regression; a tagging sentence's words UNLABELLED_WORD) and learn from the
+        teacher alone."""
         labels = batch.get("labels")
+        if self.inner.task.family == "token" and labels is not None and bool((labels == UNLABELLED_WORD).any()):
+            gold = labels.masked_fill(labels == UNLABELLED_WORD, IGNORE_INDEX)  # the teacher's positions only
+            if not bool((gold != IGNORE_INDEX).any()):
+                return out.sum() * 0.0  # a batch of unlabelled sentences only: no task term
+            return self.inner.loss(out, {**batch, "labels": gold})
         if self.inner.task.family != "sequence" or labels is None:
             return self.inner.loss(out, batch)
         has_label = ~torch.isnan(labels) if labels.is_floating_point() else labels != IGNORE_INDEX
