@@ -24,11 +24,11 @@ def _pairs() -> list[tuple[str, str]]:
     return [tuple(line.split("\t")) for line in PAIRS.read_text().splitlines()[1:]]
 
 
-def mine(source, run_dir, n=3, skip=0, train=PAIRS, cache=None, **data):
+def mine(source, run_dir, n=3, skip=0, train=PAIRS, cache=None, loss="pointwise", **data):
     from bertlab.inference.rerank import mined_negatives
 
     task = TaskSpec(name="rerank", family="sequence", rerank=True, negatives_from=str(source), num_negatives=n,
-                    skip_top=skip)
+                    skip_top=skip, rerank_loss=loss)
     cfg = DataConfig(**{"train_file": str(train), "text_column": "text", "text_pair_column": "text_pair",
                         "label_column": "label", "negative_column": "negative", "cache_dir": cache, **data})
     return mined_negatives(task, cfg, DataFiles(task, cfg), run_dir)
@@ -93,6 +93,8 @@ def test_the_mined_rows_are_cached_and_mined_again_when_a_setting_changes(emb_ru
 def test_max_train_samples_mines_only_the_queries_training_reads(emb_run, tmp_path):
     data = mine(emb_run, tmp_path / "run", n=3, max_train_samples=9)
     assert len({q for q, _, _ in triples(data)}) == math.ceil(9 / 4)  # a positive and 3 negatives: 4 rows each
+    data = mine(emb_run, tmp_path / "listwise", n=3, max_train_samples=5, loss="listwise")
+    assert len({q for q, _, _ in triples(data)}) == 5  # listwise: a query's positive and negatives are one group
 
 
 def test_a_run_trains_on_the_mined_triples_and_logs_where_they_came_from(emb_run, tmp_path, caplog):

@@ -10,18 +10,18 @@
 # Usage (from anywhere):  bash experiments/distillation/run.sh [DATA_DIR] [PART...]
 #   DATA_DIR (default ../shared/data, beside the checkout) holds sst2/ and conll2003/ (eng.train, eng.testa).
 #   Parts: sst2 and conll2003 by default; *_matched adds the same student with hidden-state and attention
-#   matching (distill.hidden_weight=1 distill.attention_weight=1), 3 seeds; sst2_unlabelled the distilled student
-#   with SST-2's next 24,000 training sentences as unlabelled text (data.distill_file, text only, written under
-#   $LOGS/sst2/data), the teacher's outputs kept (distill.cache=true: seed 1 runs the teacher, seeds 2 and 3 read
-#   them), compared with the sst2 part's plain student (run that part first). conll2003_unlabelled is refused:
-#   token classification reads no data.distill_file (docs/distillation.md). sst2_speed / conll2003_speed: the
+#   matching (distill.hidden_weight=1 distill.attention_weight=1), 3 seeds; sst2_unlabelled / conll2003_unlabelled
+#   the distilled student with the rest of the task's training sentences (after the labelled ones) as unlabelled
+#   text (data.distill_file, text only, written under $LOGS/<task>/data), the teacher's outputs kept
+#   (distill.cache=true: seed 1 runs the teacher, seeds 2 and 3 read them), compared with that task part's plain
+#   student (run that part first). sst2_speed / conll2003_speed: the
 #   prediction timing alone, of the teacher and seed-1 distilled student that part trained.
 # Environment: SEEDS (default 1,2,3), ROUNDS (prediction rounds, default 3), PREDICT_REPEAT (copies of the dev
 #   inputs each prediction process reads; default 23 for SST-2 = 20,056 texts, 6 for CoNLL-2003 = 19,500
-#   sentences), UNLABELLED (texts in the unlabelled file, default 24000), EXTRA (more overrides for every
-#   training run, e.g. for a smoke test on the fixtures), LOGS (default logs/experiments/distillation), RECORD
-#   (where comparisons, recorded runs and prediction timings go; default experiments/distillation, the recorded
-#   results: point a smoke test elsewhere), PY.
+#   sentences), UNLABELLED (sentences in the unlabelled file at most; default: all after the labelled ones),
+#   EXTRA (more overrides for every training run, e.g. for a smoke test on the fixtures), LOGS (default
+#   logs/experiments/distillation), RECORD (where comparisons, recorded runs and prediction timings go; default
+#   experiments/distillation, the recorded results: point a smoke test elsewhere), PY.
 # Runs land in $LOGS/<part>/; each part's comparison and recorded runs beside this script (<part>/); then
 # python experiments/distillation/table.py writes RESULTS.md (the tables docs/distillation.md shows;
 # table.py --dir $RECORD --out FILE for a RECORD elsewhere).
@@ -34,7 +34,7 @@ logs=${LOGS:-logs/experiments/distillation}
 py=${PY:-.venv/bin/python}
 seeds=${SEEDS:-1,2,3}
 rounds=${ROUNDS:-3}
-unlabelled=${UNLABELLED:-24000}
+unlabelled=${UNLABELLED:-1000000}  # every training sentence after the labelled ones
 read -r -a extra <<< "${EXTRA:-}"
 quiet=(logger=csv trainer.enable_progress_bar=false "paths.data_dir=$data")
 recipe=(model=minilm_l6)
@@ -77,22 +77,34 @@ labelled() {  # task → how many labelled training examples its runs read (the 
   echo "$n"
 }
 
-sst2_unlabelled_file() {  # → $logs/sst2/data/train_<first>-<last>.tsv: the SST-2 training sentences after the
-  # labelled ones (data rows n+1 .. n+UNLABELLED of train.tsv, file order), the sentence column only (its header
-  # kept: data.text_column=sentence), so that the unlabelled runs never see these sentences' labels.
-  local n; n=$(labelled sst2)
-  local tmp="$logs/sst2/data/unlabelled.tsv.tmp"
+unlabelled_file() {  # task → $logs/<task>/data/train_<first>-<last>.<tsv|conll>: the training sentences after the
+  # labelled ones (n+1 .. n+UNLABELLED, file order), their text only, so that the unlabelled runs never see these
+  # sentences' labels: SST-2's sentence column (its header kept: data.text_column=sentence), CoNLL-2003's words
+  # (one a line, a blank line between sentences; -DOCSTART- lines are no sentences, as bertlab reads the file).
+  local task=$1 n; n=$(labelled "$task")
+  local tmp="$logs/$task/data/unlabelled.tmp" source ext
   mkdir -p "$(dirname "$tmp")"
-  awk -F'\t' -v from="$n" -v count="$unlabelled" '
-    NR == 1 { for (i = 1; i <= NF; i++) if ($i == "sentence") c = i; if (!c) exit 3; print $c; next }
-    NR - 1 > from && NR - 1 <= from + count { print $c }' "$data/sst2/train.tsv" > "$tmp" ||
-    { echo "$data/sst2/train.tsv: no sentence column in its header" >&2; exit 2; }
-  local got=$(($(wc -l < "$tmp") - 1))
+  if [ "$task" = sst2 ]; then
+    source=$data/sst2/train.tsv ext=tsv
+    awk -F'\t' -v from="$n" -v count="$unlabelled" '
+      NR == 1 { for (i = 1; i <= NF; i++) if ($i == "sentence") c = i; if (!c) exit 3; print $c; next }
+      NR - 1 > from && NR - 1 <= from + count { print $c }' "$source" > "$tmp" ||
+      { echo "$source: no sentence column in its header" >&2; exit 2; }
+    local got=$(($(wc -l < "$tmp") - 1))
+  else
+    source=$data/conll2003/eng.train ext=conll
+    awk -v from="$n" -v count="$unlabelled" 'BEGIN { RS = "" }
+      $1 == "-DOCSTART-" { next }
+      { k++ } k > from && k <= from + count {
+        m = split($0, lines, "\n"); for (i = 1; i <= m; i++) { split(lines[i], cells, /[ \t]+/); print cells[1] }
+        print "" }' "$source" > "$tmp"
+    local got; got=$(grep -c '^$' "$tmp" || true)
+  fi
   if [ "$got" -lt 1 ]; then
-    echo "$data/sst2/train.tsv has no sentences after its first $n: no unlabelled text for sst2_unlabelled" >&2
+    echo "$source has no sentences after its first $n: no unlabelled text for ${task}_unlabelled" >&2
     exit 2
   fi
-  local out="$logs/sst2/data/train_$((n + 1))-$((n + got)).tsv"  # the rows it holds (fewer where the file ends)
+  local out="$logs/$task/data/train_$((n + 1))-$((n + got)).$ext"  # the sentences it holds
   mv "$tmp" "$out"
   realpath "$out"
 }
@@ -134,26 +146,22 @@ for p in ${@:-sst2 conll2003}; do
       fi
       speed "$task" "$student"
       ;;
-    sst2_unlabelled)
-      plain=("$logs/sst2/students"/*_alpha1.0_hidden0.0_seed*/)
+    sst2_unlabelled|conll2003_unlabelled)
+      task=${p%_unlabelled}
+      plain=("$logs/$task/students"/*_alpha1.0_hidden0.0_seed*/)
       if [ ! -f "${plain[0]}metrics.json" ]; then
-        echo "sst2_unlabelled is compared with the sst2 part's plain student ($logs/sst2/students/*_alpha1.0_*):" \
-          "run the sst2 part first (bash $0 <data dir> sst2 sst2_unlabelled)" >&2
+        echo "$p is compared with the $task part's plain student ($logs/$task/students/*_alpha1.0_*):" \
+          "run the $task part first (bash $0 <data dir> $task $p)" >&2
         exit 2
       fi
-      teacher sst2
-      file=$(sst2_unlabelled_file)
+      teacher "$task"
+      file=$(unlabelled_file "$task")
       # distill.cache=true: the seeds share the teacher's outputs (the cache key holds no seed), so seed 1 runs the
       # teacher and seeds 2 and 3 read them; metrics.json's distill.teacher_outputs says which did which.
-      students sst2 sst2/unlabelled distill.alpha=0.5 distill.cache=true "data.distill_file=$file"
-      $py -m bertlab.compare "${plain[@]}" "$logs/sst2/unlabelled" --group-by distill.alpha \
+      students "$task" "$task/unlabelled" distill.alpha=0.5 distill.cache=true "data.distill_file=$file"
+      $py -m bertlab.compare "${plain[@]}" "$logs/$task/unlabelled" --group-by distill.alpha \
         --baseline distill.alpha=1.0 --out "$here/$p"
-      record "$p" "$logs/sst2/unlabelled"/*/
-      ;;
-    conll2003_unlabelled)
-      echo "conll2003_unlabelled: token classification reads no data.distill_file (only classification and" \
-        "regression do, docs/distillation.md), so CoNLL-2003 has no unlabelled-text part" >&2
-      exit 2
+      record "$p" "$logs/$task/unlabelled"/*/
       ;;
     sst2_matched|conll2003_matched)
       task=${p%_matched}

@@ -119,8 +119,10 @@ def mined_negatives(task: TaskSpec, data: DataConfig, files: DataFiles, run_dir:
                           f"passages, and a query with {most} positive(s) needs at least {skip} + {n} + {most} = "
                           f"{skip + n + most} for {n} negatives. Lower task.num_negatives or task.skip_top, or give "
                           "more pairs")
-    if data.max_train_samples is not None:  # training rows: a query's positive and its n negatives are n + 1 rows
-        keep = math.ceil(data.max_train_samples / (n + 1))
+    if data.max_train_samples is not None:  # pointwise: a query's positive and its n negatives are n + 1 rows;
+        # listwise: they are one group
+        keep = data.max_train_samples if task.rerank_loss == "listwise" else \
+            math.ceil(data.max_train_samples / (n + 1))
         qids, queries = qids[:keep], queries[:keep]
     predictor = load_embedding_model(source, None, data.eval_batch_size, use="task.negatives_from mines negatives")
     columns = (data.text_column, data.text_pair_column, data.negative_column)
