@@ -121,7 +121,8 @@ def goal_line(a: str, mean: dict[str, float], within: float) -> str:
     gap = points(mean["teacher"] - mean[a])
     gain = points(mean[a] - mean["student"])
     name = {"distilled": "distilled student", "matched": "matched student", "unlabelled": "student with unlabelled text"}
-    return (f"Goals, {name[a]}: within {within:g} points of the teacher: {gap:.2f} points below "
+    where = f"{gap:.2f} points below" if gap >= 0 else f"{-gap:.2f} points above it"
+    return (f"Goals, {name[a]}: within {within:g} points of the teacher: {where} "
             f"({'met' if gap <= within else 'not met'}); at least {GAIN_GOAL:g} points above the student without "
             f"distillation: {gain:+.2f} ({'met' if gain >= GAIN_GOAL else 'not met'}).")
 
