@@ -505,7 +505,7 @@ class DataConfig:
     test_file: str | None = None
     predict_file: str | None = None
     # Distillation (docs/distillation.md): unlabelled texts in the training file's format that join the training
-    # split with the teacher's soft labels only (sequence tasks; needs distill.teacher).
+    # split with the teacher's soft labels only (sequence and tagging tasks; needs distill.teacher).
     distill_file: str | None = None
     batch_size: int = 32  # per device
     eval_batch_size: int = 64  # per device
