@@ -250,7 +250,7 @@ class TaskDataModule(L.LightningDataModule):
                                                self.tokenizer, label_map, self.task)
                 log.info("data.distill_file: %d unlabelled sentences join the %d training sentences (the teacher's "
                          "soft labels only)", extra.num_examples, built.num_examples)
-                built = with_unlabelled(built, extra, False, tokens=True)
+                built = with_unlabelled(built, extra, False)
             return built
         if train and self.cfg.distill_file:
             raise ConfigError(f"data.distill_file={self.cfg.distill_file}: unlabelled texts are read for "

@@ -150,15 +150,15 @@ def sequence_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTo
     return Split(name, features, len(examples), policy.skipped, **asdict(long))
 
 
-def with_unlabelled(train: Split, extra: Split, regression: bool, tokens: bool = False) -> Split:
-    """The training split and ``extra``'s unlabelled features (``data.distill_file``), numbered after it. Their
-    label says "none" (IGNORE_INDEX, or NaN for regression; a tagging feature's words are
-    :data:`~bertlab.data.tags.UNLABELLED_WORD` already, ``tokens``): only a distillation teacher's term learns
+def with_unlabelled(train: Split, extra: Split, regression: bool) -> Split:
+    """The training split and ``extra``'s unlabelled features (``data.distill_file``), numbered after it. A
+    feature without labels gets the label that says "none" (IGNORE_INDEX, or NaN for regression); a tagging
+    feature keeps its :data:`~bertlab.data.tags.UNLABELLED_WORD` marks. Only a distillation teacher's term learns
     from them (:mod:`bertlab.tasks.distill`)."""
+    none = float("nan") if regression else IGNORE_INDEX
     features = list(train.features)
     for i, feature in enumerate(extra.features):
-        label = feature["labels"] if tokens else float("nan") if regression else IGNORE_INDEX
-        features.append({**feature, "index": len(train.features) + i, "labels": label})
+        features.append({**feature, "index": len(train.features) + i, "labels": feature.get("labels", none)})
     return dataclasses.replace(train, features=features, num_examples=train.num_examples + extra.num_examples,
                                skipped=train.skipped + extra.skipped, truncated=train.truncated + extra.truncated,
                                windowed=train.windowed + extra.windowed,
@@ -206,9 +206,22 @@ def derive_labels(path: Path, data: DataConfig, family: str) -> list[str]:
 # Token classification (NER)
 
 
+def _tagged_features(sentences, word_labels, b_to_i, path: Path, data: DataConfig, tokenizer: EncoderTokenizer,
+                     task: TaskSpec):
+    """Features of tagging sentences, one word label id each, windowed or cut as ``data`` says
+    (:func:`bertlab.data.tags.tag_features`): features, word ids, sentence of each feature, long-text counts."""
+    from bertlab.data.tags import tag_features
+
+    # Tokenized whole, without special tokens: tag_windows wraps each window in the family's own.
+    encodings = tokenizer.encode_words_batch([s.words for s in sentences], add_special_tokens=False)
+    return tag_features(encodings, tokenizer.template, data.max_seq_length, data.long_text, data.window_stride,
+                        word_labels, task.label_all_tokens, b_to_i, window_cap(data, path),
+                        [s.where for s in sentences])
+
+
 def token_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderTokenizer, labels: LabelMap,
                 task: TaskSpec, max_examples: int | None = None) -> Split:
-    from bertlab.data.tags import b_to_i_map, iob1_to_iob2, tag_features, validate_iob2
+    from bertlab.data.tags import b_to_i_map, iob1_to_iob2, validate_iob2
 
     policy = BadExamplePolicy(data.on_bad_example)
     sentences = read_conll(path, data.tag_column, policy)
@@ -229,13 +242,8 @@ def token_split(name: str, path: Path, data: DataConfig, tokenizer: EncoderToken
         valid.append((s, tags))
     labels.check(path, seen)  # every tag the label set lacks, named at once
     kept = [(s, tags, [labels.id(t, s.where) for t in tags]) for s, tags in valid]
-    b_to_i = b_to_i_map(labels.labels)
-    # Tokenized whole, without special tokens: tag_windows wraps each window in the family's own.
-    encodings = tokenizer.encode_words_batch([s.words for s, _, _ in kept], add_special_tokens=False)
-    features, word_ids, sentence, long = tag_features(
-        encodings, tokenizer.template, data.max_seq_length, data.long_text, data.window_stride,
-        [ids for _, _, ids in kept], task.label_all_tokens, b_to_i, window_cap(data, path),
-        [s.where for s, _, _ in kept])
+    features, word_ids, sentence, long = _tagged_features([s for s, _, _ in kept], [ids for _, _, ids in kept],
+                                                          b_to_i_map(labels.labels), path, data, tokenizer, task)
     if long.truncated:
         log.info("%s: %d sentences truncated at %d tokens (data.long_text=truncate); their cut words are "
                  "predicted O and still scored", path, long.truncated, data.max_seq_length)
@@ -251,19 +259,16 @@ def token_unlabelled_split(name: str, path: Path, data: DataConfig, tokenizer: E
     cut as the training sentences are. Each word's first piece is labelled
     :data:`~bertlab.data.tags.UNLABELLED_WORD` (with ``task.label_all_tokens``, its other pieces too): the
     positions the teacher's per-token term reads, as a gold tag marks them in a labelled sentence."""
-    from bertlab.data.tags import b_to_i_map, tag_features
+    from bertlab.data.tags import b_to_i_map
 
     policy = BadExamplePolicy(data.on_bad_example)
     sentences = read_conll(path, None, policy)
     if not sentences:
         raise DataError(f"{path}: no sentences (data.distill_file of a tagging task: a CoNLL column file, one word "
                         "a line and a blank line between sentences)")
-    encodings = tokenizer.encode_words_batch([s.words for s in sentences], add_special_tokens=False)
     b_to_i = {**b_to_i_map(labels.labels), UNLABELLED_WORD: UNLABELLED_WORD}
-    features, _, _, long = tag_features(
-        encodings, tokenizer.template, data.max_seq_length, data.long_text, data.window_stride,
-        [[UNLABELLED_WORD] * len(s.words) for s in sentences], task.label_all_tokens, b_to_i,
-        window_cap(data, path), [s.where for s in sentences])
+    features, _, _, long = _tagged_features(sentences, [[UNLABELLED_WORD] * len(s.words) for s in sentences],
+                                            b_to_i, path, data, tokenizer, task)
     return Split(name, features, len(sentences), policy.skipped, **asdict(long))
 
 

@@ -114,23 +114,27 @@ class OnnxSession:
         mask = feed["attention_mask"]
         if not len(mask):
             return self._run(feed)
-        if mask.ndim == 3:  # multiple choice (B, C, T) -> (B, C): each choice a (1, 1, t) run
+        if mask.ndim == 3:  # multiple choice (B, C, T) -> (B, C): each choice one input, a (1, 1, t) run
             b, c, _ = mask.shape
-            flat = {k: v.reshape(b * c, 1, -1) for k, v in feed.items()}
-            rows = [self._run(_cropped(flat, [i], flat["attention_mask"][i])) for i in range(b * c)]
-            return np.concatenate(rows).reshape(b, c)
+            feed = {k: v.reshape(b * c, 1, -1) for k, v in feed.items()}
+            return self._each(feed, [np.asarray([i]) for i in range(b * c)]).reshape(b, c)
         docs = feed.get("window_doc")
         if docs is not None and len(docs):  # long documents: one run per document, its windows together
             units = [np.flatnonzero(docs == d) for d in range(int(docs.max()) + 1)]
         else:
             units = [np.asarray([i]) for i in range(len(mask))]
+        return self._each(feed, units)
+
+    def _each(self, feed: dict[str, np.ndarray], units: list[np.ndarray]) -> np.ndarray:
+        """One run per unit (the batch rows of one input), its results put back as one batched run gives them."""
+        mask = feed["attention_mask"]
         outs = []
         for unit in units:
             part = _cropped(feed, unit, mask[unit])
-            if docs is not None and len(docs):
-                part["window_doc"] = np.zeros(len(unit), dtype=np.int64)
+            if "window_doc" in part:
+                part["window_doc"] = np.zeros(len(unit), dtype=np.int64)  # the unit's windows: one document
             outs.append(self._run(part))
-        if outs[0].ndim <= 2:  # a row per input: (1, C) or (1, D) each
+        if outs[0].ndim <= 2:  # a row per input: (1, C), (1, D) or a choice's (1, 1) each
             return np.concatenate(outs)
         full = np.full((len(mask), mask.shape[1], *outs[0].shape[2:]), -1e4, dtype=outs[0].dtype)
         for unit, out in zip(units, outs):
