@@ -6,6 +6,7 @@ with a note."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -35,13 +36,10 @@ TEXTS = ["a gorgeous , witty film .", "the plot is a mess"]
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("fingerprints")
-    cache: dict[str, Path] = {}
-
+    @functools.cache
     def get(name: str) -> Path:
-        if name not in cache:
-            run_train([*QUICK, *RUNS[name]], root / name)
-            cache[name] = root / name
-        return cache[name]
+        run_train([*QUICK, *RUNS[name]], root / name)
+        return root / name
 
     return get
 

@@ -4,6 +4,7 @@ quantization, and predictions from the export folder equal the run's."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -32,13 +33,10 @@ CASES = {
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("onnx")
-    cache: dict[str, Path] = {}
-
+    @functools.cache
     def get(name: str) -> Path:
-        if name not in cache:
-            run_train([*QUICK, *CASES[name]], root / name)
-            cache[name] = root / name
-        return cache[name]
+        run_train([*QUICK, *CASES[name]], root / name)
+        return root / name
 
     return get
 

@@ -17,6 +17,7 @@ documents in windows (per-document runs); the fp32 graph keeps its batched runs.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -45,14 +46,11 @@ CASES = {
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("int8_batches")
-    cache: dict[str, Path] = {}
-
+    @functools.cache
     def get(name: str) -> Path:
-        if name not in cache:
-            run_train([*QUICK, *CASES[name]], root / name / "run")
-            bonnx.export_onnx(root / name / "run", root / name / "onnx", quantize="int8", max_drop=100.0)
-            cache[name] = root / name / "onnx"
-        return cache[name]
+        run_train([*QUICK, *CASES[name]], root / name / "run")
+        bonnx.export_onnx(root / name / "run", root / name / "onnx", quantize="int8", max_drop=100.0)
+        return root / name / "onnx"
 
     return get
 

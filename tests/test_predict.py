@@ -7,6 +7,7 @@ that are spans of the context. The agreement test compares with ``transformers.p
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -45,13 +46,10 @@ RUNS = {
 def trained(tmp_path_factory):
     """Train each family once per module: name → run dir."""
     root = tmp_path_factory.mktemp("predict")
-    cache: dict[str, Path] = {}
-
+    @functools.cache
     def get(name: str) -> Path:
-        if name not in cache:
-            run_train([*QUICK, *RUNS[name]], root / name)
-            cache[name] = root / name
-        return cache[name]
+        run_train([*QUICK, *RUNS[name]], root / name)
+        return root / name
 
     return get
 
