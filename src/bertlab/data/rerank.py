@@ -134,17 +134,13 @@ def listwise_groups(rows: list[tuple[str, str, float, str]], path: Path) -> list
     other relevant passages are left out of a group rather than counted against the positive (the kind a
     duplicate positive is in a bi-encoder's batch). A query without a negative or without a relevant passage
     gives no group: counted and logged, as the rule docs/embeddings.md states."""
-    positives: dict[str, list[str]] = {}
-    negatives: dict[str, list[str]] = {}
+    by_query: dict[str, tuple[dict[str, None], dict[str, None]]] = {}  # (relevant, label 0), each once, in order
     for query, passage, target, _ in rows:
-        side = positives if target > 0 else negatives
-        if passage not in side.setdefault(query, []):
-            side[query].append(passage)
-        (negatives if target > 0 else positives).setdefault(query, [])
+        by_query.setdefault(query, ({}, {}))[0 if target > 0 else 1][passage] = None
     groups: list[tuple[str, list[str]]] = []
     no_negative = no_positive = 0
-    for query, relevant in positives.items():
-        negs = [p for p in negatives[query] if p not in relevant]
+    for query, (relevant, zero) in by_query.items():
+        negs = [p for p in zero if p not in relevant]
         if not relevant:
             no_positive += 1
         elif not negs:
