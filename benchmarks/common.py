@@ -312,3 +312,13 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def python() -> str:
     return sys.executable
+
+
+def onnx_export(run_dir: Path, out: Path, threads: int) -> Path:
+    """The run's ONNX export and its gated int8 graph, written fresh into ``out`` (a scratch folder): an export
+    kept from an earlier call could hold an older checkpoint of the same run dir."""
+    child = run_child([python(), "-m", "bertlab.export", str(run_dir), str(out), "--format", "onnx",
+                       "--quantize", "int8", "--force"], env=thread_env(threads))
+    if child.returncode != 0:
+        raise SystemExit(f"ONNX export of {run_dir} failed:\n{child.stderr[-3000:]}")
+    return out

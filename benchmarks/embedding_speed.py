@@ -4,8 +4,10 @@ training step at a large batch with and without gradient caching.
 **Encode** (``encode``): the same texts (SQuAD paragraphs, distinct, file order) embedded by ``python -m
 bertlab.predict RUN --output x.npy`` (torch) and by a process that loads the run's sentence-transformers export and
 calls ``SentenceTransformer.encode`` — same weights, batch size, max length and threads; start-up, model loading and
-tokenization included. Each side runs ``--rounds`` times, in turn; median wall time, texts/s, ratio, peak RSS, and
-the largest |Δ| between the two matrices (they must be the same embeddings).
+tokenization included. Unless ``--no-onnx``, also ``bertlab.predict`` on the run's ONNX export (made once, not
+timed): the fp32 graph (``--backend onnx``) and the gated int8 graph (``onnx-int8``, one text at a time, as it is
+served). Each side runs ``--rounds`` times, in turn; median wall time, texts/s, speed against ``st_encode``, peak
+RSS, and each matrix's largest |Δ| and lowest cosine to sentence-transformers' (fp32 must be the same embeddings).
 
 **Memory** (``memory``): one training step (forward, loss, backward, AdamW step) of all-MiniLM-L6-v2 on SQuAD
 (question, paragraph) pairs, one question per paragraph (no duplicate passage in a batch), in its own process per case, peak RSS of the whole process and its RSS before the step:
@@ -39,6 +41,7 @@ from common import (  # noqa: E402
     emit,
     last_json_line,
     machine_description,
+    onnx_export,
     python,
     run_child,
     thread_env,
@@ -137,23 +140,34 @@ def train_run(pairs_file: Path, data_dir: Path, workdir: Path, threads: int, max
 
 
 def encode(run_dir: Path, texts: list[str], work: Path, threads: int, rounds: int, batch: int,
-           max_len: int) -> dict[str, Any]:
+           max_len: int, onnx: bool = True) -> dict[str, Any]:
     import numpy as np
 
     inputs = work / "corpus.txt"
     inputs.write_text("".join(" ".join(t.split()) + "\n" for t in texts), encoding="utf-8")
-    sides = {
-        "bertlab_predict": [python(), "-m", "bertlab.predict", str(run_dir), str(inputs), "--backend", "torch",
-                            "--device", "cpu", "--batch-size", str(batch), "--no-progress", "--output",
-                            str(work / "bertlab.npy")],
-        "st_encode": [python(), "-c", ST_ENCODE, str(run_dir / "export"), str(inputs), str(work / "st.npy"),
-                      str(batch), str(max_len)],
-    }
+
+    def predict(model: Path, backend: str, name: str) -> list[str]:
+        return [python(), "-m", "bertlab.predict", str(model), str(inputs), "--backend", backend, "--device", "cpu",
+                "--batch-size", str(batch), "--no-progress", "--output", str(work / f"{name}.npy")]
+
+    sides = {"bertlab_predict": predict(run_dir, "torch", "bertlab_predict"),
+             "st_encode": [python(), "-c", ST_ENCODE, str(run_dir / "export"), str(inputs), str(work / "st_encode.npy"),
+                           str(batch), str(max_len)]}
+    if onnx:
+        onnx_dir = onnx_export(run_dir, work / "onnx", threads)  # not timed: an export is made once
+        sides["bertlab_onnx"] = predict(onnx_dir, "onnx", "bertlab_onnx")
+        if (onnx_dir / "model.int8.onnx").is_file():  # kept only where it passed its retrieval gate
+            sides["bertlab_onnx_int8"] = predict(onnx_dir, "onnx-int8", "bertlab_onnx_int8")
     out: dict[str, Any] = time_processes("encode", sides, threads, rounds)
+    reference = np.load(work / "st_encode.npy")
     for side in sides:
         out[side]["texts_per_s"] = round(len(texts) / out[side]["wall_s"], 2)
-    out["speed_vs_st"] = round(out["st_encode"]["wall_s"] / out["bertlab_predict"]["wall_s"], 3)
-    out["max_abs_diff"] = float(np.abs(np.load(work / "bertlab.npy") - np.load(work / "st.npy")).max())
+        out[side]["speed_vs_st"] = round(out["st_encode"]["wall_s"] / out[side]["wall_s"], 3)
+        ours = np.load(work / f"{side}.npy")
+        out[side]["max_abs_diff_vs_st"] = float(np.abs(ours - reference).max())
+        out[side]["min_cosine_vs_st"] = float((ours * reference).sum(1).min())  # both L2-normalised
+    out["speed_vs_st"] = out["bertlab_predict"]["speed_vs_st"]
+    out["max_abs_diff"] = out["bertlab_predict"]["max_abs_diff_vs_st"]
     return {"texts": len(texts), "batch_size": batch, "max_seq_length": max_len, "sides": out}
 
 
@@ -182,7 +196,7 @@ def memory(pairs_file: Path, threads: int, max_len: int, batch_scale: float = 1.
 
 
 def run(run_dir: Path | None, data_dir: Path, threads: int, rounds: int, tiny: bool, workdir: Path,
-        only: list[str]) -> dict[str, Any]:
+        only: list[str], onnx: bool = True) -> dict[str, Any]:
     max_len = 32 if tiny else 256
     report: dict[str, Any] = {"machine": machine_description(threads, peak=False), "threads": threads, "tiny": tiny}
     pairs = squad_pairs(data_dir)
@@ -198,7 +212,7 @@ def run(run_dir: Path | None, data_dir: Path, threads: int, rounds: int, tiny: b
                 run_dir = train_run(pairs_file, data_dir, workdir, threads, max_len)
             paragraphs = list(dict.fromkeys(r["text_pair"] for r in pairs))
             report["encode"] = encode(run_dir, paragraphs[:48] if tiny else paragraphs, work, threads,
-                                      1 if tiny else rounds, 16 if tiny else 64, max_len)
+                                      1 if tiny else rounds, 16 if tiny else 64, max_len, onnx)
         if "memory" in only:
             report["memory"] = memory(pairs_file, threads, 32 if tiny else 256, 1 / 16 if tiny else 1.0)
     return report
@@ -210,6 +224,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--train", action="store_true", help="make the run first (a few steps of model=minilm_l6)")
     p.add_argument("--tiny", action="store_true", help="smoke check: 48 texts, batches / 16, length 32")
     p.add_argument("--only", default="encode,memory", help="encode,memory")
+    p.add_argument("--no-onnx", action="store_true", help="encode: without the ONNX fp32 and int8 sides")
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bertlab_embedding_bench")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
@@ -219,7 +234,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     only = [s for s in args.only.split(",") if s]
     if "encode" in only and args.run is None and not args.train:
         p.error("give --run RUN (an embedding run with export=true), or --train")
-    report = run(args.run, args.data_dir.resolve(), args.threads, args.rounds, args.tiny, args.workdir, only)
+    report = run(args.run, args.data_dir.resolve(), args.threads, args.rounds, args.tiny, args.workdir, only,
+                 not args.no_onnx)
     emit(report, args.json)
     return report
 

@@ -46,6 +46,7 @@ from common import (  # noqa: E402
     SHARED_DATA,
     emit,
     machine_description,
+    onnx_export,
     python,
     run_child,
     thread_env,
@@ -113,16 +114,6 @@ def train_student(teacher: Path, data_dir: Path, workdir: Path, threads: int) ->
     """A 3-layer student of the SST-2 run (its layers 0, 2, 4), distilled on the same sentences."""
     return train_one("sst2_student", ["task=sst2", "data.max_train_samples=8000", f"distill.teacher={teacher}",
                                       "distill.student_layers=[0,2,4]"], data_dir, workdir, threads)
-
-
-def onnx_export(run_dir: Path, out: Path, threads: int) -> Path:
-    """The run's ONNX export and its gated int8 graph, written fresh into ``out`` (a scratch folder): an export
-    kept from an earlier call could hold an older checkpoint of the same run dir."""
-    child = run_child([python(), "-m", "bertlab.export", str(run_dir), str(out), "--format", "onnx",
-                       "--quantize", "int8", "--force"], env=thread_env(threads))
-    if child.returncode != 0:
-        raise SystemExit(f"ONNX export of {run_dir} failed:\n{child.stderr[-3000:]}")
-    return out
 
 
 def predict_command(model: Path, backend: str, name: str, inputs: Path, work: Path) -> list[str]:

@@ -252,10 +252,14 @@ def render_embedding(emb: dict[str, Any]) -> list[str]:
         sides = enc["sides"]
         out += ["", f"## Embedding a corpus ({enc['texts']} SQuAD paragraphs, batch {enc['batch_size']}, max length "
                 f"{enc['max_seq_length']}; whole processes, median)", "",
-                markdown_table(("side", "wall s", "texts/s", "peak RSS MiB"),
-                               [(side, sides[side]["wall_s"], sides[side]["texts_per_s"], sides[side]["peak_rss_mib"])
-                                for side in ("bertlab_predict", "st_encode")]),
-                "", f"Largest |Δ| between the two embedding matrices: {sides['max_abs_diff']:.2e}."]
+                markdown_table(("side", "wall s", "texts/s", "vs st_encode", "max abs diff to st_encode", "lowest cosine",
+                                "peak RSS MiB"),
+                               [(side, r["wall_s"], r["texts_per_s"], f"{r['speed_vs_st']:.2f}×" if "speed_vs_st" in r
+                                 else "", f"{r['max_abs_diff_vs_st']:.1e}" if "max_abs_diff_vs_st" in r else "",
+                                 f"{r['min_cosine_vs_st']:.6f}" if "min_cosine_vs_st" in r else "", r["peak_rss_mib"])
+                                for side, r in sides.items() if isinstance(r, dict) and "wall_s" in r]),
+                "", f"Largest |Δ| between bertlab's (torch) and sentence-transformers' matrices: "
+                f"{sides['max_abs_diff']:.2e}."]
     mem = emb.get("memory") or {}
     if mem.get("cases"):
         out += ["", f"## Embedding training step memory (all-MiniLM-L6-v2, SQuAD pairs, max length "
