@@ -8,19 +8,20 @@
 # Usage: bash experiments/embeddings/rerank.sh [DATA_DIR]   (after run.sh, whose pairs and bi-encoder runs it reads;
 #   DATA_DIR: the folder holding squad_v1.1/, default that of evaluate.py)
 # Knobs (environment): BI_LEN (256: the MAX_LEN of the run.sh measurement whose bi-encoders are reranked),
-#   SEEDS ("1 2 3"), NEGATIVES (3 per question), SKIP (0 ranks passed over when mining), TOPK (20), MAX_LEN (128,
-#   the reranker's), LOSS (pointwise | listwise: task.rerank_loss), BATCH (16 pairs pointwise; listwise: groups,
-#   16 / (1 + NEGATIVES) of them, the same pairs a step), LR (2e-5), EPOCHS (1), WARMUP (0.1), THREADS (2), WORK (logs/embeddings/len<BI_LEN>,
-#   run.sh's: the reranker runs go to WORK/rerank/seed*), BIENC (WORK/bertlab: the bi-encoder runs seed*), PAIRS_FILE
-#   (WORK/pairs.jsonl), RESULTS (experiments/embeddings/results/len<BI_LEN>, beside run.sh's), SMOKE (set: the first
-#   24 pairs, 48 training rows, max length 32, 20 dev questions; a smoke test only).
-# Writes RESULTS/rerank-seed*.json and RESULTS/TABLE.md (table.py: both tables when run.sh's results are there).
+#   SEEDS ("1 2 3"), NEGATIVES (3 per question), SKIP (0 ranks passed over when mining), TOPK (10), MAX_LEN (128,
+#   the reranker's), LOSS (listwise | pointwise: task.rerank_loss), BATCH (listwise: groups, 16 / (1 + NEGATIVES) of
+#   them; pointwise: 16 pairs; the same pairs a step), LR (5e-5), EPOCHS (2), WARMUP (0.1), THREADS (2), WORK
+#   (logs/embeddings/len<BI_LEN>, run.sh's: the reranker runs go to WORK/rerank/<LOSS>-e<EPOCHS>-seed*), BIENC (WORK/bertlab:
+#   the bi-encoder runs seed*), PAIRS_FILE (WORK/pairs.jsonl), RESULTS (experiments/embeddings/results/len<BI_LEN>,
+#   beside run.sh's), SMOKE (set: the first 24 pairs, 48 training rows, max length 32, 20 dev questions; a smoke
+#   test only).
+# Writes RESULTS/rerank-<LOSS>-e<EPOCHS>-seed*.json and RESULTS/TABLE.md (table.py: both tables when run.sh's results are there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SEEDS=${SEEDS:-"1 2 3"} NEGATIVES=${NEGATIVES:-3} SKIP=${SKIP:-0} TOPK=${TOPK:-20} MAX_LEN=${MAX_LEN:-128}
-LOSS=${LOSS:-pointwise}
+SEEDS=${SEEDS:-"1 2 3"} NEGATIVES=${NEGATIVES:-3} SKIP=${SKIP:-0} TOPK=${TOPK:-10} MAX_LEN=${MAX_LEN:-128}
+LOSS=${LOSS:-listwise}
 [[ $LOSS == listwise ]] && BATCH=${BATCH:-$((16 / (1 + NEGATIVES)))}
-BATCH=${BATCH:-16} LR=${LR:-2e-5} EPOCHS=${EPOCHS:-1} WARMUP=${WARMUP:-0.1} THREADS=${THREADS:-2}
+BATCH=${BATCH:-16} LR=${LR:-5e-5} EPOCHS=${EPOCHS:-2} WARMUP=${WARMUP:-0.1} THREADS=${THREADS:-2}
 BI_LEN=${BI_LEN:-256}
 WORK=${WORK:-logs/embeddings/len$BI_LEN} RESULTS=${RESULTS:-experiments/embeddings/results/len$BI_LEN}
 BIENC=${BIENC:-$WORK/bertlab} PAIRS_FILE=${PAIRS_FILE:-$WORK/pairs.jsonl}
@@ -46,8 +47,7 @@ for seed in $SEEDS; do
   bienc=$BIENC/seed$seed
   [[ -f "$bienc/metrics.json" ]] || { echo "no bi-encoder run at $bienc: run experiments/embeddings/run.sh first" >&2
                                       exit 1; }
-  name=seed$seed
-  [[ $LOSS == pointwise ]] || name=$LOSS-seed$seed  # both kinds of reranker kept side by side
+  name=$LOSS-e$EPOCHS-seed$seed  # each recipe's runs and results kept side by side, never over another's
   run=$WORK/rerank/$name
   rm -rf "$run"
   # No validation during training (data.val_file=null): rerank_eval.py scores the dev set once, at the end.

@@ -1,8 +1,9 @@
 """The embeddings measurement's table: one row per framework (bertlab, sentence-transformers, the checkpoint before
 fine-tuning), mean ± sample standard deviation over seeds of SQuAD dev retrieval (nDCG@10, MRR@10, R@1/10/100, in
 points), STS-B dev Spearman and training pairs per second, then the issue's two comparisons (nDCG@10 difference in
-points, throughput ratio). With the reranker's results (rerank.sh: ``rerank-seed*.json``) a second table: the
-bi-encoder alone against the bi-encoder + reranker over the same top-k candidates, and the MRR@10 gain.
+points, throughput ratio). With the reranker's results (rerank.sh: ``rerank-<loss>-e<epochs>-seed*.json``) a table per
+reranker recipe (loss and epochs): the bi-encoder alone against the bi-encoder + reranker over the same top-k
+candidates, and the MRR@10 gain.
 
     python experiments/embeddings/table.py [RESULTS_DIR] [--out RESULTS_DIR/TABLE.md]
 """
@@ -60,14 +61,20 @@ def render(results: list[dict]) -> str:
     if budget:
         out += ["", "Budget: " + ", ".join(f"{k} {v}" for k, v in budget.items())]
     reranked = [r for r in results if r.get("framework") == RERANKED]
-    for loss in sorted({rerank_loss(r) for r in reranked}, reverse=True):  # pointwise, then listwise
-        out += ["", *render_rerank([r for r in reranked if rerank_loss(r) == loss])]
+    # One table per recipe (loss, epochs): pointwise first, then listwise, fewer epochs first.
+    for recipe in sorted({rerank_recipe(r) for r in reranked}, key=lambda lr: (lr[0] != "pointwise", lr)):
+        out += ["", *render_rerank([r for r in reranked if rerank_recipe(r) == recipe])]
     return "\n".join(out) + "\n"
 
 
 def rerank_loss(record: dict) -> str:
     """The reranker's training loss (rerank.sh's LOSS; records before it had one were trained pointwise)."""
     return (record.get("budget") or {}).get("loss", "pointwise")
+
+
+def rerank_recipe(record: dict) -> tuple[str, float]:
+    """What tells two reranker measurements apart: the loss and the epochs trained (records without: 1)."""
+    return rerank_loss(record), float((record.get("budget") or {}).get("epochs", 1))
 
 
 def pairs_per_s(record: dict) -> float:
@@ -79,13 +86,18 @@ def pairs_per_s(record: dict) -> float:
     return speed
 
 
+def epochs(n: float) -> str:
+    return f"{n:g} epoch" + ("" if n == 1 else "s")
+
+
 def render_rerank(records: list[dict]) -> list[str]:
     """The bi-encoder's top k of each dev question before and after the reranker, per the same seeds."""
     records = sorted(records, key=lambda r: r.get("seed") or 0)
     k = sorted({r["squad_dev"]["top_k"] for r in records})
     seeds = ", ".join(str(r["seed"]) for r in records)
     lines = [f"## Reranking the bi-encoder's top {'/'.join(map(str, k))} (SQuAD dev, "
-             f"{records[0]['squad_dev']['queries']} questions; reranker trained {rerank_loss(records[0])})", "",
+             f"{records[0]['squad_dev']['queries']} questions; reranker trained {rerank_loss(records[0])}, "
+             f"{epochs(rerank_recipe(records[0])[1])})", "",
              "| model | seeds | " + " | ".join(c[0] for c in RERANK_COLUMNS) + " | train pairs/s |",
              "|---|---|" + "---|" * (len(RERANK_COLUMNS) + 1)]
     for name, block in (("bertlab bi-encoder alone", "first_stage"), ("+ MiniLM reranker (task=rerank)", "reranked")):
