@@ -51,6 +51,7 @@ def test_command_line_round_trip_writes_a_trec_run_and_metrics(emb_run, tmp_path
         scores = [float(r[4]) for r in mine]
         assert scores == sorted(scores, reverse=True) and len({r[2] for r in mine}) == 5
     assert "1 of 6 queries have no relevant passage" in done.stderr
+    assert "run file: " in done.stderr  # bertlab's own lines are shown when it runs as python -m
 
 
 def test_metrics_equal_ir_measures_on_the_written_run(emb_run, tmp_path):

@@ -14,7 +14,7 @@ from bertlab.runtime.exits import user_errors
 from bertlab.runtime.files import refuse_writing_over, writing
 from bertlab.runtime.outputs import refuse_folder_in_bertlab_folders, refuse_replacing_bertlab_files
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bertlab.retrieve")  # also when run as __main__ (python -m)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
                         "run.trec holds the reranked order, run.first_stage.trec the retrieval's")
     p.add_argument("--rerank-top-k", type=int, default=None, metavar="K",
                    help="with --rerank: candidates reranked per query (default: --top-k)")
+    p.add_argument("--index", default="exact", choices=("exact", "hnsw"),
+                   help="exact: every query against every passage (default); hnsw: faiss's approximate HNSW graph "
+                        "for large corpora, built once and saved beside the corpus embeddings (needs faiss-cpu)")
+    p.add_argument("--ef-search", type=int, default=None, metavar="N",
+                   help="with --index hnsw: candidates a query visits (default 128, at least --top-k): higher is "
+                        "closer to exact and slower")
     p.add_argument("--tag", default="bertlab", help="the run tag, the last column of the run file")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
@@ -50,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if not logging.getLogger().handlers:
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+        # Other libraries' INFO lines stay out (faiss's loader reports each CPU build it tries); bertlab's are shown.
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     logging.getLogger("bertlab").setLevel(logging.INFO)
     from bertlab.inference.inputs import model_files
     from bertlab.runtime.errors import ConfigError
@@ -60,8 +67,14 @@ def main(argv: list[str] | None = None) -> None:
     with user_errors():
         if args.top_k < 1 or (args.batch_size is not None and args.batch_size < 1):
             raise ConfigError(f"--top-k ({args.top_k}) and --batch-size ({args.batch_size}) must be at least 1")
+        if args.ef_search is not None and (args.index != "hnsw" or args.ef_search < 1):
+            raise ConfigError(f"--ef-search {args.ef_search}: give a count of at least 1, with --index hnsw")
         if args.rerank_top_k is not None and (args.rerank is None or args.rerank_top_k < 1):
             raise ConfigError(f"--rerank-top-k {args.rerank_top_k}: give a count of at least 1, with --rerank RUN")
+        if args.index == "hnsw":  # refused before anything is embedded
+            from bertlab.inference.retrieve import require_faiss
+
+            require_faiss()
         mine = None
         if args.mine_negatives:
             count, path = args.mine_negatives
@@ -87,11 +100,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _retrieve(args, out: Path, mine) -> None:
-    import numpy as np
-    import torch
-
     from bertlab.inference import retrieve as r
-    from bertlab.tasks.retrieval import search
 
     corpus_ids, corpus_texts = r.read_texts(Path(args.corpus), args.id_column, args.text_column, "passage")
     query_ids, query_texts = r.read_texts(Path(args.queries), args.id_column, args.text_column, "query")
@@ -106,11 +115,11 @@ def _retrieve(args, out: Path, mine) -> None:
     progress = not args.no_progress
     with writing(out, "the retrieval outputs", "give --out a folder on a disk with room"):
         out.mkdir(parents=True, exist_ok=True)
-        corpus, _ = r.corpus_embeddings(predictor, corpus_ids, corpus_texts, Path(args.corpus), out,
-                                        (args.id_column, args.text_column), size, progress)
+        corpus, saved = r.corpus_embeddings(predictor, corpus_ids, corpus_texts, Path(args.corpus), out,
+                                            (args.id_column, args.text_column), size, progress)
         queries = r.embed_in_batches(predictor, query_texts, size, progress, "query")
-        scores, indices = search(torch.from_numpy(queries), torch.from_numpy(corpus), top_k=args.top_k)
-        scores, indices = scores.numpy(), indices.numpy().astype(np.int64)
+        scores, indices = r.search_corpus(queries, corpus, args.top_k, args.index, saved,
+                                          args.ef_search or r.HNSW_EF_SEARCH)
         first_stage = (scores, indices)
         if reranker is not None:
             from bertlab.inference.rerank import rerank

@@ -33,6 +33,7 @@ import numpy as np
 from bertlab.data.readers import BadExamplePolicy, DataError, one_text_per_id, read_table, read_text_lines
 from bertlab.inference.predictor import Predictor, load_predictor
 from bertlab.runtime.config import TaskSpec
+from bertlab.runtime.errors import ConfigError
 from bertlab.runtime.files import atomic_path
 from bertlab.runtime.fingerprints import RECORD_NAME, file_digest
 
@@ -123,10 +124,10 @@ def model_fingerprint(source: str | Path) -> str:
 
 
 def corpus_embeddings(predictor: Predictor, ids: list[str], texts: list[str], corpus: Path, out: Path,
-                      columns: tuple[str, str], batch_size: int, progress: bool) -> tuple[np.ndarray, bool]:
-    """The corpus's (N, D) embeddings and whether they were loaded: ``out/corpus-<key>.npy`` (+ ``.json``, the
-    ids and what the key is made of) where an earlier call saved them for the same model (fingerprint), corpus
-    file (SHA-256), columns, max_seq_length and backend; else embedded in batches and saved."""
+                      columns: tuple[str, str], batch_size: int, progress: bool) -> tuple[np.ndarray, Path]:
+    """The corpus's (N, D) embeddings and the file they are saved in: ``out/corpus-<key>.npy`` (+ ``.json``, the
+    ids and what the key is made of), loaded where an earlier call saved them for the same model (fingerprint),
+    corpus file (SHA-256), columns, max_seq_length and backend; else embedded in batches and saved."""
     parts = {"format": CACHE_FORMAT, "model": model_fingerprint(predictor.source), "corpus": file_digest(corpus),
              "columns": list(columns), "max_seq_length": predictor.settings.max_seq_length,
              "backend": "onnx" if predictor.onnx else "torch"}
@@ -138,7 +139,7 @@ def corpus_embeddings(predictor: Predictor, ids: list[str], texts: list[str], co
             emb = np.load(npy)
             if saved.get("key") == parts and saved.get("ids") == ids and emb.shape[0] == len(ids):
                 log.info("corpus embeddings: loaded %s (%d passages; same model and corpus file)", npy, len(ids))
-                return emb, True
+                return emb, npy
         except (OSError, ValueError):
             pass
         log.info("corpus embeddings: %s does not match the corpus: embedding again", npy)
@@ -150,7 +151,88 @@ def corpus_embeddings(predictor: Predictor, ids: list[str], texts: list[str], co
         tmp.write_text(json.dumps({"key": parts, "source": str(predictor.source), "corpus_file": str(corpus),
                                    "ids": ids}), encoding="utf-8")
     log.info("corpus embeddings: %d passages embedded, saved to %s", len(ids), npy)
-    return emb, False
+    return emb, npy
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Searching the corpus (--index)
+
+INDEXES = ("exact", "hnsw")
+HNSW_M = 32  # graph neighbours per passage (faiss's and hnswlib's usual 16-64)
+HNSW_EF_CONSTRUCTION = 200  # candidates kept while the graph is built: a better graph for a slower build
+HNSW_EF_SEARCH = 128  # candidates kept per query while searching (at least top_k)
+
+
+def search_corpus(queries: np.ndarray, corpus: np.ndarray, top_k: int, index: str = "exact",
+                  saved: Path | None = None, ef_search: int = HNSW_EF_SEARCH) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's ``top_k`` passages by cosine similarity, best first: (scores, indices), (Q, k) arrays.
+
+    - ``exact``: every query against every passage, by blocked matrix products (:func:`search`).
+    - ``hnsw``: faiss's HNSW graph over the L2-normalised passages (inner product = cosine; the scores are the
+      same cosines), approximate: a query visits ``ef_search`` candidates, not the whole corpus, so a passage the
+      exact search would rank in the top k can be missed. For corpora where the (Q, N) products are what costs.
+      The graph is built once and kept beside the corpus embeddings (``saved``: their ``.npy``) as
+      ``<stem>.hnsw<M>.faiss``, which the next call with the same embeddings loads."""
+    if index == "exact":
+        import torch
+
+        from bertlab.tasks.retrieval import search
+
+        scores, indices = search(torch.from_numpy(queries), torch.from_numpy(corpus), top_k=top_k)
+        return scores.numpy(), indices.numpy().astype(np.int64)
+    if index != "hnsw":
+        raise ConfigError(f"--index {index!r}: one of {', '.join(INDEXES)}")
+    faiss = require_faiss()
+    k = min(top_k, corpus.shape[0])
+    graph = hnsw_graph(faiss, unit_rows(corpus), saved)
+    graph.hnsw.efSearch = max(ef_search, k)
+    scores, indices = graph.search(unit_rows(queries), k)
+    if (indices < 0).any():  # the graph reached fewer than k passages from some query
+        raise ConfigError(f"--index hnsw found fewer than {k} passages for {int((indices < 0).any(1).sum())} "
+                          f"queries (efSearch {graph.hnsw.efSearch}). Raise --ef-search, or search exactly with "
+                          "--index exact")
+    return scores.astype(np.float32), indices.astype(np.int64)
+
+
+def require_faiss():
+    """The faiss module, or a ConfigError saying how to install it."""
+    try:
+        import faiss
+    except ImportError:
+        raise ConfigError("--index hnsw needs faiss, which is not installed. Install it with `pip install "
+                          "faiss-cpu` (or bertlab's `index` extra), or search exactly with --index exact (the "
+                          "default)") from None
+    return faiss
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """``x``'s rows scaled to length 1, float32 and contiguous (as faiss takes them): inner product = cosine."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def hnsw_graph(faiss, corpus: np.ndarray, saved: Path | None):
+    """The HNSW graph over ``corpus`` (unit rows): loaded from beside ``saved`` where it holds as many rows of
+    the same size, else built (and saved there when ``saved`` is given)."""
+    path = saved.with_name(f"{saved.stem}.hnsw{HNSW_M}.faiss") if saved is not None else None
+    if path is not None and path.is_file():
+        try:
+            graph = faiss.read_index(str(path))
+            if graph.ntotal == corpus.shape[0] and graph.d == corpus.shape[1]:
+                log.info("HNSW index: loaded %s (%d passages)", path, graph.ntotal)
+                return graph
+        except RuntimeError:  # faiss's error for a file it cannot read
+            pass
+        log.info("HNSW index: %s does not match the corpus embeddings: building it again", path)
+    graph = faiss.IndexHNSWFlat(corpus.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    graph.add(corpus)
+    if path is not None:
+        with atomic_path(path) as tmp:
+            faiss.write_index(graph, str(tmp))
+        log.info("HNSW index: built over %d passages (M %d, efConstruction %d), saved to %s", graph.ntotal,
+                 HNSW_M, HNSW_EF_CONSTRUCTION, path)
+    return graph
 
 
 def embed_in_batches(predictor: Predictor, texts: list[str], batch_size: int, progress: bool,
