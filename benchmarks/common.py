@@ -315,10 +315,18 @@ def python() -> str:
 
 
 def onnx_export(run_dir: Path, out: Path, threads: int) -> Path:
-    """The run's ONNX export and its gated int8 graph, written fresh into ``out`` (a scratch folder): an export
-    kept from an earlier call could hold an older checkpoint of the same run dir."""
+    """The run's ONNX export and its int8 graph (kept whatever its gate says: ``--force``; :func:`int8_gate` reads
+    the verdict), written fresh into ``out`` (a scratch folder): an export kept from an earlier call could hold
+    an older checkpoint of the same run dir."""
     child = run_child([python(), "-m", "bertlab.export", str(run_dir), str(out), "--format", "onnx",
                        "--quantize", "int8", "--force"], env=thread_env(threads))
     if child.returncode != 0:
         raise SystemExit(f"ONNX export of {run_dir} failed:\n{child.stderr[-3000:]}")
     return out
+
+
+def int8_gate(onnx_dir: Path) -> dict[str, Any] | None:
+    """The int8 quality gate's verdict of an ONNX export (its export_report.json)."""
+    report = json.loads((onnx_dir / "export_report.json").read_text())
+    gate = report.get("onnx_int8_vs_fp32")
+    return None if gate is None else {k: gate[k] for k in ("metric", "fp32", "int8", "drop_points", "passed")}

@@ -5,8 +5,8 @@ training step at a large batch with and without gradient caching.
 bertlab.predict RUN --output x.npy`` (torch) and by a process that loads the run's sentence-transformers export and
 calls ``SentenceTransformer.encode`` — same weights, batch size, max length and threads; start-up, model loading and
 tokenization included. Unless ``--no-onnx``, also ``bertlab.predict`` on the run's ONNX export (made once, not
-timed): the fp32 graph (``--backend onnx``) and the gated int8 graph (``onnx-int8``, one text at a time, as it is
-served). Each side runs ``--rounds`` times, in turn; median wall time, texts/s, speed against ``st_encode``, peak
+timed): the fp32 graph (``--backend onnx``) and the int8 graph (``onnx-int8``, one text at a time, as it is
+served; kept whatever its retrieval gate said, whose verdict the report gives). Each side runs ``--rounds`` times, in turn; median wall time, texts/s, speed against ``st_encode``, peak
 RSS, and each matrix's largest |Δ| and lowest cosine to sentence-transformers' (fp32 must be the same embeddings).
 
 **Memory** (``memory``): one training step (forward, loss, backward, AdamW step) of all-MiniLM-L6-v2 on SQuAD
@@ -39,6 +39,7 @@ from common import (  # noqa: E402
     REPO,
     SHARED_DATA,
     emit,
+    int8_gate,
     last_json_line,
     machine_description,
     onnx_export,
@@ -156,7 +157,7 @@ def encode(run_dir: Path, texts: list[str], work: Path, threads: int, rounds: in
     if onnx:
         onnx_dir = onnx_export(run_dir, work / "onnx", threads)  # not timed: an export is made once
         sides["bertlab_onnx"] = predict(onnx_dir, "onnx", "bertlab_onnx")
-        if (onnx_dir / "model.int8.onnx").is_file():  # kept only where it passed its retrieval gate
+        if (onnx_dir / "model.int8.onnx").is_file():  # kept with --force: its gate's verdict goes in the report
             sides["bertlab_onnx_int8"] = predict(onnx_dir, "onnx-int8", "bertlab_onnx_int8")
     out: dict[str, Any] = time_processes("encode", sides, threads, rounds)
     reference = np.load(work / "st_encode.npy")
@@ -166,6 +167,8 @@ def encode(run_dir: Path, texts: list[str], work: Path, threads: int, rounds: in
         ours = np.load(work / f"{side}.npy")
         out[side]["max_abs_diff_vs_st"] = float(np.abs(ours - reference).max())
         out[side]["min_cosine_vs_st"] = float((ours * reference).sum(1).min())  # both L2-normalised
+    if "bertlab_onnx_int8" in sides:
+        out["bertlab_onnx_int8"]["int8_gate"] = int8_gate(onnx_dir)
     out["speed_vs_st"] = out["bertlab_predict"]["speed_vs_st"]
     out["max_abs_diff"] = out["bertlab_predict"]["max_abs_diff_vs_st"]
     return {"texts": len(texts), "batch_size": batch, "max_seq_length": max_len, "sides": out}

@@ -45,6 +45,7 @@ from common import (  # noqa: E402
     REPO,
     SHARED_DATA,
     emit,
+    int8_gate,
     machine_description,
     onnx_export,
     python,
@@ -136,13 +137,6 @@ STUDENT_SIDES = {"student_torch": "bertlab_torch", "student_onnx_int8": "bertlab
 def student_sides(student_run: Path, onnx_dir: Path, inputs: Path, work: Path) -> dict[str, list[str]]:
     return {"student_torch": predict_command(student_run, "torch", "student_torch", inputs, work),
             "student_onnx_int8": predict_command(onnx_dir, "onnx-int8", "student_onnx_int8", inputs, work)}
-
-
-def int8_gate(onnx_dir: Path) -> dict[str, Any] | None:
-    """The int8 quality gate's verdict of an ONNX export (its export_report.json)."""
-    report = json.loads((onnx_dir / "export_report.json").read_text())
-    gate = report.get("onnx_int8_vs_fp32")
-    return None if gate is None else {k: gate[k] for k in ("metric", "fp32", "int8", "drop_points", "passed")}
 
 
 def first_copy(path: Path, n: int) -> list[str]:

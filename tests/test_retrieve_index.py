@@ -43,20 +43,52 @@ def test_the_graph_is_saved_beside_the_embeddings_and_rebuilt_when_they_change(t
 
     corpus, queries = clustered(500, 16, 2), clustered(20, 16, 3)
     saved = tmp_path / "corpus-abc.npy"
+    graphs = lambda: sorted(tmp_path.glob("corpus-abc.hnsw32-*.faiss"))  # noqa: E731
     with caplog.at_level("INFO", logger="bertlab"):
         first = search_corpus(queries, corpus, 5, "hnsw", saved)
-        assert (tmp_path / "corpus-abc.hnsw32.faiss").is_file() and "built over 500 passages" in caplog.text
+        assert len(graphs()) == 1 and "built over 500 passages" in caplog.text
         caplog.clear()
         again = search_corpus(queries, corpus, 5, "hnsw", saved)
         assert "HNSW index: loaded" in caplog.text
         assert np.array_equal(first[1], again[1]) and np.allclose(first[0], again[0])
+        # Other vectors of the same shape under that name (a corpus embedded again): a graph of their own,
+        # which replaces the stale one; its results are those of a graph built afresh
         caplog.clear()
-        search_corpus(queries, corpus[:400], 5, "hnsw", saved)  # other embeddings under that name: rebuilt
-        assert "does not match the corpus embeddings" in caplog.text and "built over 400 passages" in caplog.text
+        other = corpus[::-1].copy()
+        moved = search_corpus(queries, other, 5, "hnsw", saved)
+        assert "built over 500 passages" in caplog.text and "loaded" not in caplog.text
+        assert len(graphs()) == 1 and np.array_equal(moved[1], search_corpus(queries, other, 5, "hnsw")[1])
         caplog.clear()
-        (tmp_path / "corpus-abc.hnsw32.faiss").write_bytes(b"not an index")
-        search_corpus(queries, corpus[:400], 5, "hnsw", saved)
+        search_corpus(queries, corpus[:400], 5, "hnsw", saved)  # fewer rows: built again
         assert "built over 400 passages" in caplog.text
+        caplog.clear()
+        graphs()[0].write_bytes(b"not an index")  # unreadable: built again
+        search_corpus(queries, corpus[:400], 5, "hnsw", saved)
+        assert "cannot be read" in caplog.text and "built over 400 passages" in caplog.text
+
+
+def test_top_k_above_the_corpus_and_an_unreachable_passage(monkeypatch):
+    from bertlab.inference.retrieve import search_corpus
+    from bertlab.runtime.errors import ConfigError
+
+    corpus, queries = clustered(7, 8, 4), clustered(3, 8, 5)
+    scores, indices = search_corpus(queries, corpus, 10, "hnsw")  # k is cut to the corpus, as exact search cuts it
+    assert indices.shape == (3, 7) and sorted(indices[0].tolist()) == list(range(7))
+    assert np.allclose(scores, search_corpus(queries, corpus, 10, "exact")[0], atol=1e-5)
+
+    class Unreached:  # a graph that reaches fewer passages than asked: faiss marks the gaps with -1
+        class hnsw:
+            efSearch = 0
+
+        @staticmethod
+        def search(q, k):
+            return np.zeros((len(q), k), np.float32), np.full((len(q), k), -1)
+
+    import bertlab.inference.retrieve as r
+
+    monkeypatch.setattr(r, "hnsw_graph", lambda *a: Unreached())
+    with pytest.raises(ConfigError, match="found fewer than 5 passages for 3 queries.*--ef-search"):
+        search_corpus(queries, corpus, 5, "hnsw")
 
 
 def test_command_line_hnsw_equals_exact_on_a_small_corpus(emb_run, tmp_path):
@@ -67,7 +99,11 @@ def test_command_line_hnsw_equals_exact_on_a_small_corpus(emb_run, tmp_path):
     assert len(rows["hnsw"]) == len(rows["exact"]) == 6 * 5
     for x, y in zip(rows["exact"], rows["hnsw"]):  # the same passages at the same ranks, the same scores
         assert x[:4] == y[:4] and float(x[4]) == pytest.approx(float(y[4]), abs=1e-5)
-    assert list(hnsw.glob("corpus-*.hnsw32.faiss"))
+    assert len(list(hnsw.glob("corpus-*.hnsw32-*.faiss"))) == 1
+    graph = next(hnsw.glob("corpus-*.hnsw32-*.faiss"))
+    built = graph.stat().st_mtime_ns
+    again = retrieve(emb_run, tmp_path / "hnsw", "--top-k", "5", "--index", "hnsw")  # the saved graph is read
+    assert graph.stat().st_mtime_ns == built and (again / "run.trec").read_text() == (hnsw / "run.trec").read_text()
     assert json.loads((hnsw / "metrics.json").read_text()) == pytest.approx(
         json.loads((exact / "metrics.json").read_text()))
 

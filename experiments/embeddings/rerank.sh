@@ -15,7 +15,8 @@
 #   the bi-encoder runs seed*), PAIRS_FILE (WORK/pairs.jsonl), RESULTS (experiments/embeddings/results/len<BI_LEN>,
 #   beside run.sh's), SMOKE (set: the first 24 pairs, 48 training rows, max length 32, 20 dev questions; a smoke
 #   test only).
-# Writes RESULTS/rerank-<LOSS>-e<EPOCHS>-seed*.json and RESULTS/TABLE.md (table.py: both tables when run.sh's results are there).
+# Writes RESULTS/rerank-<LOSS>-e<EPOCHS>-seed*.json (refused where such a file holds another budget) and
+# RESULTS/TABLE.md (table.py: run.sh's table when its results are there, and one table per reranker budget).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SEEDS=${SEEDS:-"1 2 3"} NEGATIVES=${NEGATIVES:-3} SKIP=${SKIP:-0} TOPK=${TOPK:-10} MAX_LEN=${MAX_LEN:-128}
@@ -47,8 +48,16 @@ for seed in $SEEDS; do
   bienc=$BIENC/seed$seed
   [[ -f "$bienc/metrics.json" ]] || { echo "no bi-encoder run at $bienc: run experiments/embeddings/run.sh first" >&2
                                       exit 1; }
-  name=$LOSS-e$EPOCHS-seed$seed  # each recipe's runs and results kept side by side, never over another's
+  name=$LOSS-e$EPOCHS-seed$seed  # each recipe's runs and results kept side by side
   run=$WORK/rerank/$name
+  # The same name with other knobs (lr, top k, length, ...) is another measurement: never written over
+  if [[ -f "$RESULTS/rerank-$name.json" ]] && ! $PY -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1])).get("budget") != json.loads(sys.argv[2]))' "$RESULTS/rerank-$name.json" "$budget"
+  then
+    echo "$RESULTS/rerank-$name.json holds a reranker measured with another budget than $budget: give this one" \
+         "RESULTS and WORK folders of their own (nothing was run or removed)" >&2
+    exit 1
+  fi
   rm -rf "$run"
   # No validation during training (data.val_file=null): rerank_eval.py scores the dev set once, at the end.
   $PY train.py task=rerank model=minilm_l6 data.train_file="$pairs" task.negatives_from="$(realpath "$bienc")" \

@@ -20,6 +20,10 @@ WARMUP=${WARMUP:-0.1} SEEDS=${SEEDS:-"1 2 3"} THREADS=${THREADS:-2} SIDES=${SIDE
 tag=$([[ $PAIRS == 1000 ]] || echo "-pairs$PAIRS")
 WORK=${WORK:-logs/embeddings/len$MAX_LEN$tag} RESULTS=${RESULTS:-experiments/embeddings/results/len$MAX_LEN$tag}
 side() { [[ " $SIDES " == *" $1 "* ]]; }
+for s in $SIDES; do
+  [[ $s == checkpoint || $s == bertlab || $s == st ]] || { echo "SIDES: unknown side '$s' (checkpoint, bertlab, st)" >&2
+                                                          exit 1; }
+done
 PY=${PYTHON:-.venv/bin/python}
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS TOKENIZERS_PARALLELISM=false WANDB_MODE=offline
 smoke=()

@@ -2,7 +2,7 @@
 fine-tuning), mean ± sample standard deviation over seeds of SQuAD dev retrieval (nDCG@10, MRR@10, R@1/10/100, in
 points), STS-B dev Spearman and training pairs per second, then the issue's two comparisons (nDCG@10 difference in
 points, throughput ratio). With the reranker's results (rerank.sh: ``rerank-<loss>-e<epochs>-seed*.json``) a table per
-reranker recipe (loss and epochs): the bi-encoder alone against the bi-encoder + reranker over the same top-k
+reranker budget (loss, epochs and the rest; the title names loss and epochs): the bi-encoder alone against the bi-encoder + reranker over the same top-k
 candidates, and the MRR@10 gain.
 
     python experiments/embeddings/table.py [RESULTS_DIR] [--out RESULTS_DIR/TABLE.md]
@@ -61,15 +61,24 @@ def render(results: list[dict]) -> str:
     if budget:
         out += ["", "Budget: " + ", ".join(f"{k} {v}" for k, v in budget.items())]
     reranked = [r for r in results if r.get("framework") == RERANKED]
-    # One table per recipe (loss, epochs): pointwise first, then listwise, fewer epochs first.
-    for recipe in sorted({rerank_recipe(r) for r in reranked}, key=lambda lr: (lr[0] != "pointwise", lr)):
-        out += ["", *render_rerank([r for r in reranked if rerank_recipe(r) == recipe])]
+    # One table per budget (threads aside): pointwise first, then listwise, fewer epochs first.
+    groups: dict[str, list[dict]] = {}
+    for r in reranked:
+        groups.setdefault(budget_key(r), []).append(r)
+    for records in sorted(groups.values(), key=lambda rs: (rerank_recipe(rs[0])[0] != "pointwise",
+                                                           rerank_recipe(rs[0]), budget_key(rs[0]))):
+        out += ["", *render_rerank(records)]
     return "\n".join(out) + "\n"
 
 
 def rerank_loss(record: dict) -> str:
     """The reranker's training loss (rerank.sh's LOSS; records before it had one were trained pointwise)."""
     return (record.get("budget") or {}).get("loss", "pointwise")
+
+
+def budget_key(record: dict) -> str:
+    """Reranker records measured alike: the same budget, whatever the threads."""
+    return json.dumps({k: v for k, v in (record.get("budget") or {}).items() if k != "threads"}, sort_keys=True)
 
 
 def rerank_recipe(record: dict) -> tuple[str, float]:

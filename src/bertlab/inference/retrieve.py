@@ -171,8 +171,8 @@ def search_corpus(queries: np.ndarray, corpus: np.ndarray, top_k: int, index: st
     - ``hnsw``: faiss's HNSW graph over the L2-normalised passages (inner product = cosine; the scores are the
       same cosines), approximate: a query visits ``ef_search`` candidates, not the whole corpus, so a passage the
       exact search would rank in the top k can be missed. For corpora where the (Q, N) products are what costs.
-      The graph is built once and kept beside the corpus embeddings (``saved``: their ``.npy``) as
-      ``<stem>.hnsw<M>.faiss``, which the next call with the same embeddings loads."""
+      The graph is built once and kept beside the corpus embeddings (``saved``: their ``.npy``), and the next
+      call with the same embeddings loads it (:func:`hnsw_graph`)."""
     if index == "exact":
         import torch
 
@@ -184,7 +184,7 @@ def search_corpus(queries: np.ndarray, corpus: np.ndarray, top_k: int, index: st
         raise ConfigError(f"--index {index!r}: one of {', '.join(INDEXES)}")
     faiss = require_faiss()
     k = min(top_k, corpus.shape[0])
-    graph = hnsw_graph(faiss, unit_rows(corpus), saved)
+    graph = hnsw_graph(faiss, corpus, saved)
     graph.hnsw.efSearch = max(ef_search, k)
     scores, indices = graph.search(unit_rows(queries), k)
     if (indices < 0).any():  # the graph reached fewer than k passages from some query
@@ -212,22 +212,32 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 def hnsw_graph(faiss, corpus: np.ndarray, saved: Path | None):
-    """The HNSW graph over ``corpus`` (unit rows): loaded from beside ``saved`` where it holds as many rows of
-    the same size, else built (and saved there when ``saved`` is given)."""
-    path = saved.with_name(f"{saved.stem}.hnsw{HNSW_M}.faiss") if saved is not None else None
-    if path is not None and path.is_file():
-        try:
-            graph = faiss.read_index(str(path))
-            if graph.ntotal == corpus.shape[0] and graph.d == corpus.shape[1]:
-                log.info("HNSW index: loaded %s (%d passages)", path, graph.ntotal)
-                return graph
-        except RuntimeError:  # faiss's error for a file it cannot read
-            pass
-        log.info("HNSW index: %s does not match the corpus embeddings: building it again", path)
+    """The HNSW graph over ``corpus``'s rows (normalised here). With ``saved`` (the embeddings' ``.npy``) it is
+    kept beside them as ``<stem>.hnsw<M>-<digest>.faiss``, the digest taken of these very embeddings and the
+    graph's settings: the file is loaded only for the same vectors, and a graph of other vectors under that stem
+    is replaced when this one is built."""
+    corpus = np.ascontiguousarray(corpus, dtype=np.float32)
+    path = None
+    if saved is not None:
+        digest = hashlib.blake2b(corpus.tobytes(), digest_size=8)
+        digest.update(f"{corpus.shape}:{HNSW_M}:{HNSW_EF_CONSTRUCTION}".encode())
+        path = saved.with_name(f"{saved.stem}.hnsw{HNSW_M}-{digest.hexdigest()}.faiss")
+        if path.is_file():
+            try:
+                graph = faiss.read_index(str(path))
+                if graph.ntotal == corpus.shape[0] and graph.d == corpus.shape[1]:
+                    log.info("HNSW index: loaded %s (%d passages)", path, graph.ntotal)
+                    return graph
+            except RuntimeError:  # faiss's error for a file it cannot read
+                pass
+            log.info("HNSW index: %s cannot be read: building it again", path)
     graph = faiss.IndexHNSWFlat(corpus.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
     graph.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    graph.add(corpus)
+    graph.add(unit_rows(corpus))
     if path is not None:
+        for stale in path.parent.glob(f"{saved.stem}.hnsw*.faiss"):  # graphs of other vectors of that stem
+            if stale != path:
+                stale.unlink()
         with atomic_path(path) as tmp:
             faiss.write_index(graph, str(tmp))
         log.info("HNSW index: built over %d passages (M %d, efConstruction %d), saved to %s", graph.ntotal,
