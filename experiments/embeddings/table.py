@@ -51,13 +51,17 @@ def render(results: list[dict]) -> str:
     budget = next((r["budget"] for r in ref if "budget" in r), None)
     out = ["Scores in points (× 100), mean ± sample standard deviation over seeds (ddof 1).", ""]
     out += lines if any(groups.values()) else []  # a results folder of reranker records alone: their table only
-    if ours and ref:
+    # The comparisons read the seeds both frameworks ran (side by side), whatever other seeds one of them has.
+    common = sorted({r.get("seed") for r in ours} & {r.get("seed") for r in ref} - {None})
+    if common:
+        ours, ref = ([r for r in rs if r.get("seed") in common] for rs in (ours, ref))
         ndcg = statistics.mean(values(ours, "squad_dev", "ndcg_at_10", 100)) - \
             statistics.mean(values(ref, "squad_dev", "ndcg_at_10", 100))
         speed = statistics.mean(values(ours, "train", "samples_per_s", 1)) / \
             statistics.mean(values(ref, "train", "samples_per_s", 1))
-        out += ["", f"- nDCG@10, bertlab − sentence-transformers: {ndcg:+.2f} points (goal ≥ −0.5)",
-                f"- training pairs/s, bertlab ÷ sentence-transformers: {speed:.2f}× (goal ≥ 1.5×)"]
+        on = f" on seed{'s' if len(common) > 1 else ''} {', '.join(map(str, common))}"
+        out += ["", f"- nDCG@10, bertlab − sentence-transformers{on}: {ndcg:+.2f} points (goal ≥ −0.5)",
+                f"- training pairs/s, bertlab ÷ sentence-transformers{on}: {speed:.2f}× (goal ≥ 1.5×)"]
     if budget:
         out += ["", "Budget: " + ", ".join(f"{k} {v}" for k, v in budget.items())]
     reranked = [r for r in results if r.get("framework") == RERANKED]
