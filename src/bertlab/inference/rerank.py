@@ -23,6 +23,7 @@ from bertlab.inference.retrieve import (
     load_embedding_model,
     mine_negatives,
     model_fingerprint,
+    search_corpus,
     write_trec_run,
     write_triples,
 )
@@ -56,11 +57,8 @@ def first_stage_run(task: TaskSpec, data: DataConfig, files: DataFiles, run_dir:
     if not is_model_source(source):
         return task  # a TREC run file: the data module reads it
     source = existing_path(source, "task.first_stage", ConfigError)
-    import torch
-
     from bertlab.data.rerank import retrieval_universe
     from bertlab.runtime.files import writing
-    from bertlab.tasks.retrieval import search
 
     val = files.split_file("val")
     if val is None:
@@ -73,11 +71,11 @@ def first_stage_run(task: TaskSpec, data: DataConfig, files: DataFiles, run_dir:
     size = int(predictor.settings.batch_size)
     q = embed_in_batches(predictor, queries, size, False, "query")
     c = embed_in_batches(predictor, passages, size, False, "passage")
-    scores, indices = search(torch.from_numpy(q), torch.from_numpy(c), top_k=task.rerank_top_k)
+    scores, indices = search_corpus(q, c, task.rerank_top_k)
     out = run_dir / FIRST_STAGE_DIR / "val.trec"
     with writing(out.parent, "the first-stage run", "give the run folder a disk with room"):
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_trec_run(out, qids, pids, scores.numpy(), indices.numpy(), "first_stage")
+        write_trec_run(out, qids, pids, scores, indices, "first_stage")
     log.info("task.first_stage: %s retrieved the top %d of %d passages for %d validation queries → %s", source,
              indices.shape[1], len(pids), len(qids), out)
     return dataclasses.replace(task, first_stage=str(out.resolve()))
@@ -173,16 +171,12 @@ def _mine(predictor: Predictor, qids: list[str], queries: list[str], pids: list[
           qrels: dict[str, dict[str, int]], n: int, skip: int) -> list[tuple[str, str, str]]:
     """(query, positive, negative) rows, ``n`` per query: ``bertlab.retrieve --mine-negatives``'s rule over the top
     ``skip + n + most positives`` of an exact search (enough for ``n`` non-positives after the skipped ranks)."""
-    import torch
-
-    from bertlab.tasks.retrieval import search
-
     size = int(predictor.settings.batch_size)
     q = embed_in_batches(predictor, queries, size, False, "query")
     c = embed_in_batches(predictor, passages, size, False, "passage")
     top = min(len(pids), skip + n + max(len(qrels[qid]) for qid in qids))
-    _, indices = search(torch.from_numpy(q), torch.from_numpy(c), top_k=top)
-    rows = mine_negatives(qrels, qids, queries, pids, passages, indices.numpy(), n, skip)
+    _, indices = search_corpus(q, c, top)
+    rows = mine_negatives(qrels, qids, queries, pids, passages, indices, n, skip)
     if len(rows) != len(qids) * n:  # guaranteed by the passage count checked before: a broken rule if not
         raise DataError(f"mining gave {len(rows)} negatives for {len(qids)} queries, not {n} each")
     return rows
