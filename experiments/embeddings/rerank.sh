@@ -51,8 +51,12 @@ for seed in $SEEDS; do
   name=$LOSS-e$EPOCHS-seed$seed  # each recipe's runs and results kept side by side
   run=$WORK/rerank/$name
   # The same name with other knobs (lr, top k, length, ...) is another measurement: never written over
+  # (table.py's budget_key: what makes two reranker records one measurement, threads aside)
   if [[ -f "$RESULTS/rerank-$name.json" ]] && ! $PY -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("budget") != json.loads(sys.argv[2]))' "$RESULTS/rerank-$name.json" "$budget"
+sys.path.insert(0, "experiments/embeddings")
+from table import budget_key
+sys.exit(budget_key(json.load(open(sys.argv[1]))) != budget_key({"budget": json.loads(sys.argv[2])}))' \
+    "$RESULTS/rerank-$name.json" "$budget"
   then
     echo "$RESULTS/rerank-$name.json holds a reranker measured with another budget than $budget: give this one" \
          "RESULTS and WORK folders of their own (nothing was run or removed)" >&2
