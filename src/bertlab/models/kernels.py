@@ -124,6 +124,17 @@ def tracing() -> bool:
     return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
 
 
+def traced_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean key mask as the additive float mask a traced graph takes: 0 where a key may be attended, the
+    dtype's lowest value where not. The ONNX exporter writes SDPA with a boolean mask as softmax over ``-inf``
+    followed by a pass that replaces NaN (a row with every key masked) by 0 over the whole (B, nh, Tq, T) score
+    tensor, one of the costliest steps of an encoder's graph; an additive mask needs no such pass. A row whose
+    keys are all masked (a padding position outside every sliding window, an input with no token) then attends
+    evenly to them instead of to nothing; no real position ever reads such a row (its keys are masked), so every
+    output a reader keeps is the same."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+
+
 def window_mask(mask: torch.Tensor | None, tq: int, t: int, window: int | None,
                 device: torch.device) -> torch.Tensor | None:
     """A key mask (B, 1, 1, T) bool or None, narrowed to a sliding window: query i (0..Tq-1) may attend to key j
@@ -176,6 +187,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         if bias is not None:  # one additive float mask: the bias (a fresh tensor) with masked keys at -inf
             full = bias(q, k, slice(0, nh))
             mask = full if mask is None else full.masked_fill_(~mask, float("-inf"))
+        elif mask is not None and mask.dtype == torch.bool and tracing():
+            mask = traced_mask(mask, q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     rows = b * nh
     if kernels.cpu_attention_slice_bytes:
