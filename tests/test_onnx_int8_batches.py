@@ -1,18 +1,19 @@
-"""The int8 gate certifies what ``bertlab.predict`` serves: an int8 graph scores each input alone.
+"""The int8 gate certifies what ``bertlab.predict`` serves: an input's int8 output is its own.
 
-Kind: a graph whose activations are quantized per run (onnxruntime's dynamic int8, ``DynamicQuantizeLinear``:
-one scale per tensor per run). Run on a batch, a text's scores depended on the other texts of its batch and on
-how far the batch was padded; the gate batched the dev set as the dev loader does (sorted by length, longest
-first, ``data.eval_batch_size`` a batch), ``bertlab.predict`` as prediction does (``--batch-size``, sorted by
-length within its read-ahead), so the same int8 graph on the same dev file scored 0.8108 in the gate and 0.8062
-served. Now :class:`~bertlab.inference.onnx_session.OnnxSession`, which both the gate and prediction run,
-runs such a graph one input at a time, cut to its own length (:func:`~bertlab.inference.onnx_session.runs_per_input`).
+Kind: a graph whose activations are quantized with a scale taken over more than the input itself. onnxruntime's
+dynamic int8 (``DynamicQuantizeLinear``: one scale per tensor per run) made a text's scores depend on the other
+texts of its batch and on how far the batch was padded; the gate batched the dev set as the dev loader does,
+``bertlab.predict`` as prediction does, so the same int8 graph on the same dev file scored 0.8108 in the gate and
+0.8062 served. bertlab's int8 graph now takes one activation scale per row (token,
+:mod:`bertlab.inference.onnx_int8`), so a text's output is the same alone or in any batch and the graph runs
+batched; a graph with per-tensor scales (an older export's) is still run one input at a time, cut to its own
+length (:func:`~bertlab.inference.onnx_session.runs_per_input`).
 
 Cases: the gate's dev score equals the score of ``bertlab.predict``'s records on the dev file at a batch size
 that splits it unevenly (regression: Pearson; classification: loss and accuracy); the same input's int8 output
 is bitwise the same alone, beside longer and shorter inputs, padded further, and at other batch sizes, for a
-classifier, a tagger (per-token outputs), multiple choice (per-choice runs) and a classifier reading long
-documents in windows (per-document runs); the fp32 graph keeps its batched runs.
+classifier, a tagger (per-token outputs), multiple choice and a classifier reading long documents in windows;
+a per-tensor graph is run per input and gives each input its own output.
 """
 
 from __future__ import annotations
@@ -133,11 +134,27 @@ def test_each_choice_is_scored_alone(exports):
     assert np.array_equal(both[0, :2], alone[0])
 
 
-def test_only_graphs_quantized_per_run_are_run_per_input(exports):
-    from bertlab.inference.onnx_session import runs_per_input
+def test_bertlab_int8_runs_batched_and_per_tensor_graphs_per_input(exports, tmp_path):
+    """bertlab's int8 graph (one activation scale per row) is batch-independent by construction, so it runs
+    batched, in the gate and in prediction; a graph quantized with one scale per tensor (onnxruntime's dynamic
+    quantization, as the int8 graphs of older exports) is still found and run one input at a time."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from bertlab.inference.onnx_session import OnnxSession, runs_per_input
 
     export = exports("sequence")
-    assert runs_per_input(export / bonnx.INT8_NAME) and not runs_per_input(export / bonnx.ONNX_NAME)
-    assert not Predictor.from_run(export, backend="onnx").model.per_input
+    assert not runs_per_input(export / bonnx.INT8_NAME) and not runs_per_input(export / bonnx.ONNX_NAME)
+    assert not Predictor.from_run(export, backend="onnx-int8").model.per_input
     record = json.loads((export / bonnx.INFO_NAME).read_text())["int8_check"]
-    assert record["per_input"] is True
+    assert record["per_input"] is False
+
+    older = tmp_path / "per_tensor.int8.onnx"
+    quantize_dynamic(str(export / bonnx.ONNX_NAME), str(older), weight_type=QuantType.QInt8, per_channel=True,
+                     op_types_to_quantize=["MatMul"])
+    session = OnnxSession(older, "sequence")
+    assert runs_per_input(older) and session.per_input
+    predictor = Predictor.from_run(export, backend="onnx")
+    feats = _features(predictor, TEXTS)
+    batch = pad_batch(feats, predictor.tokenizer.pad_id)
+    alone = np.concatenate([session(pad_batch([f], predictor.tokenizer.pad_id)) for f in feats])
+    assert np.array_equal(session(batch), alone)

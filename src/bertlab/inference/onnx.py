@@ -8,10 +8,10 @@
   trained with ``data.long_text=windows``: :func:`export_graph`), outputs ``logits`` (``start_logits`` /
   ``end_logits`` for QA; ``embedding`` for an embedding model: the pooled vector, L2-normalised where the run
   normalises), the padded path;
-- ``model.int8.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantization (int8 weights of every
-  weight MatMul, one scale per output channel; activations quantized per run, one scale per tensor, so the gate
-  and prediction alike run it one input at a time: :func:`~bertlab.inference.onnx_session.runs_per_input`; the
-  embedding tables and a 2-D classifier's Gemm stay fp32);
+- ``model.int8.onnx`` with ``--quantize int8``: every weight MatMul in int8, weights with one scale per output
+  channel, activations with one scale per row (token), so a text's output is the same alone or in any batch and
+  the graph runs batched in the gate and in prediction alike (:mod:`bertlab.inference.onnx_int8`; the embedding
+  tables and a 2-D classifier's Gemm stay fp32);
 - the run's tokenizer files and ``bertlab_onnx.json`` (task, labels, the run's reading settings), so that
   ``bertlab.predict`` / ``Predictor`` predict from the folder as from the run;
 - ``export_report.json``, the quality gate: fp32 ONNX against PyTorch at the family's hard shapes
@@ -47,6 +47,7 @@ from torch import nn
 
 from bertlab.inference.layout import reads_windows
 from bertlab.inference.onnx_check import FP32_TOLERANCE, GraphMismatchError, check_graph, mismatch_message
+from bertlab.inference.onnx_int8 import quantize_int8
 from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, load_onnx_folder: imported from here too)
     INFO_NAME,
     INT8_CHECK,
@@ -203,32 +204,6 @@ def optional_input(path: Path, name: str) -> None:
     model = onnx.load(str(path))
     model.graph.initializer.append(numpy_helper.from_array(np.zeros(0, dtype=np.int64), name))
     onnx.save(model, str(path))
-
-
-# What int8 quantizes: the MatMuls with a weight (MatMulConstBOnly, onnxruntime's default for dynamic
-# quantization: attention's two activation products stay fp32), each weight with one scale per output channel.
-# MiniLM-L6 on SST-2 dev (fp32 accuracy 84.9): one scale per tensor with int8 embedding tables (Gather), the
-# quantizer's defaults, 83.3; one scale per tensor alone 83.5; per channel with int8 embeddings 84.6; per channel
-# without them 85.2, as fast. The embeddings then stay fp32 (the file ~1.5× smaller than fp32 for MiniLM-L6, not ~3.9×): they
-# are looked up, not multiplied, so int8 saves no time there.
-INT8_OPS = ["MatMul"]
-INT8_PER_CHANNEL = True
-
-
-def quantize_int8(fp32: Path, int8: Path) -> None:
-    """onnxruntime's dynamic quantization: int8 weights of every weight MatMul, one scale per output channel,
-    activations quantized per run, which is why the graph is run one input at a time (:data:`INT8_OPS`)."""
-    require_onnx()
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # The quantizer logs a line per tensor it leaves alone, and advises pre-processing, through the root logger:
-    # the export report says what was quantized and what it cost, so those lines are held back.
-    logging.disable(logging.WARNING)
-    try:
-        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=INT8_PER_CHANNEL,
-                         op_types_to_quantize=INT8_OPS)
-    finally:
-        logging.disable(logging.NOTSET)
 
 
 class OnnxTaskModel(nn.Module):
@@ -482,8 +457,9 @@ def _write_onnx(loaded, ckpt: Path, out_dir: Path, tok_dir: Path, quantize: str 
                 log.warning("int8 %s: kept because forced", f"loses {gate['drop_points']:.2f} points of "
                             f"{gate['metric']} (more than {max_drop:.2f})" if gate else "was not checked")
             info["files"]["int8"] = INT8_NAME
-            # per_input: the graph runs one input at a time, in the gate as in prediction (runs_per_input), so
-            # the score it recorded is the score bertlab.predict gives on the same file at any batch size.
+            # per_input: whether the graph runs one input at a time (runs_per_input: a graph with per-tensor
+            # activation scales); either way the gate ran it as prediction runs it, so the score it recorded is
+            # the score bertlab.predict gives on the same file at any batch size.
             info[INT8_CHECK] = {"passed": passed, "forced": not passed, "sha256": file_sha256(int8_path),
                                 "checked_on": "the run's dev set" if gate else None, "report": REPORT_NAME,
                                 "per_input": runs_per_input(int8_path),

@@ -148,12 +148,14 @@ DYNAMIC_QUANTIZE = b"DynamicQuantize"
 
 
 def runs_per_input(path: Path) -> bool:
-    """Whether the graph at ``path`` quantizes activations per run (dynamic int8: ``model.int8.onnx``), and is
-    therefore run one input at a time by :class:`OnnxSession`. One batched run would give a text other scores
+    """Whether the graph at ``path`` quantizes activations with one scale per tensor per run (onnxruntime's
+    dynamic int8: the int8 graphs of exports made before bertlab's per-row int8, or a graph quantized elsewhere),
+    and is therefore run one input at a time by :class:`OnnxSession`. One batched run would give a text other scores
     next to other texts, or padded further (its scale is the whole batch's), so the dev-set gate, batched as
     the dev loader batches, and ``bertlab.predict``, batched by length, would score the same graph differently.
     Found in the file itself (the op's name, as the graph stores it), so whoever quantized the graph and
-    whichever path loads it, it runs the same way. An fp32 graph computes each row alone at any batch."""
+    whichever path loads it, it runs the same way. An fp32 graph, and bertlab's int8 graph (one activation scale
+    per row: :mod:`bertlab.inference.onnx_int8`), compute each row alone at any batch."""
     import mmap
 
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
