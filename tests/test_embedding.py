@@ -17,6 +17,7 @@ from bertlab.runtime.config import ConfigError, DataConfig, HeadConfig, TaskSpec
 from bertlab.tasks.embedding import (
     EmbeddingFamily,
     cached_loss,
+    in_row_order,
     known_positive_mask,
     ranking_loss,
     row_chunks,
@@ -188,7 +189,8 @@ def test_cached_gradients_with_dropout_equal_the_same_chunks_with_a_graph(model_
     model.train()
     b = pair_batch(model_type)
     torch.manual_seed(11)
-    emb = torch.cat([model(sub) for sub in row_chunks(b, 4)])
+    chunks = row_chunks(b, 4)
+    emb = in_row_order(chunks, [model(sub) for _, sub in chunks])
     loss = family.loss(emb, b)
     loss.backward()
     want = grads(model)
@@ -216,7 +218,8 @@ def test_cached_gradients_under_autocast_replay_in_the_same_precision():
     model.train()
     b = pair_batch("bert")
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        emb = torch.cat([model(sub) for sub in row_chunks(b, 4)])
+        chunks = row_chunks(b, 4)
+        emb = in_row_order(chunks, [model(sub) for _, sub in chunks])
         loss = family.loss(emb, b)
     loss.backward()
     want = grads(model)
@@ -229,6 +232,33 @@ def test_cached_gradients_under_autocast_replay_in_the_same_precision():
     # an fp32 replay would be off by ~3e-2 on this model, the gradients' own size.
     worst = max(float((got[n] - want[n]).abs().max()) for n in want)
     assert worst < 2e-3, worst
+
+
+def test_chunks_are_cut_by_tokens_and_cover_every_row_once():
+    """Short queries and long passages: a chunk holds about ``chunk`` rows' worth of the batch's tokens (never
+    more, unless one row alone is longer), so the passages are not all in a few chunks of many tokens; every row
+    in exactly one chunk, each cut to its longest row; the embeddings come back in row order."""
+    lengths = [3, 4, 3, 5, 60, 2, 58, 64, 3, 61, 4, 57]
+    width = max(lengths)
+    mask = (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
+    ids = (torch.arange(len(lengths))[:, None] + 1) * mask
+    b = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    chunks = row_chunks(b, 2)
+    budget = 2 * sum(lengths) / len(lengths)
+    rows = sorted(int(i) for idx, _ in chunks for i in idx)
+    assert rows == list(range(len(lengths)))
+    for idx, sub in chunks:
+        tokens = int(sub["attention_mask"].sum())
+        assert tokens <= budget or len(idx) == 1
+        assert sub["input_ids"].shape[1] == max(lengths[i] for i in idx.tolist())
+        assert torch.equal(sub["input_ids"][:, 0], idx + 1)  # the chunk's rows, in its order
+    # the long rows are spread over chunks (one each here: two would pass the budget), the short ones share
+    assert all(len(idx) == 1 for idx, sub in chunks if sub["input_ids"].shape[1] > 50)
+    parts = [sub["input_ids"][:, :1].float() for _, sub in chunks]
+    assert torch.equal(in_row_order(chunks, parts)[:, 0], torch.arange(1, len(lengths) + 1).float())
+    # no mask: every row counts its full width, so chunks of `chunk` rows in order
+    plain = row_chunks({"input_ids": ids}, 5)
+    assert [idx.tolist() for idx, _ in plain] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
 
 
 def test_training_loss_uses_the_cache_only_when_chunks_are_smaller_than_the_batch():

@@ -118,17 +118,46 @@ class RngState:
 ROW_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def row_chunks(batch: dict[str, Any], chunk: int) -> list[dict[str, torch.Tensor]]:
-    """The batch's encoder rows ``chunk`` at a time, each cut to its own longest row (less padding)."""
-    rows = batch["input_ids"].shape[0]
+def row_chunks(batch: dict[str, Any], chunk: int) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+    """The batch's encoder rows in chunks of about ``chunk`` rows' worth of tokens: (the rows' indices, their
+    inputs cut to the chunk's longest row).
+
+    Cut by tokens, not rows: the rows sorted by length (longest first, stable), a chunk closed before the row that
+    would take it past ``chunk`` times the batch's mean row length (at least one row a chunk). A chunk's
+    activations grow with its tokens, and the rows of a batch are queries and passages of very different
+    lengths: ``chunk`` rows in batch order put the passages together, so their chunks held far more tokens than
+    ``chunk`` rows on average and set the memory peak. Sorted, a chunk is also rows of like length (little
+    padding on the padded path). Without an attention mask every row counts its full width: ``chunk`` rows a
+    chunk, in order."""
+    rows, width = batch["input_ids"].shape[:2]
+    mask = batch.get("attention_mask")
+    lengths = mask.sum(1) if mask is not None else torch.full((rows,), width, device=batch["input_ids"].device)
+    order = torch.sort(lengths, descending=True, stable=True).indices
+    budget = chunk * float(lengths.sum()) / max(rows, 1)
+    groups, current, tokens = [], [], 0
+    for i, n in zip(order.tolist(), lengths[order].tolist()):
+        if current and tokens + n > budget:
+            groups.append(current)
+            current, tokens = [], 0
+        current.append(i)
+        tokens += n
+    groups.append(current)
     out = []
-    for start in range(0, rows, chunk):
-        sub = {k: batch[k][start:start + chunk] for k in ROW_KEYS if batch.get(k) is not None}
+    for group in groups:
+        idx = torch.tensor(group, device=batch["input_ids"].device)
+        sub = {k: batch[k][idx] for k in ROW_KEYS if batch.get(k) is not None}
         if "attention_mask" in sub:
             longest = int(sub["attention_mask"].sum(1).max())
             sub = {k: v[:, :max(longest, 1)] for k, v in sub.items()}
-        out.append(sub)
+        out.append((idx, sub))
     return out
+
+
+def in_row_order(chunks: list[tuple[torch.Tensor, Any]], parts: list[torch.Tensor]) -> torch.Tensor:
+    """The chunks' embeddings (``parts``, one per chunk of :func:`row_chunks`) as one tensor in the batch's row
+    order."""
+    order = torch.cat([idx for idx, _ in chunks])
+    return torch.cat(parts)[torch.argsort(order)]
 
 
 def cached_loss(embed: Callable[[dict[str, torch.Tensor]], torch.Tensor], batch: dict[str, Any], chunk: int,
@@ -146,18 +175,19 @@ def cached_loss(embed: Callable[[dict[str, torch.Tensor]], torch.Tensor], batch:
                     dtype=torch.get_autocast_dtype(device.type))
     states, parts = [], []
     with torch.no_grad():
-        for sub in chunks:
+        for _, sub in chunks:
             states.append(RngState(device))
             parts.append(embed(sub))
-    emb = torch.cat(parts).detach().requires_grad_()
+    emb = in_row_order(chunks, parts).detach().requires_grad_()
     with torch.enable_grad():
         loss = loss_fn(emb)
         (grad,) = torch.autograd.grad(loss, emb)
+    grad = grad[torch.cat([idx for idx, _ in chunks])]  # in chunk order
     sizes = [p.shape[0] for p in parts]
 
     def replay(grad_output: torch.Tensor) -> None:
         with torch.enable_grad():
-            for sub, state, g in zip(chunks, states, grad.split(sizes)):
+            for (_, sub), state, g in zip(chunks, states, grad.split(sizes)):
                 with state.restored(), torch.autocast(**autocast):
                     part = embed(sub)
                 part.backward(g.to(part.dtype) * grad_output.to(part.dtype))
