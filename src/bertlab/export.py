@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", default="hf", choices=("hf", "onnx"),
                         help="hf (default): a transformers folder; onnx: an ONNX graph with the quality gate")
     parser.add_argument("--quantize", default=None, choices=("int8",),
-                        help="with --format onnx: also an int8 graph (dynamic quantization), gated on the dev set")
+                        help="with --format onnx: also an int8 graph (one activation scale per token), gated on the dev set")
     parser.add_argument("--max-drop", type=float, default=1.0,
                         help="points of the task metric the int8 graph may lose on the run's dev set (default 1)")
     parser.add_argument("--force", action="store_true", help="keep an int8 graph that fails the gate")

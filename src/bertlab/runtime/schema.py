@@ -226,7 +226,8 @@ SETTINGS: dict[str, Setting] = {
     "task.scale": S(POSITIVE_FLOAT, "the scale of the cosine similarities in the ranking loss",
                     hint="sentence-transformers' is 20"),
     "task.symmetric": S(BOOL, "the ranking loss's passage-to-query term"),
-    "task.cache_chunk_size": S(POSITIVE_INT, "the rows gradient caching embeds with a graph at once",
+    "task.cache_chunk_size": S(POSITIVE_INT, "how many average rows' worth of tokens gradient caching embeds "
+                               "with a graph at once",
                                null="no gradient caching"),
     "task.rerank": S(BOOL, "a cross-encoder reranker (task=rerank: one score per (query, passage) pair)"),
     "task.rerank_loss": S(choice("pointwise", "listwise"), "a reranker's training loss",
