@@ -7,7 +7,10 @@ not multiplied) becomes:
 - the weight: int8, one scale per output channel, symmetric, 7 bits (−63 … 63);
 - the activation: the input flattened to rows ``(M, K)``, each row quantized with its own scale
   (``max |x| / 127``, symmetric, stored as uint8 around 128): ``QuantizeLinear`` along axis 0;
-- ``MatMulInteger`` of the two (int32), then times the weight's and the row's scales, back to the input's shape.
+- the integer product times the weight's column scales (onnxruntime's ``MatMulIntegerToFloat``, which applies
+  them in the product's own output pass), then times the row's scale, back to the input's shape.
+
+The int8 graph therefore runs on onnxruntime (its ``com.microsoft`` operator); the fp32 graph is plain ONNX.
 
 Why per row: a scale taken over the whole tensor (onnxruntime's dynamic quantization, ``DynamicQuantizeLinear``)
 depends on every other text of the batch and on the padding, so the same text scored differently at another
@@ -32,6 +35,7 @@ import numpy as np
 WEIGHT_MAX = 63  # 7-bit symmetric weights: uint8 x int8 pair sums stay within int16 (module docstring)
 ACTIVATION_MAX = 127  # a row's largest |x| maps to 127 around the zero point 128
 ZERO_POINT = 128
+ORT_DOMAIN = "com.microsoft"  # MatMulIntegerToFloat: onnxruntime's contrib op (the int8 graph needs onnxruntime)
 
 
 def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,6 +62,7 @@ def quantize_int8(fp32: Path, int8: Path) -> int:
         numpy_helper.from_array(np.array(np.finfo(np.float32).tiny, dtype=np.float32), "int8/tiny"),
         numpy_helper.from_array(np.array([-1], dtype=np.int64), "int8/flat"),
         numpy_helper.from_array(np.array([0], dtype=np.int64), "int8/zero"),
+        numpy_helper.from_array(np.array(1.0, dtype=np.float32), "int8/one"),
     ]
     nodes, used, count, rows_of = [], set(), 0, {}
     for node in graph.node:
@@ -81,9 +86,11 @@ def quantize_int8(fp32: Path, int8: Path) -> int:
             nodes += [
                 helper.make_node("Shape", [x], [r + "in_shape"]),
                 helper.make_node("Reshape", [x, r + "shape"], [r + "rows"]),  # (M, K)
-                helper.make_node("Abs", [r + "rows"], [r + "abs"]),
-                helper.make_node("ReduceMax", [r + "abs"], [r + "max"], axes=[1], keepdims=1),
-                helper.make_node("Max", [r + "max", "int8/tiny"], [r + "max_pos"]),
+                # max |x| of each row as max(max x, −min x): two reads of the rows, no |x| written
+                helper.make_node("ReduceMax", [r + "rows"], [r + "hi"], axes=[1], keepdims=1),
+                helper.make_node("ReduceMin", [r + "rows"], [r + "lo"], axes=[1], keepdims=1),
+                helper.make_node("Neg", [r + "lo"], [r + "minus_lo"]),
+                helper.make_node("Max", [r + "hi", r + "minus_lo", "int8/tiny"], [r + "max_pos"]),
                 helper.make_node("Mul", [r + "max_pos", "int8/inv_max"], [r + "scale"]),  # (M, 1)
                 helper.make_node("Reshape", [r + "scale", "int8/flat"], [r + "scale_1d"]),  # (M,)
                 helper.make_node("Shape", [r + "scale_1d"], [r + "m"]),
@@ -94,15 +101,17 @@ def quantize_int8(fp32: Path, int8: Path) -> int:
             rows_of[x] = r
         r = rows_of[x]
         nodes += [
-            helper.make_node("MatMulInteger", [r + "q", p + "weight", "int8/zero_point"], [p + "acc"]),
-            helper.make_node("Cast", [p + "acc"], [p + "acc_f"], to=TensorProto.FLOAT),
-            helper.make_node("Mul", [p + "acc_f", p + "weight_scale"], [p + "out_w"]),
+            # the integer product, to float and times the weight's column scales in the kernel's own output pass
+            helper.make_node("MatMulIntegerToFloat", [r + "q", p + "weight", "int8/one", p + "weight_scale",
+                                                      "int8/zero_point"], [p + "out_w"], domain=ORT_DOMAIN),
             helper.make_node("Mul", [p + "out_w", r + "scale"], [p + "out_rows"]),
             helper.make_node("Concat", [r + "lead", p + "n"], [p + "out_shape"], axis=0),
             helper.make_node("Reshape", [p + "out_rows", p + "out_shape"], [y], name=node.name),
         ]
     if count:
         graph.initializer.extend(consts)
+        if not any(o.domain == ORT_DOMAIN for o in model.opset_import):
+            model.opset_import.append(helper.make_opsetid(ORT_DOMAIN, 1))
     referenced = {name for node in nodes for name in node.input}  # a weight another node reads stays too
     kept = [t for t in graph.initializer if t.name not in used or t.name in referenced]
     del graph.initializer[:]
