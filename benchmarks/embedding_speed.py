@@ -5,7 +5,7 @@ training step at a large batch with and without gradient caching.
 bertlab.predict RUN --output x.npy`` (torch) and by a process that loads the run's sentence-transformers export and
 calls ``SentenceTransformer.encode`` — same weights, batch size, max length and threads; start-up, model loading and
 tokenization included. Unless ``--no-onnx``, also ``bertlab.predict`` on the run's ONNX export (made once, not
-timed): the fp32 graph (``--backend onnx``) and the int8 graph (``onnx-int8``, one text at a time, as it is
+timed): the fp32 graph (``--backend onnx``) and the int8 graph (``onnx-int8``, batched, as it is
 served; kept whatever its retrieval gate said, whose verdict the report gives). Each side runs ``--rounds`` times, in turn; median wall time, texts/s, speed against ``st_encode``, peak
 RSS, and each matrix's largest |Δ| and lowest cosine to sentence-transformers' (fp32 must be the same embeddings).
 
