@@ -83,3 +83,38 @@ def test_a_weight_other_nodes_read_is_kept(tmp_path):
     out_y, out_z = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"]).run(
         None, {"x": x_val})
     assert np.array_equal(out_z, x_val + w) and np.abs(out_y - x_val @ w).max() <= 0.05 * np.abs(x_val @ w).max()
+
+
+def _matmul_graph(path, opset: int, w: np.ndarray) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", w.shape[0]])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "t", w.shape[1]])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("opset", [13, 17, 18, 21])
+def test_any_opset_from_13_and_rank_3_inputs(tmp_path, opset):
+    """ReduceMax/ReduceMin take their axes as an attribute before opset 18 and as an input since; a (B, T, K)
+    input comes back as (B, T, N)."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    _matmul_graph(tmp_path / "m.onnx", opset, w)
+    assert quantize_int8(tmp_path / "m.onnx", tmp_path / "q.onnx") == 1
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    (y,) = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert y.shape == (2, 3, 5) and np.abs(y - x @ w).max() <= 0.05 * np.abs(x @ w).max()
+
+
+def test_a_graph_older_than_opset_13_is_refused(tmp_path):
+    from bertlab.runtime.errors import ConfigError
+
+    _matmul_graph(tmp_path / "m.onnx", 12, np.ones((4, 4), dtype=np.float32))
+    with pytest.raises(ConfigError, match="opset 13 or later"):
+        quantize_int8(tmp_path / "m.onnx", tmp_path / "q.onnx")

@@ -131,7 +131,8 @@ def traced_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     tensor, one of the costliest steps of an encoder's graph; an additive mask needs no such pass. A row whose
     keys are all masked (a padding position outside every sliding window, an input with no token) then attends
     evenly to them instead of to nothing; no real position ever reads such a row (its keys are masked), so every
-    output a reader keeps is the same."""
+    output a reader keeps is the same. (The export traces in fp32; in fp16 the lowest value plus a score could
+    overflow to −inf.)"""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
 
 

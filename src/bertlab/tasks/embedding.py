@@ -127,7 +127,9 @@ def row_chunks(batch: dict[str, Any], chunk: int) -> list[tuple[torch.Tensor, di
     activations grow with its tokens, and the rows of a batch are queries and passages of very different
     lengths: ``chunk`` rows in batch order put the passages together, so their chunks held far more tokens than
     ``chunk`` rows on average and set the memory peak. Sorted, a chunk is also rows of like length (little
-    padding on the padded path). Without an attention mask every row counts its full width: ``chunk`` rows a
+    padding on the padded path). Tokens bound the activations of the linear layers, most of the memory; attention
+    scores grow with each row's length squared, so a chunk of a few long rows holds more of them than one of many
+    short rows of the same tokens. Without an attention mask every row counts its full width: ``chunk`` rows a
     chunk, in order."""
     rows, width = batch["input_ids"].shape[:2]
     mask = batch.get("attention_mask")
