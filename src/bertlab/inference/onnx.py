@@ -57,6 +57,7 @@ from bertlab.inference.onnx_session import (  # noqa: F401  (is_onnx_folder, loa
     OnnxSession,
     is_onnx_folder,
     load_onnx_folder,
+    require_onnx,
     runs_per_input,
 )
 from bertlab.inference.tasks import ONNX_FAMILIES, PREDICTION_TASKS
@@ -77,16 +78,6 @@ OPSET = 17
 
 class QualityGateError(CheckpointError):
     """The int8 model scores too far below fp32 on the run's dev set; the message gives both and the way out."""
-
-
-def require_onnx() -> tuple[Any, Any]:
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as err:
-        raise ConfigError("ONNX export and prediction need onnx and onnxruntime: `pip install bertlab[onnx]` "
-                          "(or `pip install onnx onnxruntime`)") from err
-    return onnx, onnxruntime
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertlab.inference.onnx_session import require_onnx
 from bertlab.runtime.errors import ConfigError
 
 WEIGHT_MAX = 63  # 7-bit symmetric weights: uint8 x int8 pair sums stay within int16 (module docstring)
@@ -50,8 +51,6 @@ def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def quantize_int8(fp32: Path, int8: Path) -> int:
     """Write ``int8``: the graph ``fp32`` with every weight MatMul quantized per row (module docstring). Returns
     how many MatMuls were quantized."""
-    from bertlab.inference.onnx import require_onnx
-
     onnx, _ = require_onnx()
     from onnx import TensorProto, helper, numpy_helper
 

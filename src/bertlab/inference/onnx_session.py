@@ -42,6 +42,18 @@ def require_onnxruntime() -> Any:
     return onnxruntime
 
 
+def require_onnx() -> tuple[Any, Any]:
+    """onnx and onnxruntime (the export and the int8 quantizer need both), or a ConfigError saying how to install
+    them."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as err:
+        raise ConfigError("ONNX export and prediction need onnx and onnxruntime: `pip install bertlab[onnx]` "
+                          "(or `pip install onnx onnxruntime`)") from err
+    return onnx, onnxruntime
+
+
 def session_options(threads: int | None = None) -> Any:
     """onnxruntime's session options for prediction: ``threads`` intra-op threads (default: ``OMP_NUM_THREADS``,
     the variable that sets PyTorch's pool, so both backends compute on as many cores; unset: onnxruntime's own
