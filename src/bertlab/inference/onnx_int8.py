@@ -71,6 +71,7 @@ def quantize_int8(fp32: Path, int8: Path) -> int:
         numpy_helper.from_array(np.array(1.0, dtype=np.float32), "int8/one"),
         numpy_helper.from_array(np.array([1], dtype=np.int64), "int8/axis1"),
     ]
+
     def reduce(op: str, x: str, y: str):
         """``op`` over each row (axis 1), kept as (M, 1): ``axes`` an attribute before opset 18, an input since."""
         if opset >= 18:

@@ -10,9 +10,9 @@ duplicate is not a negative. ``task.symmetric`` adds the passage → query term 
 queries) and averages the two, as sentence-transformers' symmetric loss.
 
 Gradient caching (``task.cache_chunk_size``; Gao et al. 2021, sentence-transformers' cached loss): the rows are
-embedded without a graph in chunks (of tokens: :func:`row_chunks`), the loss's gradient w.r.t. the embeddings is taken, and the backward pass
-embeds each chunk again with a graph and back-propagates its slice of that gradient — so a large batch trains in
-the memory of one chunk, with the gradients of the whole batch at once. Each chunk's RNG state is saved before
+embedded without a graph in chunks (cut by tokens: :func:`row_chunks`), the loss's gradient w.r.t. the
+embeddings is taken, and the backward pass embeds each chunk again with a graph and back-propagates its slice of
+that gradient — so a large batch trains in the memory of one chunk, with the gradients of the whole batch at once. Each chunk's RNG state is saved before
 its first pass and restored for the second, so dropout draws the same masks both times.
 """
 
